@@ -1,0 +1,36 @@
+// Instruction-set variants of the kernels and the choice among them: picked once at start-up from
+// cpuid, overridable by GLACIER_KERNELS=ref|avx2|avx512 (tests compare every variant with ref).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quant_blocks.h"
+
+namespace glacier::kernels {
+
+enum class Isa { Ref, Avx2, Avx512 };
+const char* isa_name(Isa isa);
+
+// The dot products of one variant. n counts elements (a multiple of 32 for the block types).
+struct DotKernels {
+  float (*f32_f32)(const float* w, const float* x, int64_t n);
+  float (*f16_f16)(const uint16_t* w, const uint16_t* x, int64_t n);
+  float (*bf16_bf16)(const uint16_t* w, const uint16_t* x, int64_t n);
+  float (*q8_0_q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
+  float (*q4_0_q8_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+  void (*quantize_row_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
+};
+
+bool cpu_supports(Isa isa);
+std::vector<Isa> supported_isas();       // ref first
+const DotKernels& kernels_for(Isa isa);  // throws InternalError if not compiled or not supported
+Isa active_isa();                        // chosen once (best supported, or GLACIER_KERNELS)
+void set_active_isa(Isa isa);            // for tests and benchmarks
+const DotKernels& active_kernels();
+
+// Variant tables, defined in their own translation units.
+const DotKernels& ref_kernels();
+const DotKernels& avx2_kernels();
+const DotKernels& avx512_kernels();
+
+}  // namespace glacier::kernels

@@ -1,0 +1,44 @@
+// Matrix products of a weight matrix in its GGUF storage type with a batch of f32 activation rows.
+// Every output element is reduced in one fixed order that depends on neither the number of rows in
+// the batch nor the thread split, so results are batch-invariant (pipelining and micro-batching
+// cannot change them).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace glacier::kernels {
+
+enum class WeightType { F32, F16, BF16, Q8_0, Q4_0 };
+const char* weight_type_name(WeightType t);
+
+// A weight matrix: `rows` output features, each a contiguous row of `cols` input features.
+struct Matrix {
+  WeightType type = WeightType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;  // bytes between consecutive rows
+};
+
+// Activations converted once per batch into the form the weight type's dot product consumes
+// (as ggml-cpu does: Q8_0 rows for Q8_0/Q4_0 weights, f16 rows for F16, bf16 rows for BF16,
+// f32 rows for F32). Storage is caller-provided: see activation_bytes().
+struct PreparedActivations {
+  WeightType for_type = WeightType::F32;
+  const void* data = nullptr;
+  int64_t n_rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+};
+
+size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols);
+// Converts x [n_rows x cols] (row stride ldx floats) into `storage` (activation_bytes() large).
+PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_rows, int64_t cols,
+                                        int64_t ldx, void* storage);
+
+// y[r * ldy + o] = dot(W row o, x row r) for r < x.n_rows and o in [o_begin, o_end).
+// Callers split [0, rows) among threads; each thread calls this on its own range.
+void matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy, int64_t o_begin,
+            int64_t o_end);
+
+}  // namespace glacier::kernels

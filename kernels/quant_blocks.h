@@ -1,0 +1,45 @@
+// Block layouts of the quantized GGUF types (as the GGUF/ggml format defines them) and the
+// half-precision conversions they use. Plain data: shared by kernels, the model loader and the writer.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace glacier::kernels {
+
+constexpr int kQK8_0 = 32;  // elements per Q8_0 block
+constexpr int kQK4_0 = 32;  // elements per Q4_0 block
+
+// Q8_0: one fp16 scale and 32 signed bytes; x = d * q.
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+// Q4_0: one fp16 scale and 32 4-bit values packed two a byte; element j (j < 16) is the low nibble of
+// qs[j] and element j + 16 the high nibble; x = d * (q - 8).
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// IEEE half <-> float, round-to-nearest-even, with subnormals, infinities and NaN.
+float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);
+
+// bfloat16 <-> float (round-to-nearest-even; NaN stays NaN).
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 64);  // quiet NaN
+  return static_cast<uint16_t>((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}
+
+}  // namespace glacier::kernels

@@ -1,0 +1,72 @@
+// ThreadPool: workers sleep on an atomic generation counter (futex-backed wait) between jobs, after a
+// short spin. Sleeping matters: oversubscribed MPI ranks must not burn a core another rank computes on.
+#include "util/thread_pool.h"
+
+namespace glacier {
+namespace {
+// Spins this many times before sleeping: a job follows the last one within microseconds in a forward pass.
+constexpr int kSpinBeforeSleep = 2000;
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads, std::function<void(int)> on_thread_start)
+    : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  if (on_thread_start) on_thread_start(0);
+  for (int i = 1; i < n_threads_; ++i) {
+    workers_.emplace_back([this, i, on_thread_start] {
+      if (on_thread_start) on_thread_start(i);
+      worker_loop(i);
+    });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::share(int64_t n, int n_threads, int t, int64_t* begin, int64_t* end) {
+  int64_t base = n / n_threads, extra = n % n_threads;
+  *begin = t * base + (t < extra ? t : extra);
+  *end = *begin + base + (t < extra ? 1 : 0);
+}
+
+void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)> fn) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n == 1) {
+    fn(0, n, 0);
+    return;
+  }
+  job_ = &fn;
+  job_n_ = n;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  int64_t b, e;
+  share(n, n_threads_, 0, &b, &e);
+  if (b < e) fn(b, e, 0);
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin > kSpinBeforeSleep) std::this_thread::yield();
+  }
+  job_ = nullptr;
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = generation_.load();
+  for (;;) {
+    uint64_t g;
+    int spin = 0;
+    while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+      if (++spin > kSpinBeforeSleep) generation_.wait(seen, std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load()) return;
+    int64_t b, e;
+    share(job_n_, n_threads_, index, &b, &e);
+    if (b < e) (*job_)(b, e, index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace glacier
