@@ -17,3 +17,5 @@ endif()
 if(GLACIER_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
+# Use the C bindings only (the deprecated C++ bindings need an extra library).
+add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)

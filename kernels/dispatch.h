@@ -1,6 +1,7 @@
 // Instruction-set variants of the kernels and the choice among them: picked once at start-up from
 // cpuid, overridable by GLACIER_KERNELS=ref|avx2|avx512 (tests compare every variant with ref).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -11,6 +12,15 @@ namespace glacier::kernels {
 enum class Isa { Ref, Avx2, Avx512 };
 const char* isa_name(Isa isa);
 
+// Most activation rows one tile call handles (matmul walks the batch in tiles of this many rows).
+constexpr int kMaxTileRows = 4;
+
+// One weight row against nx <= kMaxTileRows activation rows (x + i * x_stride bytes); writes
+// out[i * out_stride]. Each out[i] must be bitwise equal to the single-row dot of row i, so a
+// tile is only a way to read the weight row once, never a different reduction order.
+using DotTileFn = void (*)(const void* w, const void* x, size_t x_stride, int nx, int64_t n,
+                           float* out, int64_t out_stride);
+
 // The dot products of one variant. n counts elements (a multiple of 32 for the block types).
 struct DotKernels {
   float (*f32_f32)(const float* w, const float* x, int64_t n);
@@ -19,6 +29,12 @@ struct DotKernels {
   float (*q8_0_q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0_q8_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*quantize_row_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
+  // Tiled twins of the dots above (same element types, same results bit for bit).
+  DotTileFn f32_f32_tile;
+  DotTileFn f16_f16_tile;
+  DotTileFn bf16_bf16_tile;
+  DotTileFn q8_0_q8_0_tile;
+  DotTileFn q4_0_q8_0_tile;
 };
 
 bool cpu_supports(Isa isa);
@@ -27,6 +43,10 @@ const DotKernels& kernels_for(Isa isa);  // throws InternalError if not compiled
 Isa active_isa();                        // chosen once (best supported, or GLACIER_KERNELS)
 void set_active_isa(Isa isa);            // for tests and benchmarks
 const DotKernels& active_kernels();
+
+// The variant a GLACIER_KERNELS value asks for: null or empty means the best supported one.
+// Throws InputError naming the value and the supported variants when it is unknown or unsupported.
+Isa isa_for_request(const char* request);
 
 // Variant tables, defined in their own translation units.
 const DotKernels& ref_kernels();

@@ -24,18 +24,28 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// 1/d for Q8_0 quantization, as ggml computes it (0 when d is 0). Below amax ~3.7e-37, 1/d
+// overflows to infinity and ggml's roundf(x * id) is undefined; those blocks store an fp16 scale
+// of 0 anyway, so they quantize to all-zero values here, the same in every kernel variant.
+[[gnu::always_inline]] inline float q8_inverse_scale(float d) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  return id <= 3.40282347e38f ? id : 0.0f;
+}
+
 // IEEE half <-> float, round-to-nearest-even, with subnormals, infinities and NaN.
 float fp16_to_f32(uint16_t h);
 uint16_t f32_to_fp16(float f);
 
 // bfloat16 <-> float (round-to-nearest-even; NaN stays NaN).
-inline float bf16_to_f32(uint16_t h) {
+// The inline helpers here are always inlined: the per-ISA kernel files include this header, and an
+// out-of-line copy built with AVX-512 flags could otherwise be the one the linker keeps.
+[[gnu::always_inline]] inline float bf16_to_f32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
-inline uint16_t f32_to_bf16(float f) {
+[[gnu::always_inline]] inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 64);  // quiet NaN

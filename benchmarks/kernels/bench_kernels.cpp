@@ -1,0 +1,195 @@
+// Kernel throughput for every supported variant and weight type (dot and matmul), reported as
+// weight bytes/s and op/s, beside measured machine peaks and OpenBLAS sgemv/sgemm for F32.
+// Run: build/bench_kernels [--benchmark_filter=...]; one thread (pin it for stable figures).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "peak_loops.h"
+
+namespace glacier::bench {
+namespace {
+
+using kernels::Isa;
+using kernels::WeightType;
+
+constexpr WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
+                                 WeightType::Q8_0, WeightType::Q4_0};
+
+size_t row_bytes(WeightType t, int64_t cols) {
+  switch (t) {
+    case WeightType::F32: return size_t(cols) * 4;
+    case WeightType::F16:
+    case WeightType::BF16: return size_t(cols) * 2;
+    case WeightType::Q8_0: return size_t(cols / 32) * sizeof(kernels::BlockQ8_0);
+    case WeightType::Q4_0: return size_t(cols / 32) * sizeof(kernels::BlockQ4_0);
+  }
+  return 0;
+}
+
+// Random weights in storage form: plausible values for every type (small fp16 scales for blocks).
+std::vector<unsigned char> random_weights(WeightType t, int64_t rows, int64_t cols) {
+  std::vector<unsigned char> bytes(row_bytes(t, cols) * size_t(rows));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  if (t == WeightType::F32) {
+    auto* f = reinterpret_cast<float*>(bytes.data());
+    for (size_t i = 0; i < bytes.size() / 4; ++i) f[i] = dist(rng);
+  } else if (t == WeightType::F16 || t == WeightType::BF16) {
+    auto* h = reinterpret_cast<uint16_t*>(bytes.data());
+    for (size_t i = 0; i < bytes.size() / 2; ++i)
+      h[i] = t == WeightType::F16 ? kernels::f32_to_fp16(dist(rng)) : kernels::f32_to_bf16(dist(rng));
+  } else {
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : bytes) b = static_cast<unsigned char>(byte(rng));
+    const size_t block = t == WeightType::Q8_0 ? sizeof(kernels::BlockQ8_0) : sizeof(kernels::BlockQ4_0);
+    for (size_t off = 0; off < bytes.size(); off += block) {
+      const uint16_t d = kernels::f32_to_fp16(0.01f);
+      std::memcpy(bytes.data() + off, &d, 2);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> random_activations(int64_t rows, int64_t cols) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(size_t(rows * cols));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+void set_rates(benchmark::State& state, double weight_bytes, double ops) {
+  const double n = double(state.iterations());
+  state.counters["weight_B/s"] = benchmark::Counter(weight_bytes * n, benchmark::Counter::kIsRate);
+  state.counters["op/s"] = benchmark::Counter(ops * n, benchmark::Counter::kIsRate);
+}
+
+// One weight row (in L1/L2) against one prepared activation row.
+void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
+  const int64_t n = state.range(0);
+  kernels::set_active_isa(isa);
+  const auto w = random_weights(t, 1, n);
+  const auto x = random_activations(1, n);
+  std::vector<unsigned char> storage(kernels::activation_bytes(t, 1, n));
+  const auto p = kernels::prepare_activations(t, x.data(), 1, n, n, storage.data());
+  const kernels::DotTileFn tile = [&] {
+    const auto& k = kernels::kernels_for(isa);
+    switch (t) {
+      case WeightType::F32: return k.f32_f32_tile;
+      case WeightType::F16: return k.f16_f16_tile;
+      case WeightType::BF16: return k.bf16_bf16_tile;
+      case WeightType::Q8_0: return k.q8_0_q8_0_tile;
+      case WeightType::Q4_0: return k.q4_0_q8_0_tile;
+    }
+    return k.f32_f32_tile;
+  }();
+  float out = 0;
+  for (auto _ : state) {
+    tile(w.data(), p.data, p.row_bytes, 1, n, &out, 1);
+    benchmark::DoNotOptimize(out);
+  }
+  set_rates(state, double(row_bytes(t, n)), 2.0 * double(n));
+}
+
+// rows x cols weights (larger than the caches) times a batch of range(0) activation rows.
+void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, int64_t cols) {
+  const int64_t batch = state.range(0);
+  kernels::set_active_isa(isa);
+  const auto w = random_weights(t, rows, cols);
+  const kernels::Matrix m{t, w.data(), rows, cols, row_bytes(t, cols)};
+  const auto x = random_activations(batch, cols);
+  std::vector<unsigned char> storage(kernels::activation_bytes(t, batch, cols));
+  std::vector<float> y(size_t(batch * rows));
+  for (auto _ : state) {
+    const auto p = kernels::prepare_activations(t, x.data(), batch, cols, cols, storage.data());
+    kernels::matmul(m, p, y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_rates(state, double(w.size()), 2.0 * double(rows * cols * batch));
+}
+
+void openblas_bench(benchmark::State& state, int64_t rows, int64_t cols) {
+  const int64_t batch = state.range(0);
+  const auto w = random_activations(rows, cols);
+  const auto x = random_activations(batch, cols);
+  std::vector<float> y(size_t(batch * rows));
+  for (auto _ : state) {
+    if (batch == 1)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(rows), int(cols), 1.0f, w.data(), int(cols), x.data(), 1,
+                  0.0f, y.data(), 1);
+    else  // y[batch x rows] = x[batch x cols] * W^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(batch), int(rows), int(cols), 1.0f, x.data(),
+                  int(cols), w.data(), int(cols), 0.0f, y.data(), int(rows));
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_rates(state, double(w.size() * 4), 2.0 * double(rows * cols * batch));
+}
+
+void peak_read_bandwidth(benchmark::State& state) {
+  constexpr size_t kBytes = size_t(256) << 20;
+  std::vector<float> buf(kBytes / 4, 1.0f);
+  for (auto _ : state) benchmark::DoNotOptimize(read_sum_avx2(buf.data(), buf.size()));
+  state.counters["read_B/s"] = benchmark::Counter(double(kBytes) * double(state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+}
+
+constexpr int64_t kPeakIterations = 1 << 20;
+
+void peak_fma(benchmark::State& state, bool avx512) {
+  for (auto _ : state)
+    benchmark::DoNotOptimize(avx512 ? fma_loop_avx512(kPeakIterations) : fma_loop_avx2(kPeakIterations));
+  const double lanes = avx512 ? 16 : 8;
+  state.counters["flop/s"] = benchmark::Counter(2 * lanes * kChains * double(kPeakIterations) *
+                                                    double(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+void peak_vnni(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(vnni_loop_avx512(kPeakIterations));
+  // 64 byte products and 64 additions per dpbusd.
+  state.counters["op/s"] = benchmark::Counter(128.0 * kChains * double(kPeakIterations) *
+                                                  double(state.iterations()),
+                                              benchmark::Counter::kIsRate);
+}
+
+void register_all() {
+  const bool avx2 = kernels::cpu_supports(Isa::Avx2);
+  const bool avx512 = kernels::cpu_supports(Isa::Avx512);
+  if (avx2) {
+    benchmark::RegisterBenchmark("peak/read_256MB", peak_read_bandwidth)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("peak/fma_f32_avx2", peak_fma, false);
+  }
+  if (avx512) {
+    benchmark::RegisterBenchmark("peak/fma_f32_avx512", peak_fma, true);
+    benchmark::RegisterBenchmark("peak/vnni_int8_avx512", peak_vnni);
+  }
+  constexpr int64_t kRows = 4096, kCols = 4096;
+  benchmark::RegisterBenchmark("openblas/F32/4096x4096", openblas_bench, kRows, kCols)
+      ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+  for (Isa isa : kernels::supported_isas()) {
+    for (WeightType t : kTypes) {
+      const std::string suffix = std::string(kernels::isa_name(isa)) + "/" + kernels::weight_type_name(t);
+      benchmark::RegisterBenchmark(("dot/" + suffix).c_str(), dot_bench, isa, t)->Arg(4096);
+      benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows, kCols)
+          ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace glacier::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  glacier::bench::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,29 @@
+// AVX2 peak loops: streaming read bandwidth and fp32 FMA throughput (see peak_loops.h).
+#include <immintrin.h>
+
+#include "peak_loops.h"
+
+namespace glacier::bench {
+
+float read_sum_avx2(const float* data, size_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (size_t i = 0; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_loadu_ps(data + i + 8 * k));
+  __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+  float lanes[8];
+  _mm256_storeu_ps(lanes, s);
+  return lanes[0] + lanes[7];
+}
+
+float fma_loop_avx2(int64_t iterations) {
+  __m256 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(float(k));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-4f);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  float sum = 0;
+  for (int k = 0; k < kChains; ++k) sum += _mm256_cvtss_f32(acc[k]);
+  return sum;
+}
+
+}  // namespace glacier::bench

@@ -1,0 +1,50 @@
+// Row dequantization for every weight type, following the block layouts in quant_blocks.h.
+#include "kernels/dequantize.h"
+
+#include <cstring>
+
+#include "kernels/quant_blocks.h"
+#include "util/error.h"
+
+namespace glacier::kernels {
+
+void dequantize_row(const Matrix& w, int64_t row, float* out) {
+  GLACIER_ASSERT(row >= 0 && row < w.rows, "row index within the matrix");
+  const uint8_t* src = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(row) * w.row_bytes;
+  const int64_t n = w.cols;
+  switch (w.type) {
+    case WeightType::F32:
+      std::memcpy(out, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case WeightType::F16:
+    case WeightType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        out[i] = w.type == WeightType::F16 ? fp16_to_f32(h) : bf16_to_f32(h);
+      }
+      return;
+    case WeightType::Q8_0: {
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+      for (int64_t i = 0; i < n / kQK8_0; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int j = 0; j < kQK8_0; ++j) out[i * kQK8_0 + j] = d * static_cast<float>(b[i].qs[j]);
+      }
+      return;
+    }
+    case WeightType::Q4_0: {
+      const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
+      for (int64_t i = 0; i < n / kQK4_0; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int j = 0; j < kQK4_0 / 2; ++j) {
+          out[i * kQK4_0 + j] = d * static_cast<float>((b[i].qs[j] & 0x0f) - 8);
+          out[i * kQK4_0 + j + kQK4_0 / 2] = d * static_cast<float>((b[i].qs[j] >> 4) - 8);
+        }
+      }
+      return;
+    }
+  }
+  GLACIER_ASSERT(false, "unhandled weight type");
+}
+
+}  // namespace glacier::kernels

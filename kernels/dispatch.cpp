@@ -1,0 +1,115 @@
+// Chooses the kernel variant: cpuid tells what the CPU can run, GLACIER_KERNELS may ask for a
+// specific one, and the choice is made once (a function-local static) unless a test overrides it.
+#include "kernels/dispatch.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "util/error.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+bool cpu_has_avx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  return has;
+}
+
+bool cpu_has_avx512() {
+  // libgcc's cpu model also checks that the OS saves the zmm/opmask state (XCR0).
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512bf16");
+  }();
+  return has;
+}
+
+constexpr Isa kAllIsas[] = {Isa::Ref, Isa::Avx2, Isa::Avx512};
+
+std::string supported_list() {
+  std::string names;
+  for (Isa isa : supported_isas()) names += std::string(names.empty() ? "" : ", ") + isa_name(isa);
+  return names;
+}
+
+// -1: no override; otherwise the Isa a test or benchmark asked for.
+std::atomic<int> g_override{-1};
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Ref: return "ref";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool cpu_supports(Isa isa) {
+  switch (isa) {
+    case Isa::Ref: return true;
+    case Isa::Avx2: return cpu_has_avx2();
+    case Isa::Avx512: return cpu_has_avx512();
+  }
+  return false;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : kAllIsas)
+    if (cpu_supports(isa)) isas.push_back(isa);
+  return isas;
+}
+
+const DotKernels& kernels_for(Isa isa) {
+  GLACIER_ASSERT(cpu_supports(isa),
+                 std::string("kernel variant ") + isa_name(isa) + " is not supported by this CPU");
+  switch (isa) {
+    case Isa::Ref: return ref_kernels();
+    case Isa::Avx2: return avx2_kernels();
+    case Isa::Avx512: return avx512_kernels();
+  }
+  GLACIER_ASSERT(false, "unknown kernel variant");
+  return ref_kernels();
+}
+
+Isa isa_for_request(const char* request) {
+  if (request == nullptr || *request == '\0') return supported_isas().back();
+  for (Isa isa : kAllIsas) {
+    if (std::strcmp(request, isa_name(isa)) != 0) continue;
+    if (!cpu_supports(isa))
+      throw InputError(std::string("GLACIER_KERNELS=") + request +
+                       ": this CPU cannot run that kernel variant; supported: " + supported_list());
+    return isa;
+  }
+  throw InputError(std::string("GLACIER_KERNELS: expected one of ref, avx2, avx512, found '") +
+                   request + "' (supported on this CPU: " + supported_list() + ")");
+}
+
+Isa active_isa() {
+  const int forced = g_override.load(std::memory_order_acquire);
+  if (forced >= 0) return static_cast<Isa>(forced);
+  static const Isa chosen = isa_for_request(std::getenv("GLACIER_KERNELS"));
+  return chosen;
+}
+
+void set_active_isa(Isa isa) {
+  GLACIER_ASSERT(cpu_supports(isa),
+                 std::string("set_active_isa: ") + isa_name(isa) + " is not supported by this CPU");
+  g_override.store(static_cast<int>(isa), std::memory_order_release);
+}
+
+const DotKernels& active_kernels() { return kernels_for(active_isa()); }
+
+}  // namespace glacier::kernels

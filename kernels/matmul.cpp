@@ -1,0 +1,136 @@
+// Weight-matrix x activation-batch products on top of the active DotKernels. Batch invariance
+// comes from the tile contract (each output bitwise equals its single-row dot), so neither the
+// batch size nor the [o_begin, o_end) split can change a result.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/dispatch.h"
+#include "util/error.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+bool is_block_type(WeightType t) { return t == WeightType::Q8_0 || t == WeightType::Q4_0; }
+
+size_t prepared_row_bytes(WeightType t, int64_t cols) {
+  switch (t) {
+    case WeightType::F32: return static_cast<size_t>(cols) * sizeof(float);
+    case WeightType::F16:
+    case WeightType::BF16: return static_cast<size_t>(cols) * sizeof(uint16_t);
+    case WeightType::Q8_0:
+    case WeightType::Q4_0: return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
+  }
+  GLACIER_ASSERT(false, "unknown weight type");
+  return 0;
+}
+
+void check_cols(WeightType t, int64_t cols) {
+  GLACIER_ASSERT(cols >= 0, "negative column count");
+  GLACIER_ASSERT(!is_block_type(t) || cols % kQK8_0 == 0,
+                 std::string(weight_type_name(t)) + " needs cols a multiple of 32, got " +
+                     std::to_string(cols));
+}
+
+DotTileFn tile_for(const DotKernels& k, WeightType t) {
+  switch (t) {
+    case WeightType::F32: return k.f32_f32_tile;
+    case WeightType::F16: return k.f16_f16_tile;
+    case WeightType::BF16: return k.bf16_bf16_tile;
+    case WeightType::Q8_0: return k.q8_0_q8_0_tile;
+    case WeightType::Q4_0: return k.q4_0_q8_0_tile;
+  }
+  GLACIER_ASSERT(false, "unknown weight type");
+  return nullptr;
+}
+
+// Weight rows visited together, so a block of them stays in L2 while the batch tiles pass over it.
+constexpr int64_t kWeightRowsPerBlock = 16;
+
+}  // namespace
+
+const char* weight_type_name(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return "F32";
+    case WeightType::F16: return "F16";
+    case WeightType::BF16: return "BF16";
+    case WeightType::Q8_0: return "Q8_0";
+    case WeightType::Q4_0: return "Q4_0";
+  }
+  return "?";
+}
+
+size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols) {
+  check_cols(t, cols);
+  GLACIER_ASSERT(n_rows >= 0, "negative row count");
+  return static_cast<size_t>(n_rows) * prepared_row_bytes(t, cols);
+}
+
+PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_rows, int64_t cols,
+                                        int64_t ldx, void* storage) {
+  check_cols(t, cols);
+  GLACIER_ASSERT(n_rows == 0 || ldx >= cols, "activation row stride shorter than a row");
+  PreparedActivations p;
+  p.for_type = t;
+  p.data = storage;
+  p.n_rows = n_rows;
+  p.cols = cols;
+  p.row_bytes = prepared_row_bytes(t, cols);
+  auto* out = static_cast<unsigned char*>(storage);
+  const DotKernels& k = active_kernels();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* src = x + r * ldx;
+    unsigned char* dst = out + r * p.row_bytes;
+    switch (t) {
+      case WeightType::F32:
+        std::copy(src, src + cols, reinterpret_cast<float*>(dst));
+        break;
+      case WeightType::F16: {
+        auto* h = reinterpret_cast<uint16_t*>(dst);
+        for (int64_t c = 0; c < cols; ++c) h[c] = f32_to_fp16(src[c]);
+        break;
+      }
+      case WeightType::BF16: {
+        auto* h = reinterpret_cast<uint16_t*>(dst);
+        for (int64_t c = 0; c < cols; ++c) h[c] = f32_to_bf16(src[c]);
+        break;
+      }
+      case WeightType::Q8_0:
+      case WeightType::Q4_0:
+        // Every variant's quantizer is bit-identical to the reference, so the ISA cannot leak in.
+        k.quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0*>(dst), cols);
+        break;
+    }
+  }
+  return p;
+}
+
+void matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy, int64_t o_begin,
+            int64_t o_end) {
+  GLACIER_ASSERT(x.for_type == w.type,
+                 std::string("activations prepared for ") + weight_type_name(x.for_type) +
+                     " used with " + weight_type_name(w.type) + " weights");
+  GLACIER_ASSERT(x.cols == w.cols, "activation width " + std::to_string(x.cols) +
+                                       " differs from weight width " + std::to_string(w.cols));
+  GLACIER_ASSERT(0 <= o_begin && o_begin <= o_end && o_end <= w.rows,
+                 "output range [" + std::to_string(o_begin) + ", " + std::to_string(o_end) +
+                     ") outside 0.." + std::to_string(w.rows));
+  check_cols(w.type, w.cols);
+  GLACIER_ASSERT(x.n_rows <= 1 || ldy >= o_end, "output row stride shorter than the output range");
+  const DotTileFn tile = tile_for(active_kernels(), w.type);
+  const auto* wdata = static_cast<const unsigned char*>(w.data);
+  const auto* xdata = static_cast<const unsigned char*>(x.data);
+  for (int64_t o0 = o_begin; o0 < o_end; o0 += kWeightRowsPerBlock) {
+    const int64_t o1 = std::min(o_end, o0 + kWeightRowsPerBlock);
+    for (int64_t r0 = 0; r0 < x.n_rows; r0 += kMaxTileRows) {
+      const int nx = static_cast<int>(std::min<int64_t>(kMaxTileRows, x.n_rows - r0));
+      for (int64_t o = o0; o < o1; ++o)
+        tile(wdata + o * w.row_bytes, xdata + r0 * x.row_bytes, x.row_bytes, nx, w.cols,
+             y + r0 * ldy + o, ldy);
+    }
+  }
+}
+
+}  // namespace glacier::kernels

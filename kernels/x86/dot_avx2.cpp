@@ -1,0 +1,187 @@
+// AVX2 + FMA + F16C variants of the dot kernels and Q8_0 row quantization.
+// Int8 products use maddubs with |w| and x carrying w's sign (exact while x stays in [-127, 127],
+// which quantize_row_q8_0 guarantees); each activation row keeps its own accumulators (dot_tile.h).
+#include <immintrin.h>
+
+#include "kernels/x86/dot_tile.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Loads 8 elements as floats, and converts one element for the scalar tail.
+struct F32Elems {
+  using T = float;
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float one(float v) { return v; }
+};
+struct F16Elems {
+  using T = uint16_t;
+  static __m256 load8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float one(uint16_t v) { return _cvtsh_ss(v); }
+};
+struct Bf16Elems {
+  using T = uint16_t;
+  static __m256 load8(const uint16_t* p) {
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static float one(uint16_t v) { return bf16_to_f32(v); }
+};
+
+// Float-like dot: two 8-lane accumulators per row over 16 elements, then 8, then a scalar tail.
+template <class E>
+struct FloatDot {
+  using W = typename E::T;
+  using X = typename E::T;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 w0 = E::load8(w + i), w1 = E::load8(w + i + 8);
+      for (int r = 0; r < R; ++r) {
+        acc0[r] = _mm256_fmadd_ps(w0, E::load8(x[r] + i), acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(w1, E::load8(x[r] + i + 8), acc1[r]);
+      }
+    }
+    if (i + 8 <= n) {
+      const __m256 w0 = E::load8(w + i);
+      for (int r = 0; r < R; ++r) acc0[r] = _mm256_fmadd_ps(w0, E::load8(x[r] + i), acc0[r]);
+      i += 8;
+    }
+    for (int r = 0; r < R; ++r) {
+      float sum = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+      for (int64_t j = i; j < n; ++j) sum += E::one(w[j]) * E::one(x[r][j]);
+      out[r] = sum;
+    }
+  }
+};
+
+// Adds one block's int8 dot (w signed, any value; x in [-127, 127]) scaled by d into acc.
+inline __m256 add_block(__m256i wq, const BlockQ8_0& xb, float dw, __m256 acc) {
+  const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
+  const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  const __m256 d = _mm256_set1_ps(dw * _cvtsh_ss(xb.d));
+  return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(quads), acc);
+}
+
+// Signed weight bytes of one block.
+struct Q8Weights {
+  using Block = BlockQ8_0;
+  static __m256i load(const Block& b) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  }
+};
+struct Q4Weights {
+  using Block = BlockQ4_0;
+  static __m256i load(const Block& b) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask),
+                                             _mm_and_si128(packed, mask));
+    return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+  }
+};
+
+// Block dot: even and odd blocks go to separate accumulators to shorten the FMA dependency chain.
+template <class Weights>
+struct BlockDot {
+  using W = typename Weights::Block;
+  using X = BlockQ8_0;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    const int64_t nb = n / kQK8_0;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const __m256i w0 = Weights::load(w[b]), w1 = Weights::load(w[b + 1]);
+      const float d0 = _cvtsh_ss(w[b].d), d1 = _cvtsh_ss(w[b + 1].d);
+      for (int r = 0; r < R; ++r) {
+        acc0[r] = add_block(w0, x[r][b], d0, acc0[r]);
+        acc1[r] = add_block(w1, x[r][b + 1], d1, acc1[r]);
+      }
+    }
+    if (b < nb) {
+      const __m256i w0 = Weights::load(w[b]);
+      const float d0 = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) acc0[r] = add_block(w0, x[r][b], d0, acc0[r]);
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+  }
+};
+
+using DotF32 = FloatDot<F32Elems>;
+using DotF16 = FloatDot<F16Elems>;
+using DotBf16 = FloatDot<Bf16Elems>;
+using DotQ8 = BlockDot<Q8Weights>;
+using DotQ4 = BlockDot<Q4Weights>;
+
+// Rounds to nearest with ties away from zero (roundf), independent of MXCSR: truncate, then step
+// one away from zero when the exact remainder is at least one half.
+inline __m256i round_half_away(__m256 v) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
+  const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, sign_bit));
+  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, step)));
+}
+
+void quantize_row_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xb + 8 * k);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign_bit, v[0]), _mm256_andnot_ps(sign_bit, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(sign_bit, v[2]), _mm256_andnot_ps(sign_bit, v[3])));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 127.0f;
+    const float id = q8_inverse_scale(d);
+    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    const __m256 scale = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) q[k] = round_half_away(_mm256_mul_ps(v[k], scale));
+    // packs interleave 128-bit lanes; the permute restores element order.
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), ordered);
+  }
+}
+
+}  // namespace
+
+const DotKernels& avx2_kernels() {
+  static const DotKernels table{
+      simd::dot_single<DotF32>,
+      simd::dot_single<DotF16>,
+      simd::dot_single<DotBf16>,
+      simd::dot_single<DotQ8>,
+      simd::dot_single<DotQ4>,
+      quantize_row_q8_0_avx2,
+      simd::dot_tile<DotF32>,
+      simd::dot_tile<DotF16>,
+      simd::dot_tile<DotBf16>,
+      simd::dot_tile<DotQ8>,
+      simd::dot_tile<DotQ4>,
+  };
+  return table;
+}
+
+}  // namespace glacier::kernels

@@ -1,0 +1,213 @@
+// AVX-512 (F/BW/DQ/VL/VNNI/BF16) variants of the dot kernels and Q8_0 row quantization.
+// Int8 blocks go two to a zmm through VNNI dpbusd (unsigned x signed bytes); bf16 uses dpbf16ps,
+// which treats subnormal bf16 inputs and results as zero (covered by the tests' absolute tolerance).
+#include <immintrin.h>
+
+// GCC 12's _mm512_undefined_* self-initialise and trip -W(maybe-)uninitialized once inlined here
+// (a false positive fixed in later GCC releases).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "kernels/x86/dot_tile.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+// Float-like dot over 16-lane zmm: two accumulators per row over 32 elements, then a masked tail
+// of up to 16 (masked-off lanes load as zero and add nothing).
+struct F32Elems {
+  using T = float;
+  static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 load_tail(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct F16Elems {
+  using T = uint16_t;
+  static __m512 load16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m512 load_tail(const uint16_t* p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
+};
+
+template <class E>
+struct FloatDot {
+  using W = typename E::T;
+  using X = typename E::T;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m512 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m512 w0 = E::load16(w + i), w1 = E::load16(w + i + 16);
+      for (int r = 0; r < R; ++r) {
+        acc0[r] = _mm512_fmadd_ps(w0, E::load16(x[r] + i), acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(w1, E::load16(x[r] + i + 16), acc1[r]);
+      }
+    }
+    for (; i < n; i += 16) {
+      const int64_t left = n - i;
+      const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+      const __m512 w0 = E::load_tail(w + i, m);
+      for (int r = 0; r < R; ++r) acc0[r] = _mm512_fmadd_ps(w0, E::load_tail(x[r] + i, m), acc0[r]);
+    }
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  }
+};
+
+// bf16 pairs: one dpbf16ps takes 32 elements into 16 float lanes.
+struct Bf16Dot {
+  using W = uint16_t;
+  using X = uint16_t;
+  static __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
+  static __m512bh load_tail(const uint16_t* p, __mmask32 m) {
+    return (__m512bh)_mm512_maskz_loadu_epi16(m, p);
+  }
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m512 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      const __m512bh w0 = load32(w + i), w1 = load32(w + i + 32);
+      for (int r = 0; r < R; ++r) {
+        acc0[r] = _mm512_dpbf16_ps(acc0[r], w0, load32(x[r] + i));
+        acc1[r] = _mm512_dpbf16_ps(acc1[r], w1, load32(x[r] + i + 32));
+      }
+    }
+    for (; i < n; i += 32) {
+      const int64_t left = n - i;
+      const __mmask32 m = left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1);
+      const __m512bh w0 = load_tail(w + i, m);
+      for (int r = 0; r < R; ++r) acc0[r] = _mm512_dpbf16_ps(acc0[r], w0, load_tail(x[r] + i, m));
+    }
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  }
+};
+
+inline __m512i join(__m256i low, __m256i high) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+}
+inline __m512 join(float low, float high) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(low)), _mm256_set1_ps(high), 1);
+}
+inline __m256i q8_bytes(const BlockQ8_0& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+}
+
+// Q8_0 weights: dpbusd(|w|, x with w's sign). Exact while x stays in [-127, 127].
+struct Q8Weights {
+  using Block = BlockQ8_0;
+  static __m512i bytes(const Block& b) { return _mm512_zextsi256_si512(q8_bytes(b)); }
+  static __m512i bytes(const Block& a, const Block& b) { return join(q8_bytes(a), q8_bytes(b)); }
+  static __m512i products(__m512i wq, __m512i xq) {
+    const __mmask64 negative = _mm512_movepi8_mask(wq);
+    const __m512i signed_x = _mm512_mask_sub_epi8(xq, negative, _mm512_setzero_si512(), xq);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), signed_x);
+  }
+};
+
+// Q4_0 weights as unsigned nibbles u: dot(u - 8, x) = dpbusd(u, x) - dpbusd(8, x).
+struct Q4Weights {
+  using Block = BlockQ4_0;
+  static __m256i nibbles(const Block& b) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask));
+  }
+  static __m512i bytes(const Block& b) { return _mm512_zextsi256_si512(nibbles(b)); }
+  static __m512i bytes(const Block& a, const Block& b) { return join(nibbles(a), nibbles(b)); }
+  static __m512i products(__m512i wq, __m512i xq) {
+    const __m512i zero = _mm512_setzero_si512();
+    return _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, wq, xq),
+                            _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(8), xq));
+  }
+};
+
+// Two blocks a zmm (low half block b, high half block b + 1); a lone last block pairs with zeros
+// and a zero scale, which adds exactly nothing.
+template <class Weights>
+struct BlockDot {
+  using W = typename Weights::Block;
+  using X = BlockQ8_0;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    const int64_t nb = n / kQK8_0;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const __m512i wq = Weights::bytes(w[b], w[b + 1]);
+      const float d0 = _cvtsh_ss(w[b].d), d1 = _cvtsh_ss(w[b + 1].d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i xq = join(q8_bytes(x[r][b]), q8_bytes(x[r][b + 1]));
+        const __m512 d = join(d0 * _cvtsh_ss(x[r][b].d), d1 * _cvtsh_ss(x[r][b + 1].d));
+        acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(Weights::products(wq, xq)), acc[r]);
+      }
+    }
+    if (b < nb) {
+      const __m512i wq = Weights::bytes(w[b]);
+      const float d0 = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i xq_low = _mm512_zextsi256_si512(q8_bytes(x[r][b]));
+        const __m512 d = join(d0 * _cvtsh_ss(x[r][b].d), 0.0f);
+        acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(Weights::products(wq, xq_low)), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+  }
+};
+
+using DotF32 = FloatDot<F32Elems>;
+using DotF16 = FloatDot<F16Elems>;
+using DotQ8 = BlockDot<Q8Weights>;
+using DotQ4 = BlockDot<Q4Weights>;
+
+// roundf semantics (ties away from zero) independent of MXCSR: truncate, then step one away from
+// zero where the exact remainder is at least one half.
+inline __m512i round_half_away(__m512 v) {
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
+  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 step = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
+  return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, step));
+}
+
+void quantize_row_q8_0_avx512(const float* x, BlockQ8_0* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;
+    const float id = q8_inverse_scale(d);
+    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    const __m512 scale = _mm512_set1_ps(id);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs),
+                     _mm512_cvtsepi32_epi8(round_half_away(_mm512_mul_ps(v0, scale))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16),
+                     _mm512_cvtsepi32_epi8(round_half_away(_mm512_mul_ps(v1, scale))));
+  }
+}
+
+}  // namespace
+
+const DotKernels& avx512_kernels() {
+  static const DotKernels table{
+      simd::dot_single<DotF32>,
+      simd::dot_single<DotF16>,
+      simd::dot_single<Bf16Dot>,
+      simd::dot_single<DotQ8>,
+      simd::dot_single<DotQ4>,
+      quantize_row_q8_0_avx512,
+      simd::dot_tile<DotF32>,
+      simd::dot_tile<DotF16>,
+      simd::dot_tile<Bf16Dot>,
+      simd::dot_tile<DotQ8>,
+      simd::dot_tile<DotQ4>,
+  };
+  return table;
+}
+
+}  // namespace glacier::kernels

@@ -1,0 +1,33 @@
+// glacier_mpi: the batch job's entry point. Initializes MPI, parses options, runs the job, and is the
+// single error boundary: input errors end every rank cleanly with one message and a non-zero code.
+#include <mpi.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "app/job.h"
+#include "app/options.h"
+#include "util/error.h"
+#include "util/log.h"
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) glacier::log::set_rank(rank);
+  int code = glacier::app::kExitOk;
+  try {
+    auto options = glacier::app::parse_options(argc, argv);
+    if (options) code = glacier::app::run_job(*options);
+  } catch (const glacier::InputError& e) {
+    if (rank == 0) GLACIER_LOG_ERROR("%s", e.what());
+    code = glacier::app::kExitInputError;
+  } catch (const std::exception& e) {
+    GLACIER_LOG_ERROR("%s", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}

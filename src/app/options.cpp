@@ -1,0 +1,131 @@
+// Command-line and INI option parsing with Boost.Program_options, and the cross-option checks that
+// must fail before a model is loaded.
+#include "app/options.h"
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace po = boost::program_options;
+
+namespace glacier::app {
+namespace {
+
+po::options_description describe(JobOptions& o) {
+  po::options_description job("Job");
+  job.add_options()
+      ("model,m", po::value(&o.model), "GGUF model file")
+      ("prompts,p", po::value(&o.prompts), "prompt file: .txt (one prompt a line) or .jsonl (records or OpenAI batch lines); "
+                                           "for --mode perplexity, a text file")
+      ("jsonl", po::value(&o.jsonl_out), "write results as JSON lines here, in input order")
+      ("out,o", po::value(&o.h5_out), "write results and traces to this HDF5 file")
+      ("mode", po::value(&o.mode)->default_value(o.mode), "generate | score | perplexity")
+      ("resume", po::bool_switch(&o.resume), "skip prompts already finished in --out and complete the rest")
+      ("config", po::value(&o.config_file), "INI file with any of these options (the command line wins)");
+  po::options_description sampling("Sampling (per-prompt fields in .jsonl override these)");
+  sampling.add_options()
+      ("max-tokens,n", po::value(&o.max_tokens)->default_value(o.max_tokens), "tokens to generate at most")
+      ("temperature", po::value(&o.temperature)->default_value(o.temperature, "0"), "0 = greedy")
+      ("top-k", po::value(&o.top_k)->default_value(o.top_k), "keep the k most likely tokens (0 = off)")
+      ("top-p", po::value(&o.top_p)->default_value(o.top_p, "1"), "nucleus sampling threshold (1 = off)")
+      ("min-p", po::value(&o.min_p)->default_value(o.min_p, "0"), "drop tokens below min-p x the best probability (0 = off)")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "random seed (draws are keyed by seed, prompt id and step)")
+      ("stop", po::value(&o.stop)->composing(), "stop string (repeatable)")
+      ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts");
+  po::options_description engine("Engine");
+  engine.add_options()
+      ("ctx", po::value(&o.ctx)->default_value(o.ctx), "context length per sequence (0 = the model's, at most 4096); "
+                                                       "for perplexity, the chunk length")
+      ("slots", po::value(&o.slots)->default_value(o.slots), "sequences in flight (KV slots; 0 = sized from free memory)")
+      ("ubatch", po::value(&o.ubatch)->default_value(o.ubatch), "tokens per micro-batch")
+      ("threads,t", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0 = the rank's share of the cores)")
+      ("bind", po::value(&o.bind)->default_value(o.bind), "pin ranks and threads: core | numa | none")
+      ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: balanced by weight bytes)")
+      ("wire", po::value(&o.wire)->default_value(o.wire), "activation codec between ranks: f32 | f16 | bf16 | int8")
+      ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "flush results after this many")
+      ("flush-seconds", po::value(&o.flush_seconds)->default_value(o.flush_seconds, "30"), "... or after this many seconds")
+      ("log-level", po::value(&o.log_level)->default_value(o.log_level), "debug | info | warn | error");
+  po::options_description all;
+  all.add(job).add(sampling).add(engine);
+  return all;
+}
+
+void check(const JobOptions& o) {
+  auto bad = [](const std::string& opt, const std::string& expected, const std::string& found) {
+    throw InputError("option --" + opt + ": expected " + expected + ", found " + found);
+  };
+  if (o.model.empty()) bad("model", "a GGUF file", "nothing (the option is required)");
+  if (o.prompts.empty()) bad("prompts", "a prompt file", "nothing (the option is required)");
+  if (o.jsonl_out.empty() && o.h5_out.empty()) bad("out", "--out R.h5 and/or --jsonl R.jsonl", "neither");
+  if (o.mode != "generate" && o.mode != "score" && o.mode != "perplexity")
+    bad("mode", "generate, score or perplexity", "'" + o.mode + "'");
+  if (o.max_tokens < 0) bad("max-tokens", "a count >= 0", std::to_string(o.max_tokens));
+  if (!(o.temperature >= 0.0f)) bad("temperature", "a value >= 0", std::to_string(o.temperature));
+  if (o.top_k < 0) bad("top-k", "a count >= 0", std::to_string(o.top_k));
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) bad("top-p", "a value in (0, 1]", std::to_string(o.top_p));
+  if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) bad("min-p", "a value in [0, 1]", std::to_string(o.min_p));
+  if (o.ctx < 0) bad("ctx", "a length >= 0", std::to_string(o.ctx));
+  if (o.mode == "perplexity" && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));
+  if (o.slots < 0) bad("slots", "a count >= 0", std::to_string(o.slots));
+  if (o.ubatch < 1) bad("ubatch", "a count >= 1", std::to_string(o.ubatch));
+  if (o.threads < 0) bad("threads", "a count >= 0", std::to_string(o.threads));
+  if (o.bind != "core" && o.bind != "numa" && o.bind != "none") bad("bind", "core, numa or none", "'" + o.bind + "'");
+  if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
+    bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
+  if (o.flush_every < 1) bad("flush-every", "a count >= 1", std::to_string(o.flush_every));
+  if (o.resume && o.h5_out.empty()) bad("resume", "an --out HDF5 file to resume from", "no --out");
+  if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warn" && o.log_level != "error")
+    bad("log-level", "debug, info, warn or error", "'" + o.log_level + "'");
+}
+
+}  // namespace
+
+std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
+  JobOptions o;
+  po::options_description desc = describe(o);
+  po::options_description cli("glacier_mpi: run a GGUF language model over a prompt file as an MPI job");
+  cli.add_options()("help,h", "show this help")("version", "show the version");
+  cli.add(desc);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(cli).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: mpirun -np P glacier_mpi --model M.gguf --prompts P.jsonl --out R.h5 [options]\n\n"
+                << cli << "\n";
+      return std::nullopt;
+    }
+    if (vm.count("version")) {
+      std::cout << "glacier_mpi 0.1.0\n";
+      return std::nullopt;
+    }
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      if (!std::filesystem::is_regular_file(path))
+        throw InputError("option --config: expected a readable INI file, found no file at '" + path + "'");
+      try {
+        po::store(po::parse_config_file<char>(path.c_str(), desc), vm);
+      } catch (const po::error& e) {
+        throw InputError(path + ": " + e.what());
+      }
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError(std::string("options: ") + e.what() + " (see --help)");
+  }
+  check(o);
+  return o;
+}
+
+std::string describe_options(const JobOptions& o) {
+  std::ostringstream s;
+  s << "mode = " << o.mode << "\nmax-tokens = " << o.max_tokens << "\ntemperature = " << o.temperature
+    << "\ntop-k = " << o.top_k << "\ntop-p = " << o.top_p << "\nmin-p = " << o.min_p << "\nseed = " << o.seed
+    << "\nctx = " << o.ctx << "\nno-bos = " << o.no_bos << "\n";
+  for (const auto& st : o.stop) s << "stop = " << st << "\n";
+  return s.str();
+}
+
+}  // namespace glacier::app

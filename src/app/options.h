@@ -1,0 +1,46 @@
+// The job's options: one struct, filled from the command line and an optional INI file
+// (--config; the command line wins), checked before any model is loaded.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace glacier::app {
+
+struct JobOptions {
+  std::string model;
+  std::string prompts;
+  std::string jsonl_out;
+  std::string h5_out;
+  std::string mode = "generate";  // generate | score | perplexity
+  int32_t max_tokens = 128;
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  int32_t ctx = 0;        // 0 = the model's training context, at most kDefaultMaxCtx
+  int32_t slots = 0;      // 0 = sized from free memory
+  int32_t ubatch = 512;
+  int32_t threads = 0;    // 0 = this rank's share of the host's cores
+  std::string bind = "core";
+  std::string layers;     // "0:2,2:5" or empty for the balanced split
+  std::string wire = "f32";
+  int32_t flush_every = 16;
+  double flush_seconds = 30.0;
+  bool resume = false;
+  bool no_bos = false;
+  std::string log_level = "info";
+  std::string config_file;
+};
+
+// Parses argv; returns nullopt after printing --help or --version. Throws InputError for unknown,
+// malformed or contradictory options (naming the option and, for INI files, the file).
+std::optional<JobOptions> parse_options(int argc, const char* const* argv);
+
+// The same options as "name = value" lines (recorded as provenance and compared on --resume).
+std::string describe_options(const JobOptions& o);
+
+}  // namespace glacier::app

@@ -1,0 +1,41 @@
+// Turns prompt records into the scheduler's sequence requests (tokenizing, applying per-prompt
+// overrides of the sampling options) and finished sequences back into result records.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/options.h"
+#include "io/prompt_record.h"
+#include "io/result_record.h"
+#include "model/tokenizer.h"
+#include "pipeline/scheduler.h"
+
+namespace glacier::app {
+
+// Per-sequence facts the driver keeps beside the scheduler (what the result record needs).
+struct PromptPlan {
+  io::PromptRecord record;
+  std::vector<std::string> stop;  // stop strings
+  int32_t n_prompt = 0;           // tokens of the prompt (score: of the context)
+  std::vector<int32_t> continuation;  // score mode: the continuation's tokens
+  std::vector<int32_t> prompt_tokens;
+};
+
+// Builds the request for a valid record; returns an error message instead when the record cannot run
+// (a token id outside the vocabulary, a score record in generate mode, ...).
+std::optional<std::string> build_request(const io::PromptRecord& rec, const JobOptions& opt,
+                                         const model::Tokenizer& tok, int32_t seq, pipeline::SequenceRequest& req,
+                                         PromptPlan& plan);
+
+// A stable 64-bit key of the prompt id (FNV-1a): the random generator's per-prompt key.
+uint64_t prompt_key(const std::string& id);
+
+// True when the newest token ends generation: an end-of-generation token or a stop string.
+bool ends_generation(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out);
+
+io::ResultRecord make_result(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out);
+io::ResultRecord make_error_result(const io::PromptRecord& rec, const std::string& message);
+
+}  // namespace glacier::app

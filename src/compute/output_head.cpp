@@ -1,0 +1,70 @@
+// OutputHead: collects the rows that need logits, runs the head on them group by group, and turns
+// each row into a sampled token or a target log-probability.
+#include "compute/output_head.h"
+
+#include <algorithm>
+
+namespace glacier::compute {
+
+OutputHead::OutputHead(TransformerStage& stage)
+    : stage_(stage), sampler_(stage.config().n_vocab),
+      logits_(static_cast<size_t>(kRowsPerGroup) * stage.config().n_vocab) {
+  rows_.reserve(static_cast<size_t>(stage.max_tokens()));
+  row_chunk_.reserve(static_cast<size_t>(stage.max_tokens()));
+  group_.reserve(kRowsPerGroup);
+}
+
+void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult& out) {
+  out.clear();
+  out.id = mb.id;
+  const int32_t n_vocab = stage_.config().n_vocab;
+  // Which rows need logits, and their result slot.
+  std::vector<int32_t>& rows = rows_;
+  rows.clear();
+  row_chunk_.clear();
+  for (size_t ci = 0; ci < mb.chunks.size(); ++ci) {
+    const Chunk& c = mb.chunks[ci];
+    ChunkResult r;
+    r.seq = c.seq;
+    r.first_target = static_cast<int32_t>(out.target_logprobs.size());
+    if (c.output == OutputKind::Sample) {
+      rows.push_back(c.token_offset + c.n_tokens - 1);
+      row_chunk_.push_back(static_cast<int32_t>(ci));
+    } else if (c.output == OutputKind::Score) {
+      for (int32_t j = 0; j < c.n_tokens; ++j) {
+        if (mb.targets[c.token_offset + j] < 0) continue;
+        rows.push_back(c.token_offset + j);
+        row_chunk_.push_back(static_cast<int32_t>(ci));
+        ++r.n_targets;
+        out.target_logprobs.push_back(0.0f);
+        out.target_greedy.push_back(0);
+      }
+    }
+    out.chunks.push_back(r);
+  }
+  std::vector<int32_t>& group = group_;
+  size_t target_index = 0;
+  for (size_t g = 0; g < rows.size(); g += kRowsPerGroup) {
+    const size_t n = std::min<size_t>(kRowsPerGroup, rows.size() - g);
+    group.assign(rows.begin() + g, rows.begin() + g + n);
+    stage_.head(x, group, logits_.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float* lg = logits_.data() + i * n_vocab;
+      if (!all_finite(lg, n_vocab)) out.non_finite = true;
+      const Chunk& c = mb.chunks[row_chunk_[g + i]];
+      ChunkResult& r = out.chunks[row_chunk_[g + i]];
+      if (c.output == OutputKind::Sample) {
+        TokenChoice t = sampler_.choose(lg, c.sampling, c.prompt_key, c.step);
+        r.token = t.token;
+        r.logprob = t.logprob;
+      } else {
+        auto [lp, greedy] = target_logprob(lg, n_vocab, mb.targets[group[i]]);
+        out.target_logprobs[target_index] = static_cast<float>(lp);
+        out.target_greedy[target_index] = greedy ? 1 : 0;
+        ++target_index;
+      }
+    }
+  }
+}
+
+}  // namespace glacier::compute

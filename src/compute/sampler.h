@@ -1,0 +1,45 @@
+// Turns a logits row into a chosen token and its log-probability: greedy, or temperature with
+// top-k / top-p / min-p filters. Random draws come from a counter-based generator keyed by
+// (seed, prompt key, step), so a prompt's output is independent of batching, ranks and finish order.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "compute/microbatch.h"
+
+namespace glacier::compute {
+
+// Uniform double in [0, 1) from a hash of the three keys (SplitMix64 finalizer chain).
+double counter_uniform(uint64_t seed, uint64_t prompt_key, uint64_t step);
+
+struct TokenChoice {
+  int32_t token = -1;
+  float logprob = 0.0f;  // log p(token) under the model's raw distribution (temperature 1)
+};
+
+class Sampler {
+ public:
+  explicit Sampler(int32_t n_vocab);
+  // The filters apply in llama.cpp's default order: top-k, top-p, min-p on the model's probabilities,
+  // then the temperature on what is left, then one draw.
+  TokenChoice choose(const float* logits, const SamplingParams& p, uint64_t prompt_key, int32_t step);
+  // Indices of the candidates that survive the filters (for tests), in descending probability order.
+  std::vector<int32_t> candidates(const float* logits, const SamplingParams& p);
+
+ private:
+  void filter(const float* logits, const SamplingParams& p);
+  int32_t n_vocab_;
+  std::vector<std::pair<float, int32_t>> cand_;  // (logit, id), reused: no allocation per token
+  std::vector<double> probs_;
+};
+
+// log p(target) under softmax(logits), and whether target is the greedy choice (ties: lowest id).
+std::pair<double, bool> target_logprob(const float* logits, int32_t n_vocab, int32_t target);
+// log-sum-exp of a logits row in double precision.
+double log_sum_exp(const float* logits, int32_t n_vocab);
+// Greedy choice: the largest logit, the lowest id among ties (as llama.cpp's greedy sampler).
+int32_t argmax(const float* logits, int32_t n_vocab);
+bool all_finite(const float* x, int64_t n);
+
+}  // namespace glacier::compute

@@ -1,0 +1,49 @@
+// One pipeline stage of the transformer: the token embedding (first stage), the stage's layers, and
+// the final norm and output head (last stage), applied to a micro-batch. Buffers are sized once for
+// the largest micro-batch, so the steady state allocates nothing.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "compute/kv_cache.h"
+#include "compute/microbatch.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "util/thread_pool.h"
+
+namespace glacier::compute {
+
+class TransformerStage {
+ public:
+  TransformerStage(const model::ModelConfig& cfg, model::ShardWeights weights, int32_t n_slots, int32_t n_ctx,
+                   int32_t max_tokens, ThreadPool& pool);
+
+  const model::ModelConfig& config() const { return cfg_; }
+  const model::ShardWeights& weights() const { return w_; }
+  int32_t max_tokens() const { return max_tokens_; }
+
+  // x[n_tokens x n_embd] = embedding rows of the micro-batch's tokens (first stage only).
+  void embed(const MicroBatch& mb, float* x);
+  // Runs the stage's layers on x in place, writing the micro-batch's keys and values into the KV cache.
+  void run_layers(const MicroBatch& mb, float* x);
+  // Final norm and output head (last stage only) on the rows listed in `rows`:
+  // logits[i * n_vocab ...] for rows[i].
+  void head(const float* x, const std::vector<int32_t>& rows, float* logits);
+
+ private:
+  void attention(const MicroBatch& mb, int32_t layer_local);
+  void matmul(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx, float* y);
+
+  model::ModelConfig cfg_;
+  model::ShardWeights w_;
+  int32_t max_tokens_;
+  ThreadPool& pool_;
+  KvCache kv_;
+  // Scratch, [max_tokens x width] each.
+  std::vector<float> xn_, q_, k_, v_, attn_out_, gate_, up_, tmp_;
+  std::vector<float> scores_;              // per thread: n_ctx attention scores
+  std::vector<uint8_t> act_storage_;       // prepared (quantized) activations
+  std::vector<int32_t> token_pos_, token_slot_;
+};
+
+}  // namespace glacier::compute

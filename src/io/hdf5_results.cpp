@@ -1,0 +1,386 @@
+// ResultsFile: one extensible chunked dataset per ResultRecord field under /results, appended in
+// batches; read_finished reads the complete rows back for --resume.
+#include "io/hdf5_results.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <variant>
+
+#include "io/hdf5_util.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace glacier::io {
+namespace {
+
+using h5::check;
+using h5::check_status;
+using h5::Handle;
+
+// ScoreSum is sum_logprob, NaN on disk for rows that are not scores; ScoreFlag is greedy as int8
+// (-1 not a score, 0 false, 1 true), so the "score" flag survives the round trip.
+enum class Kind { String, Int64, Float64, ScoreSum, ScoreFlag, Int32List, Float32List };
+using Field = std::variant<std::string ResultRecord::*, int64_t ResultRecord::*, double ResultRecord::*,
+                           std::vector<int32_t> ResultRecord::*, std::vector<float> ResultRecord::*, std::monostate>;
+struct ColumnSpec {
+  const char* name;
+  Kind kind;
+  Field field;
+};
+const ColumnSpec kColumns[] = {
+    {"id", Kind::String, &ResultRecord::id},
+    {"index", Kind::Int64, &ResultRecord::index},
+    {"status", Kind::String, &ResultRecord::status},
+    {"error", Kind::String, &ResultRecord::error},
+    {"prompt_tokens", Kind::Int32List, &ResultRecord::prompt_tokens},
+    {"tokens", Kind::Int32List, &ResultRecord::tokens},
+    {"text", Kind::String, &ResultRecord::text},
+    {"logprobs", Kind::Float32List, &ResultRecord::logprobs},
+    {"finish_reason", Kind::String, &ResultRecord::finish_reason},
+    {"time_to_first_token", Kind::Float64, &ResultRecord::time_to_first_token_s},
+    {"total_time", Kind::Float64, &ResultRecord::total_time_s},
+    {"sum_logprob", Kind::ScoreSum, &ResultRecord::sum_logprob},
+    {"greedy", Kind::ScoreFlag, std::monostate{}},
+};
+constexpr size_t kColumnCount = std::size(kColumns);
+constexpr hsize_t kChunkRows = 1024;          // rows per chunk: a few KB to tens of KB per column chunk
+constexpr size_t kMaxBufferedRows = 4096;     // bounds memory between the caller's flushes
+constexpr int64_t kFormatVersion = 1;
+constexpr int8_t kGreedyNotScored = -1;
+
+Handle file_type(Kind kind) {
+  switch (kind) {
+    case Kind::String: return h5::vlen_string_type();
+    case Kind::Int64: return Handle(check(H5Tcopy(H5T_STD_I64LE), "H5Tcopy"), H5Tclose);
+    case Kind::Float64:
+    case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_IEEE_F64LE), "H5Tcopy"), H5Tclose);
+    case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_STD_I8LE), "H5Tcopy"), H5Tclose);
+    case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
+  }
+  GLACIER_ASSERT(false, "unknown column kind");
+}
+
+Handle memory_type(Kind kind) {
+  switch (kind) {
+    case Kind::String: return h5::vlen_string_type();
+    case Kind::Int64: return Handle(check(H5Tcopy(H5T_NATIVE_INT64), "H5Tcopy"), H5Tclose);
+    case Kind::Float64:
+    case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_NATIVE_DOUBLE), "H5Tcopy"), H5Tclose);
+    case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_NATIVE_INT8), "H5Tcopy"), H5Tclose);
+    case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
+    case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
+  }
+  GLACIER_ASSERT(false, "unknown column kind");
+}
+
+Handle create_column(hid_t group, const ColumnSpec& spec, const std::string& path) {
+  const hsize_t initial = 0, unlimited = H5S_UNLIMITED;
+  Handle space(check(H5Screate_simple(1, &initial, &unlimited), "H5Screate_simple"), H5Sclose);
+  Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose);
+  check_status(H5Pset_chunk(dcpl.get(), 1, &kChunkRows), "H5Pset_chunk");
+  Handle type = file_type(spec.kind);
+  return Handle(check(H5Dcreate2(group, spec.name, type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                      path + ": cannot create dataset /results/" + spec.name),
+                H5Dclose);
+}
+
+hsize_t column_length(hid_t dataset) {
+  Handle space(check(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
+  hsize_t n = 0;
+  check(H5Sget_simple_extent_dims(space.get(), &n, nullptr), "H5Sget_simple_extent_dims");
+  return n;
+}
+
+// Opens every column of /results; throws InputError when one is missing. Returns the length of the
+// shortest column: rows past it belong to a flush that a killed job did not finish.
+hsize_t open_columns(hid_t group, const std::string& path, std::vector<Handle>& datasets) {
+  hsize_t rows = std::numeric_limits<hsize_t>::max();
+  for (const auto& spec : kColumns) {
+    if (!h5::link_exists(group, spec.name))
+      throw InputError(path + ": expected a glacier results file with dataset /results/" + spec.name +
+                       ", found none");
+    datasets.emplace_back(check(H5Dopen2(group, spec.name, H5P_DEFAULT), path + ": cannot open /results/" + spec.name),
+                          H5Dclose);
+    rows = std::min(rows, column_length(datasets.back().get()));
+  }
+  return rows;
+}
+
+void write_column_rows(hid_t dataset, hid_t mem_type, hsize_t start, hsize_t count, const void* data,
+                       const std::string& what) {
+  const hsize_t new_size = start + count;
+  check_status(H5Dset_extent(dataset, &new_size), what);
+  Handle file_space(check(H5Dget_space(dataset), what), H5Sclose);
+  check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), what);
+  Handle mem_space(check(H5Screate_simple(1, &count, nullptr), what), H5Sclose);
+  check_status(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data), what);
+}
+
+template <typename T>
+hvl_t as_vlen(const std::vector<T>& values) {
+  return hvl_t{values.size(), const_cast<T*>(values.data())};  // HDF5 only reads through p on write
+}
+
+template <typename T>
+std::vector<T> from_vlen(const hvl_t& v) {
+  const T* p = static_cast<const T*>(v.p);
+  return p ? std::vector<T>(p, p + v.len) : std::vector<T>();
+}
+
+// Gathers one column of `rows` into the memory layout HDF5 expects and hands it to write(data).
+template <typename Write>
+void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, Write&& write) {
+  switch (spec.kind) {
+    case Kind::String: {
+      auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<const char*> values;
+      for (const auto& r : rows) values.push_back((r.*field).c_str());
+      return write(values.data());
+    }
+    case Kind::Int64: {
+      auto field = std::get<int64_t ResultRecord::*>(spec.field);
+      std::vector<int64_t> values;
+      for (const auto& r : rows) values.push_back(r.*field);
+      return write(values.data());
+    }
+    case Kind::Float64:
+    case Kind::ScoreSum: {
+      auto field = std::get<double ResultRecord::*>(spec.field);
+      const bool score_only = spec.kind == Kind::ScoreSum;
+      std::vector<double> values;
+      for (const auto& r : rows)
+        values.push_back(score_only && !r.score ? std::numeric_limits<double>::quiet_NaN() : r.*field);
+      return write(values.data());
+    }
+    case Kind::ScoreFlag: {
+      std::vector<int8_t> values;
+      for (const auto& r : rows) values.push_back(r.score ? static_cast<int8_t>(r.greedy) : kGreedyNotScored);
+      return write(values.data());
+    }
+    case Kind::Int32List: {
+      auto field = std::get<std::vector<int32_t> ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values;
+      for (const auto& r : rows) values.push_back(as_vlen(r.*field));
+      return write(values.data());
+    }
+    case Kind::Float32List: {
+      auto field = std::get<std::vector<float> ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values;
+      for (const auto& r : rows) values.push_back(as_vlen(r.*field));
+      return write(values.data());
+    }
+  }
+}
+
+// Reads one column into `rows` (already sized); read(buffer) fills buffer, reclaim(buffer) frees
+// what HDF5 allocated for variable-length data.
+template <typename Read, typename Reclaim>
+void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Read&& read, Reclaim&& reclaim) {
+  const size_t n = rows.size();
+  switch (spec.kind) {
+    case Kind::String: {
+      auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<char*> values(n, nullptr);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i) rows[i].*field = values[i] ? values[i] : "";
+      return reclaim(values.data());
+    }
+    case Kind::Int64: {
+      auto field = std::get<int64_t ResultRecord::*>(spec.field);
+      std::vector<int64_t> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i) rows[i].*field = values[i];
+      return;
+    }
+    case Kind::Float64:
+    case Kind::ScoreSum: {
+      auto field = std::get<double ResultRecord::*>(spec.field);
+      std::vector<double> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i) rows[i].*field = std::isnan(values[i]) && spec.kind == Kind::ScoreSum ? 0 : values[i];
+      return;
+    }
+    case Kind::ScoreFlag: {
+      std::vector<int8_t> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i) {
+        rows[i].score = values[i] != kGreedyNotScored;
+        rows[i].greedy = values[i] > 0;
+      }
+      return;
+    }
+    case Kind::Int32List: {
+      auto field = std::get<std::vector<int32_t> ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i) rows[i].*field = from_vlen<int32_t>(values[i]);
+      return reclaim(values.data());
+    }
+    case Kind::Float32List: {
+      auto field = std::get<std::vector<float> ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i) rows[i].*field = from_vlen<float>(values[i]);
+      return reclaim(values.data());
+    }
+  }
+}
+
+}  // namespace
+
+struct ResultsFile::Columns {
+  Handle file;
+  Handle group;
+  std::vector<Handle> datasets;  // in kColumns order
+  std::vector<Handle> memory_types;
+};
+
+void check_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target(path);
+  if (fs::is_directory(target, ec))
+    throw InputError("output file " + path + ": expected a file name, found a directory");
+  fs::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw InputError("output file " + path + ": expected an existing directory " + dir.string() + ", found none");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw InputError("output file " + path + ": directory " + dir.string() + " is not writable (" +
+                     std::strerror(errno) + ")");
+  if (fs::exists(target, ec) && ::access(path.c_str(), W_OK) != 0)
+    throw InputError("output file " + path + ": exists and is not writable (" + std::strerror(errno) + ")");
+}
+
+ResultsFile::ResultsFile(const std::string& path, Mode mode) : path_(path), columns_(std::make_unique<Columns>()) {
+  h5::silence_errors();
+  Columns& c = *columns_;
+  if (mode == Mode::Create) {
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0) throw InputError("cannot create results file " + path + h5::error_detail());
+    c.file = Handle(file, H5Fclose);
+  } else {
+    if (!std::filesystem::exists(path))
+      throw InputError("cannot resume from results file " + path + ": expected an existing file, found none");
+    hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    if (file < 0) throw InputError("cannot open results file " + path + " for resuming" + h5::error_detail());
+    c.file = Handle(file, H5Fclose);
+  }
+  if (mode == Mode::Resume && h5::link_exists(c.file.get(), "results")) {
+    c.group = Handle(check(H5Gopen2(c.file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);
+    hsize_t rows = open_columns(c.group.get(), path, c.datasets);
+    for (auto& d : c.datasets)  // drop the rows of an unfinished flush so all columns agree
+      check_status(H5Dset_extent(d.get(), &rows), path + ": cannot trim /results to " + std::to_string(rows) + " rows");
+    rows_written_ = static_cast<int64_t>(rows);
+  } else {
+    c.group = Handle(check(H5Gcreate2(c.file.get(), "results", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                           path + ": cannot create group /results"),
+                     H5Gclose);
+    for (const auto& spec : kColumns) c.datasets.push_back(create_column(c.group.get(), spec, path));
+    set_attribute("glacier_results_format", kFormatVersion);
+  }
+  for (const auto& spec : kColumns) c.memory_types.push_back(memory_type(spec.kind));
+}
+
+ResultsFile::~ResultsFile() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    GLACIER_LOG_ERROR("%s", e.what());
+  }
+}
+
+void ResultsFile::set_attribute(const std::string& name, const AttributeValue& value) {
+  GLACIER_ASSERT(columns_->file.valid(), "results file used after close");
+  try {
+    h5::write_attribute(columns_->file.get(), name, value);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path_ + ": " + e.what());
+  }
+}
+
+void ResultsFile::append(const ResultRecord& result) {
+  GLACIER_ASSERT(columns_->file.valid(), "results file used after close");
+  buffer_.push_back(result);
+  if (buffer_.size() >= kMaxBufferedRows) write_buffer();
+}
+
+void ResultsFile::write_buffer() {
+  if (buffer_.empty()) return;
+  const auto start = static_cast<hsize_t>(rows_written_);
+  for (size_t c = 0; c < kColumnCount; ++c) {
+    const ColumnSpec& spec = kColumns[c];
+    auto write = [&](const void* data) {
+      write_column_rows(columns_->datasets[c].get(), columns_->memory_types[c].get(), start, buffer_.size(), data,
+                        "cannot write results to " + path_ + " (/results/" + spec.name + ")");
+    };
+    write_column(spec, buffer_, write);
+  }
+  rows_written_ += static_cast<int64_t>(buffer_.size());
+  buffer_.clear();
+}
+
+void ResultsFile::flush() {
+  GLACIER_ASSERT(columns_->file.valid(), "results file used after close");
+  write_buffer();
+  check_status(H5Fflush(columns_->file.get(), H5F_SCOPE_GLOBAL), "cannot flush results file " + path_);
+}
+
+void ResultsFile::close() {
+  if (!columns_->file.valid()) return;
+  Columns& c = *columns_;
+  try {
+    write_buffer();
+  } catch (...) {
+    buffer_.clear();  // the rows are lost either way; do not retry them in the destructor
+    c.datasets.clear();
+    c.group.reset();
+    c.file.reset();
+    throw;
+  }
+  c.datasets.clear();
+  c.memory_types.clear();
+  c.group.reset();
+  if (!c.file.reset()) throw std::runtime_error("cannot close results file " + path_ + h5::error_detail());
+}
+
+FinishedResults read_finished(const std::string& path) {
+  h5::silence_errors();
+  if (!std::filesystem::exists(path))
+    throw InputError("results file " + path + ": expected an existing file, found none");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) throw InputError("results file " + path + ": expected an HDF5 file" + h5::error_detail());
+  if (!h5::link_exists(file.get(), "results"))
+    throw InputError("results file " + path + ": expected a group /results, found none");
+  Handle group(check(H5Gopen2(file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);
+  std::vector<Handle> datasets;
+  const hsize_t n = open_columns(group.get(), path, datasets);
+
+  FinishedResults out;
+  out.attributes = h5::read_attributes(file.get());
+  out.rows.resize(n);
+  if (n == 0) return out;
+  const hsize_t start = 0;
+  Handle mem_space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
+  for (size_t c = 0; c < kColumnCount; ++c) {
+    const std::string what = "cannot read " + path + " /results/" + kColumns[c].name;
+    Handle file_space(check(H5Dget_space(datasets[c].get()), what), H5Sclose);
+    check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr), what);
+    Handle type = memory_type(kColumns[c].kind);
+    auto read = [&](void* buffer) {
+      check_status(H5Dread(datasets[c].get(), type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, buffer), what);
+    };
+    auto reclaim = [&](void* buffer) { H5Dvlen_reclaim(type.get(), mem_space.get(), H5P_DEFAULT, buffer); };
+    read_column(kColumns[c], out.rows, read, reclaim);
+  }
+  return out;
+}
+
+}  // namespace glacier::io

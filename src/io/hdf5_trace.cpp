@@ -1,0 +1,170 @@
+// /trace: seven fixed-size 1-D datasets (rank, microbatch, phase, start, end, tokens, bytes) that each
+// writer fills at its own offset; phase names are an attribute of /trace/phase.
+#include "io/hdf5_trace.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "io/hdf5_util.h"
+#include "util/error.h"
+
+namespace glacier::io {
+namespace {
+
+using h5::check;
+using h5::check_status;
+using h5::Handle;
+
+struct TraceColumn {
+  const char* name;
+  hid_t file_type;
+  hid_t memory_type;
+};
+
+std::vector<TraceColumn> trace_columns() {
+  return {{"rank", H5T_STD_I32LE, H5T_NATIVE_INT32},   {"microbatch", H5T_STD_I64LE, H5T_NATIVE_INT64},
+          {"phase", H5T_STD_U8LE, H5T_NATIVE_UINT8},   {"start", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE},
+          {"end", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE},  {"tokens", H5T_STD_I32LE, H5T_NATIVE_INT32},
+          {"bytes", H5T_STD_I64LE, H5T_NATIVE_INT64}};
+}
+
+// Column-wise copies of the rows, in trace_columns() order.
+struct TraceBuffers {
+  std::vector<int32_t> rank, tokens;
+  std::vector<int64_t> microbatch, bytes;
+  std::vector<uint8_t> phase;
+  std::vector<double> start, end;
+
+  explicit TraceBuffers(size_t n) : rank(n), tokens(n), microbatch(n), bytes(n), phase(n), start(n), end(n) {}
+  void* column(size_t c) {
+    void* columns[] = {rank.data(), microbatch.data(), phase.data(), start.data(), end.data(), tokens.data(), bytes.data()};
+    return columns[c];
+  }
+};
+
+TraceBuffers to_buffers(const std::vector<TraceRow>& rows) {
+  TraceBuffers b(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    b.rank[i] = rows[i].rank;
+    b.microbatch[i] = rows[i].microbatch;
+    b.phase[i] = static_cast<uint8_t>(rows[i].phase);
+    b.start[i] = rows[i].start;
+    b.end[i] = rows[i].end;
+    b.tokens[i] = rows[i].tokens;
+    b.bytes[i] = rows[i].bytes;
+  }
+  return b;
+}
+
+Handle open_or_create(const std::string& path, hid_t fapl) {
+  hid_t file = std::filesystem::exists(path) ? H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl)
+                                             : H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+  if (file < 0) throw InputError("cannot open " + path + " to write its trace" + h5::error_detail());
+  return Handle(file, H5Fclose);
+}
+
+// Every writer calls this with the same path and total (collective under MPI-IO); each writes its rows.
+void write_trace_table(hid_t file, const std::string& path, const std::vector<TraceRow>& rows, int64_t offset,
+                       int64_t total_rows, hid_t dxpl) {
+  GLACIER_ASSERT(offset >= 0 && offset + static_cast<int64_t>(rows.size()) <= total_rows,
+                 "trace rows outside the table: offset " + std::to_string(offset) + " + " +
+                     std::to_string(rows.size()) + " > " + std::to_string(total_rows));
+  const std::string what = "cannot write /trace to " + path;
+  if (h5::link_exists(file, "trace")) check_status(H5Ldelete(file, "trace", H5P_DEFAULT), what);
+  Handle group(check(H5Gcreate2(file, "trace", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), what), H5Gclose);
+
+  const hsize_t total = static_cast<hsize_t>(total_rows);
+  Handle file_space(check(H5Screate_simple(1, &total, nullptr), what), H5Sclose);
+  const hsize_t start = static_cast<hsize_t>(offset), count = rows.size();
+  if (count > 0)
+    check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), what);
+  else
+    check_status(H5Sselect_none(file_space.get()), what);
+  const hsize_t mem_count = std::max<hsize_t>(count, 1);  // a rank without rows still takes part
+  Handle mem_space(check(H5Screate_simple(1, &mem_count, nullptr), what), H5Sclose);
+  if (count == 0) check_status(H5Sselect_none(mem_space.get()), what);
+
+  Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what), H5Pclose);
+  check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), what);  // every row gets written
+  TraceBuffers buffers = to_buffers(rows);
+  const auto columns = trace_columns();
+  for (size_t c = 0; c < columns.size(); ++c) {
+    Handle full_space(check(H5Screate_simple(1, &total, nullptr), what), H5Sclose);
+    Handle dataset(check(H5Dcreate2(group.get(), columns[c].name, columns[c].file_type, full_space.get(), H5P_DEFAULT,
+                                    dcpl.get(), H5P_DEFAULT),
+                         what + " (/trace/" + columns[c].name + ")"),
+                   H5Dclose);
+    check_status(H5Dwrite(dataset.get(), columns[c].memory_type, mem_space.get(), file_space.get(), dxpl,
+                          buffers.column(c)),
+                 what + " (/trace/" + columns[c].name + ")");
+    if (std::string(columns[c].name) == "phase") {
+      std::vector<std::string> names;
+      for (int p = 0; p < kTracePhaseCount; ++p) names.emplace_back(trace_phase_name(static_cast<TracePhase>(p)));
+      h5::write_string_list_attribute(dataset.get(), "phase_names", names);
+    }
+  }
+}
+
+}  // namespace
+
+void write_trace_parallel(const std::string& path, MPI_Comm comm, const std::vector<TraceRow>& my_rows,
+                          int64_t my_offset, int64_t total_rows) {
+  h5::silence_errors();
+  Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
+  check_status(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), path + ": cannot select the MPI-IO driver");
+  Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate"), H5Pclose);
+  check_status(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE), path + ": cannot select collective writes");
+  Handle file = open_or_create(path, fapl.get());
+  write_trace_table(file.get(), path, my_rows, my_offset, total_rows, dxpl.get());
+  if (!file.reset()) throw std::runtime_error("cannot close " + path + " after writing its trace" + h5::error_detail());
+}
+
+void write_trace_serial(const std::string& path, const std::vector<TraceRow>& rows) {
+  h5::silence_errors();
+  Handle file = open_or_create(path, H5P_DEFAULT);
+  write_trace_table(file.get(), path, rows, 0, static_cast<int64_t>(rows.size()), H5P_DEFAULT);
+  if (!file.reset()) throw std::runtime_error("cannot close " + path + " after writing its trace" + h5::error_detail());
+}
+
+std::vector<TraceRow> read_trace(const std::string& path) {
+  h5::silence_errors();
+  if (!std::filesystem::exists(path)) throw InputError("trace file " + path + ": expected an existing file, found none");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) throw InputError("trace file " + path + ": expected an HDF5 file" + h5::error_detail());
+  if (!h5::link_exists(file.get(), "trace"))
+    throw InputError("trace file " + path + ": expected a group /trace, found none (was the job run with tracing?)");
+  const auto columns = trace_columns();
+  std::vector<Handle> datasets;
+  hsize_t n = 0;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const std::string name = std::string("trace/") + columns[c].name;
+    if (!h5::link_exists(file.get(), name))
+      throw InputError("trace file " + path + ": expected dataset /" + name + ", found none");
+    datasets.emplace_back(check(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), path + ": cannot open /" + name),
+                          H5Dclose);
+    Handle space(check(H5Dget_space(datasets.back().get()), path), H5Sclose);
+    hsize_t length = 0;
+    if (H5Sget_simple_extent_ndims(space.get()) != 1 || H5Sget_simple_extent_dims(space.get(), &length, nullptr) < 0)
+      throw InputError("trace file " + path + ": expected /" + name + " to be 1-D");
+    if (c > 0 && length != n)
+      throw InputError("trace file " + path + ": expected /" + name + " to have " + std::to_string(n) +
+                       " rows like /trace/rank, found " + std::to_string(length));
+    n = length;
+  }
+  TraceBuffers buffers(n);
+  if (n > 0)
+    for (size_t c = 0; c < columns.size(); ++c)
+      check_status(H5Dread(datasets[c].get(), columns[c].memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffers.column(c)),
+                   "cannot read /trace/" + std::string(columns[c].name) + " from " + path);
+  std::vector<TraceRow> rows(n);
+  for (hsize_t i = 0; i < n; ++i) {
+    if (buffers.phase[i] >= kTracePhaseCount)
+      throw InputError("trace file " + path + ": /trace/phase row " + std::to_string(i) + ": expected a phase 0.." +
+                       std::to_string(kTracePhaseCount - 1) + ", found " + std::to_string(buffers.phase[i]));
+    rows[i] = TraceRow{buffers.rank[i],  buffers.microbatch[i], static_cast<TracePhase>(buffers.phase[i]),
+                       buffers.start[i], buffers.end[i],        buffers.tokens[i], buffers.bytes[i]};
+  }
+  return rows;
+}
+
+}  // namespace glacier::io

@@ -1,0 +1,26 @@
+// The /trace table of a results file: one row per timed interval of every rank. Written once at the
+// end of a job, by all ranks together through MPI-IO (or serially for one-rank jobs and tests).
+#pragma once
+#include <hdf5.h>  // brings MPI_Comm with the parallel HDF5 build; io never calls MPI itself
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/result_record.h"
+
+namespace glacier::io {
+
+// Collective over `comm`: opens the closed results file at `path` (creates it when missing) with the
+// MPI-IO driver, replaces /trace by datasets of `total_rows` rows and writes `my_rows` at `my_offset`.
+// Offsets and total come from the caller (an allgather of row counts in src/comm).
+void write_trace_parallel(const std::string& path, MPI_Comm comm, const std::vector<TraceRow>& my_rows,
+                          int64_t my_offset, int64_t total_rows);
+
+// The same table from one process: opens (or creates) `path` with the default driver.
+void write_trace_serial(const std::string& path, const std::vector<TraceRow>& rows);
+
+// Every /trace row in file order; throws InputError naming the path when there is no /trace table.
+std::vector<TraceRow> read_trace(const std::string& path);
+
+}  // namespace glacier::io

@@ -1,0 +1,63 @@
+// Results as JSON lines: glacier's own line format, the OpenAI batch output format, and a writer that
+// emits lines in input order however late each result arrives.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "io/result_record.h"
+
+namespace glacier::io {
+
+// {"id", "status", "prompt_tokens", "tokens", "text", "logprobs", "finish_reason"} plus "error" for
+// failed requests and "sum_logprob", "greedy" for scores; ends with '\n'. Never throws on invalid UTF-8
+// in text (tokens may split a character): bad sequences become U+FFFD. Float log-probs are printed in
+// the shortest form that reads back as the same float32.
+std::string format_result_line(const ResultRecord& result);
+
+struct OpenAiBatchLine {
+  std::string custom_id;
+  int64_t request_number = 0;  // gives "batch_req_<n>"
+  bool chat = false;           // the request went to /v1/chat/completions
+  std::string model;           // echoed when not empty
+  const std::vector<std::string>* token_texts = nullptr;  // per-token text for "logprobs", optional
+};
+
+// One line of an OpenAI batch output file ("response" with status_code 200, or "error" for a failed
+// request); ends with '\n'.
+std::string format_openai_batch_line(const ResultRecord& result, const OpenAiBatchLine& line);
+void write_openai_batch_line(std::ostream& out, const ResultRecord& result, const OpenAiBatchLine& line);
+
+// Writes lines to `path` in index order: a line whose index is ahead of the next one expected waits
+// in memory. Indices done in an earlier run (resume) are declared with skip().
+class OrderedLineWriter {
+ public:
+  explicit OrderedLineWriter(const std::string& path, bool append = false);
+  ~OrderedLineWriter();
+  OrderedLineWriter(const OrderedLineWriter&) = delete;
+  OrderedLineWriter& operator=(const OrderedLineWriter&) = delete;
+
+  void put(int64_t index, std::string line);
+  void skip(int64_t index);
+  // Writes every waiting line (in index order, across gaps) and flushes; throws on a write error.
+  void finish();
+  int64_t next_index() const { return next_; }
+  size_t waiting() const { return pending_.size(); }
+
+ private:
+  void drain();
+  void check_stream();
+
+  std::string path_;
+  std::ofstream out_;
+  int64_t next_ = 0;
+  std::map<int64_t, std::string> pending_;  // empty string = skipped index
+};
+
+// Convenience for whole result sets: sorts by index and writes format_result_line for each.
+void write_results_jsonl(const std::string& path, std::vector<ResultRecord> results);
+
+}  // namespace glacier::io

@@ -1,0 +1,253 @@
+// The field rules of one .jsonl prompt line: plain records {"id", "prompt", sampling...} and OpenAI
+// batch request lines {"custom_id", "url", "body"}. Every rejection names the key, expected and found.
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "io/prompt_reader.h"
+
+namespace glacier::io {
+namespace {
+
+using nlohmann::json;
+
+// Thrown inside this file only; parse_jsonl_prompt_line turns it into an error record.
+struct BadLine : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string describe(const json& value) {
+  static constexpr size_t kMaxShown = 60;  // keep messages one line long for huge values
+  auto clip = [](std::string s) { return s.size() > kMaxShown ? s.substr(0, kMaxShown) + "..." : s; };
+  switch (value.type()) {
+    case json::value_t::string: return "the string " + clip(value.dump(-1, ' ', false, json::error_handler_t::replace));
+    case json::value_t::array: return "an array of " + std::to_string(value.size()) + " items";
+    case json::value_t::object: return "an object";
+    case json::value_t::null: return "null";
+    default: return clip(value.dump());
+  }
+}
+
+// Reads keys of one JSON object; `prefix` ("body.") makes nested keys recognisable in messages.
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& expected, const json& found) const {
+    throw BadLine("\"" + prefix_ + key + "\": expected " + expected + ", found " + describe(found));
+  }
+  [[noreturn]] void fail_missing(const std::string& key, const std::string& expected) const {
+    throw BadLine("\"" + prefix_ + key + "\": expected " + expected + ", found no such key");
+  }
+
+  // A key whose value is null counts as absent: clients often write null for "unset".
+  const json* find(const std::string& key) const {
+    auto it = object_.find(key);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool has(const std::string& key) const { return find(key) != nullptr; }
+
+  std::optional<std::string> string(const std::string& key, bool allow_empty = true) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    const char* expected = allow_empty ? "a string" : "a non-empty string";
+    if (!v->is_string()) fail(key, expected, *v);
+    if (!allow_empty && v->get_ref<const std::string&>().empty()) fail(key, expected, *v);
+    return v->get<std::string>();
+  }
+
+  std::optional<int64_t> integer(const std::string& key, int64_t lo, int64_t hi, const std::string& expected) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) fail(key, expected, *v);
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) fail(key, expected, *v);
+    int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) fail(key, expected, *v);
+    return x;
+  }
+
+  std::optional<uint64_t> unsigned_integer(const std::string& key, const std::string& expected) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (v->is_number_unsigned()) return v->get<uint64_t>();
+    if (v->is_number_integer() && v->get<int64_t>() >= 0) return static_cast<uint64_t>(v->get<int64_t>());
+    fail(key, expected, *v);
+  }
+
+  // lo_open/hi_open choose (lo, ...) vs [lo, ...).
+  std::optional<double> number(const std::string& key, double lo, bool lo_open, double hi, bool hi_open,
+                               const std::string& expected) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) fail(key, expected, *v);
+    double x = v->get<double>();
+    bool low_ok = lo_open ? x > lo : x >= lo;
+    bool high_ok = hi_open ? x < hi : x <= hi;
+    if (!low_ok || !high_ok) fail(key, expected, *v);
+    return x;
+  }
+
+  std::optional<std::vector<std::string>> string_list(const std::string& key, bool allow_single_string) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    const char* expected = allow_single_string ? "a string or an array of strings" : "an array of strings";
+    if (allow_single_string && v->is_string()) return std::vector<std::string>{v->get<std::string>()};
+    if (!v->is_array()) fail(key, expected, *v);
+    std::vector<std::string> out;
+    for (const json& item : *v) {
+      if (!item.is_string()) fail(key, std::string(expected) + " (every item)", item);
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+
+  std::vector<int32_t> token_ids(const std::string& key, const json& value) const {
+    static const std::string expected = "a non-empty array of token ids (integers >= 0)";
+    if (!value.is_array() || value.empty()) fail(key, expected, value);
+    std::vector<int32_t> ids;
+    ids.reserve(value.size());
+    for (const json& item : value) {
+      if (!item.is_number_integer() || (!item.is_number_unsigned() && item.get<int64_t>() < 0) ||
+          item.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+        fail(key, expected, item);
+      ids.push_back(static_cast<int32_t>(item.get<int64_t>()));
+    }
+    return ids;
+  }
+
+  // A chat conversation: a non-empty array of objects with a string role and a content.
+  std::string messages(const std::string& key) const {
+    const json* v = find(key);
+    static const std::string expected = "a non-empty array of {\"role\": string, \"content\": string or array}";
+    if (!v || !v->is_array() || v->empty()) {
+      if (!v) fail_missing(key, expected);
+      fail(key, expected, *v);
+    }
+    for (const json& m : *v) {
+      if (!m.is_object()) fail(key, expected, m);
+      auto role = m.find("role");
+      if (role == m.end() || !role->is_string()) fail(key + "[].role", "a string", role == m.end() ? json() : *role);
+      auto content = m.find("content");
+      if (content == m.end() || !(content->is_string() || content->is_array() || content->is_null()))
+        fail(key + "[].content", "a string or an array", content == m.end() ? json() : *content);
+    }
+    return v->dump();
+  }
+
+ private:
+  const json& object_;
+  std::string prefix_;
+};
+
+void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (auto v = f.integer("max_tokens", 0, kIntMax, "an integer >= 0")) r.max_tokens = static_cast<int>(*v);
+  if (openai && !r.max_tokens)
+    if (auto v = f.integer("max_completion_tokens", 0, kIntMax, "an integer >= 0")) r.max_tokens = static_cast<int>(*v);
+  r.temperature = f.number("temperature", 0.0, false, std::numeric_limits<double>::max(), false, "a number >= 0");
+  if (auto v = f.integer("top_k", 0, kIntMax, "an integer >= 0 (0 disables top-k)")) r.top_k = static_cast<int>(*v);
+  r.top_p = f.number("top_p", 0.0, true, 1.0, false, "a number in (0, 1]");
+  r.min_p = f.number("min_p", 0.0, false, 1.0, false, "a number in [0, 1]");
+  r.seed = f.unsigned_integer("seed", "an integer in [0, 2^64)");
+  r.stop = f.string_list("stop", openai);
+  if (openai) f.integer("n", 1, 1, "1 (one completion per request)");
+}
+
+void read_plain_line(const json& object, PromptRecord& r) {
+  FieldReader f(object, "");
+  r.format = PromptFormat::Jsonl;
+  if (const json* id = f.find("id")) {
+    if (id->is_number_integer())
+      r.id = id->dump();
+    else if (id->is_string() && !id->get_ref<const std::string&>().empty())
+      r.id = id->get<std::string>();
+    else
+      f.fail("id", "a non-empty string or an integer", *id);
+  }
+  const bool has_score = f.has("context") || f.has("continuation");
+  const int n_inputs = int(f.has("prompt")) + int(f.has("prompt_token_ids")) + int(f.has("messages")) + int(has_score);
+  if (n_inputs == 0)
+    throw BadLine("no prompt: expected one of \"prompt\", \"prompt_token_ids\", \"messages\" or "
+                  "\"context\" with \"continuation\", found none of them");
+  if (n_inputs > 1)
+    throw BadLine("expected only one of \"prompt\", \"prompt_token_ids\", \"messages\" or \"context\" with "
+                  "\"continuation\", found " + std::to_string(n_inputs));
+  if (f.has("prompt")) r.prompt = f.string("prompt");
+  if (const json* ids = f.find("prompt_token_ids")) r.prompt_token_ids = f.token_ids("prompt_token_ids", *ids);
+  if (f.has("messages")) r.messages_json = f.messages("messages");
+  if (has_score) {
+    r.context = f.string("context");
+    r.continuation = f.string("continuation", false);
+    if (!r.context) f.fail_missing("context", "a string (the text the continuation is scored after)");
+    if (!r.continuation) f.fail_missing("continuation", "a non-empty string (the text to score)");
+  }
+  read_sampling(f, r, false);
+}
+
+void read_batch_line(const json& object, PromptRecord& r) {
+  FieldReader top(object, "");
+  r.format = PromptFormat::OpenAiBatch;
+  r.custom_id = top.string("custom_id", false);
+  if (!r.custom_id) top.fail_missing("custom_id", "a non-empty string");
+  r.id = *r.custom_id;
+  if (auto method = top.string("method"); method && *method != "POST") top.fail("method", "\"POST\"", object["method"]);
+  static const std::string url_expected = "\"/v1/completions\" or \"/v1/chat/completions\"";
+  auto url = top.string("url");
+  if (!url) top.fail_missing("url", url_expected);
+  const bool chat = *url == "/v1/chat/completions";
+  if (!chat && *url != "/v1/completions") top.fail("url", url_expected, object["url"]);
+  const json& body = object["body"];
+  if (!body.is_object()) top.fail("body", "an object", body);
+
+  FieldReader f(body, "body.");
+  if (chat) {
+    r.messages_json = f.messages("messages");
+  } else {
+    static const std::string expected = "a string or an array of token ids";
+    const json* prompt = f.find("prompt");
+    if (!prompt) f.fail_missing("prompt", expected);
+    // OpenAI also allows a one-element list of prompts; more than one would need n results per line.
+    const json& p = prompt->is_array() && prompt->size() == 1 && !(*prompt)[0].is_number() ? (*prompt)[0] : *prompt;
+    if (p.is_string())
+      r.prompt = p.get<std::string>();
+    else if (p.is_array())
+      r.prompt_token_ids = f.token_ids("prompt", p);
+    else
+      f.fail("prompt", expected, *prompt);
+  }
+  read_sampling(f, r, true);
+}
+
+}  // namespace
+
+void parse_jsonl_prompt_line(const std::string& path, const std::string& line_text, PromptRecord& record) {
+  const std::string where = path + ":" + std::to_string(record.line) + ": ";
+  record.format = PromptFormat::Jsonl;
+  try {
+    json object = json::parse(line_text);
+    if (!object.is_object()) throw BadLine("expected a JSON object, found " + describe(object));
+    if (object.contains("custom_id") && object.contains("body"))
+      read_batch_line(object, record);
+    else
+      read_plain_line(object, record);
+  } catch (const json::parse_error& e) {
+    record.ok = false;
+    // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line 1, column 7: ..."
+    std::string what = e.what();
+    size_t at = what.find("column");
+    record.error = where + "expected a JSON object, found invalid JSON (" +
+                   (at == std::string::npos ? what : what.substr(at)) + ")";
+  } catch (const BadLine& e) {
+    record.ok = false;
+    record.error = where + e.what();
+  }
+  if (!record.ok) {
+    record.prompt.reset();
+    record.prompt_token_ids.reset();
+    record.messages_json.reset();
+    record.context.reset();
+    record.continuation.reset();
+  }
+}
+
+}  // namespace glacier::io

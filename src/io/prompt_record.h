@@ -1,0 +1,45 @@
+// One request read from a prompt file: what to run and with which sampling overrides, or why the line
+// could not be used (ok == false). Plain data, shared by the reader, the dispatcher and the writers.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace glacier::io {
+
+enum class PromptFormat : uint8_t { Text, Jsonl, OpenAiBatch };
+
+const char* prompt_format_name(PromptFormat format);
+
+struct PromptRecord {
+  std::string id;       // explicit id, OpenAI custom_id, or the 1-based line number as text
+  int64_t line = 0;     // 1-based line in the file
+  int64_t index = 0;    // 0-based order among non-blank lines; results are written in this order
+  bool ok = true;
+  std::string error;    // when !ok: names the file, the line, what was expected and what was found
+  PromptFormat format = PromptFormat::Text;
+
+  // Exactly one of these describes the input of an ok record (context + continuation count as one).
+  std::optional<std::string> prompt;
+  std::optional<std::vector<int32_t>> prompt_token_ids;
+  std::optional<std::string> messages_json;  // raw JSON array of {"role", "content"} for chat templates
+  std::optional<std::string> context;        // score mode: log-prob of continuation given context
+  std::optional<std::string> continuation;
+
+  std::optional<std::string> custom_id;  // OpenAI batch lines only, echoed in the output
+
+  // Sampling overrides; absent means "use the command-line default".
+  std::optional<int> max_tokens;
+  std::optional<double> temperature;
+  std::optional<int> top_k;
+  std::optional<double> top_p;
+  std::optional<double> min_p;
+  std::optional<uint64_t> seed;
+  std::optional<std::vector<std::string>> stop;
+
+  bool is_chat() const { return messages_json.has_value(); }
+  bool is_score() const { return context.has_value(); }
+};
+
+}  // namespace glacier::io

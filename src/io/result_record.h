@@ -1,0 +1,53 @@
+// What a finished request and a pipeline trace event look like on their way to the output files.
+// Plain data: the app fills them, the JSONL/HDF5 writers and glacier_trace read them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glacier::io {
+
+struct ResultRecord {
+  std::string id;
+  int64_t index = 0;            // the prompt's 0-based order in the input: output order
+  std::string status = "ok";    // "ok" | "error"
+  std::string error;            // set when status == "error"
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> tokens;  // generated tokens (score mode: the continuation's tokens)
+  std::string text;             // raw bytes; may end inside a UTF-8 character
+  std::vector<float> logprobs;  // one per entry of `tokens`
+  std::string finish_reason;    // "length" | "stop" | "error" | ""
+  double time_to_first_token_s = 0;
+  double total_time_s = 0;
+  // Score mode (context + continuation): the continuation's summed log-prob and whether greedy
+  // decoding would have produced exactly the continuation.
+  bool score = false;
+  double sum_logprob = 0;
+  bool greedy = false;
+};
+
+enum class TracePhase : uint8_t { Recv = 0, Compute = 1, Send = 2, Wait = 3 };
+inline constexpr int kTracePhaseCount = 4;
+
+inline const char* trace_phase_name(TracePhase phase) {
+  switch (phase) {
+    case TracePhase::Recv: return "recv";
+    case TracePhase::Compute: return "compute";
+    case TracePhase::Send: return "send";
+    case TracePhase::Wait: return "wait";
+  }
+  return "unknown";
+}
+
+// One interval of one rank's timeline.
+struct TraceRow {
+  int32_t rank = 0;
+  int64_t microbatch = -1;  // -1 when the interval belongs to no micro-batch
+  TracePhase phase = TracePhase::Compute;
+  double start = 0;  // seconds since job start
+  double end = 0;
+  int32_t tokens = 0;
+  int64_t bytes = 0;
+};
+
+}  // namespace glacier::io

@@ -1,0 +1,70 @@
+// Reads ModelConfig from GGUF metadata and checks the values are usable (positive, divisible,
+// consistent with the vocabulary), so compute never sees a nonsensical shape.
+#include "model/model_config.h"
+
+#include <string>
+
+#include "gguf/gguf_file.h"
+#include "model/arch_table.h"
+#include "util/error.h"
+
+namespace glacier::model {
+namespace {
+
+int32_t positive_key(const gguf::File& f, const std::string& key, int64_t max_value = (1LL << 30)) {
+  uint64_t v = f.get_uint(key);
+  if (v == 0 || static_cast<int64_t>(v) > max_value)
+    throw InputError(f.path() + ": key '" + key + "': expected an integer in 1.." + std::to_string(max_value) +
+                     ", found " + std::to_string(v));
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const gguf::File& f) {
+  ModelConfig c;
+  c.arch = f.get_string("general.architecture");
+  const ArchSpec& spec = find_arch(f.path(), c.arch);
+  const std::string p = c.arch + ".";
+  c.n_embd = positive_key(f, p + "embedding_length");
+  c.n_layer = positive_key(f, p + "block_count", 4096);
+  c.n_head = positive_key(f, p + "attention.head_count", 4096);
+  c.n_head_kv = f.find_uint(p + "attention.head_count_kv") ? positive_key(f, p + "attention.head_count_kv", 4096)
+                                                             : c.n_head;
+  c.n_ff = positive_key(f, p + "feed_forward_length");
+  c.n_ctx_train = f.find_uint(p + "context_length") ? positive_key(f, p + "context_length") : 2048;
+  if (f.find_uint(p + "attention.key_length")) {
+    c.head_dim = positive_key(f, p + "attention.key_length", 4096);
+  } else {
+    if (c.n_embd % c.n_head != 0)
+      throw InputError(f.path() + ": key '" + p + "embedding_length': expected a multiple of head_count (" +
+                       std::to_string(c.n_head) + "), found " + std::to_string(c.n_embd));
+    c.head_dim = c.n_embd / c.n_head;
+  }
+  if (c.n_head % c.n_head_kv != 0)
+    throw InputError(f.path() + ": key '" + p + "attention.head_count_kv': expected a divisor of head_count (" +
+                     std::to_string(c.n_head) + "), found " + std::to_string(c.n_head_kv));
+  c.n_rot = f.find_uint(p + "rope.dimension_count") ? positive_key(f, p + "rope.dimension_count", 4096) : c.head_dim;
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    throw InputError(f.path() + ": key '" + p + "rope.dimension_count': expected an even number <= head dim " +
+                     std::to_string(c.head_dim) + ", found " + std::to_string(c.n_rot));
+  if (auto eps = f.find_float(p + "attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
+  if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f))
+    throw InputError(f.path() + ": key '" + p + "attention.layer_norm_rms_epsilon': expected a value in (0, 1), found " +
+                     std::to_string(c.rms_eps));
+  if (auto base = f.find_float(p + "rope.freq_base")) c.rope_base = static_cast<float>(*base);
+  if (!(c.rope_base > 1.0f))
+    throw InputError(f.path() + ": key '" + p + "rope.freq_base': expected a value > 1, found " +
+                     std::to_string(c.rope_base));
+  c.rope_mode = spec.rope_mode;
+  // The vocabulary size is the token list's length; the embedding's shape is checked against it on load.
+  const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
+  if (!tokens || tokens->type != gguf::ValueType::ARRAY)
+    throw InputError(f.path() + ": key 'tokenizer.ggml.tokens': expected an array of strings, found " +
+                     (tokens ? gguf::value_type_name(tokens->type) : "nothing (key missing)"));
+  c.n_vocab = static_cast<int32_t>(std::get<gguf::Array>(tokens->data).items.size());
+  if (c.n_vocab <= 0) throw InputError(f.path() + ": key 'tokenizer.ggml.tokens': expected a non-empty vocabulary, found 0 tokens");
+  return c;
+}
+
+}  // namespace glacier::model

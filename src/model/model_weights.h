@@ -1,0 +1,59 @@
+// Views of one rank's shard of the weights: the layers [first, last) it owns, plus the token
+// embedding on the first stage and the final norm and output head on the last. Only the shard's
+// tensors are looked up, checked and touched.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/model_config.h"
+
+namespace glacier::gguf {
+class File;
+struct TensorInfo;
+}  // namespace glacier::gguf
+
+namespace glacier::model {
+
+struct LayerRange {
+  int32_t first = 0;
+  int32_t last = 0;  // exclusive
+  int32_t size() const { return last - first; }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;
+  kernels::Matrix wq, wk, wv, wo;
+  std::vector<float> ffn_norm;
+  kernels::Matrix w_gate, w_up, w_down;
+};
+
+struct ShardWeights {
+  LayerRange layers;
+  bool has_embedding = false;
+  bool has_head = false;
+  kernels::Matrix token_embd;      // [n_vocab rows x n_embd]
+  std::vector<LayerWeights> layer;  // layer[i] is model layer layers.first + i
+  std::vector<float> output_norm;
+  kernels::Matrix output;          // [n_vocab rows x n_embd]
+  uint64_t bytes = 0;              // weight bytes the shard maps
+};
+
+// Looks up and checks (type, shape) the shard's tensors; throws InputError naming the file, the tensor,
+// the expected and the found shape or type.
+ShardWeights load_shard(const gguf::File& file, const ModelConfig& cfg, LayerRange layers, bool has_embedding,
+                        bool has_head);
+
+// Weight bytes of each layer, and of the embedding and head parts (for partitioning by bytes).
+struct WeightBytes {
+  std::vector<uint64_t> per_layer;
+  uint64_t embedding = 0;
+  uint64_t head = 0;
+};
+WeightBytes weight_bytes(const gguf::File& file, const ModelConfig& cfg);
+
+// The kernels' weight type of a GGUF tensor, or InputError naming it and listing the supported types.
+kernels::WeightType weight_type_of(const gguf::File& file, const gguf::TensorInfo& t);
+
+}  // namespace glacier::model

@@ -1,0 +1,185 @@
+// Scheduler: the single source of truth for slots and positions. A sequence may have several prefill
+// chunks in the ring at once (stages keep micro-batch order, so its KV is written in order), but at
+// most one chunk that needs a sampled token, since the next step needs that token.
+#include "pipeline/scheduler.h"
+
+#include <algorithm>
+
+#include "util/clock.h"
+#include "util/error.h"
+
+namespace glacier::pipeline {
+
+Scheduler::Scheduler(SchedulerOptions opts, Ring& ring, std::function<bool(const SequenceOutcome&)> should_stop,
+                     std::function<void(SequenceOutcome&&)> on_finished)
+    : opts_(opts), ring_(ring), should_stop_(std::move(should_stop)), on_finished_(std::move(on_finished)) {
+  GLACIER_ASSERT(opts_.n_slots > 0 && opts_.ubatch > 0 && opts_.max_in_flight > 0, "scheduler options positive");
+  for (int32_t s = opts_.n_slots - 1; s >= 0; --s) free_slots_.push_back(s);
+  active_.reserve(static_cast<size_t>(opts_.n_slots));
+}
+
+void Scheduler::add(SequenceRequest req) {
+  const int64_t positions = static_cast<int64_t>(req.tokens.size()) +
+                            (req.mode == SeqMode::Generate ? req.max_new_tokens : 0);
+  SequenceOutcome out;
+  out.seq = req.seq;
+  if (req.tokens.empty()) {
+    out.finish = FinishReason::Error;
+    out.error = "the prompt has no tokens";
+    on_finished_(std::move(out));
+  } else if (positions > opts_.n_ctx) {
+    out.finish = FinishReason::Error;
+    out.error = "prompt of " + std::to_string(req.tokens.size()) + " tokens" +
+                (req.mode == SeqMode::Generate ? " plus max_tokens " + std::to_string(req.max_new_tokens) : "") +
+                " needs " + std::to_string(positions) + " positions, more than the context of " +
+                std::to_string(opts_.n_ctx) + " (--ctx)";
+    on_finished_(std::move(out));
+  } else if (req.mode == SeqMode::Generate && req.max_new_tokens == 0) {
+    out.finish = FinishReason::Length;
+    on_finished_(std::move(out));
+  } else {
+    waiting_.push_back(std::move(req));
+  }
+}
+
+void Scheduler::admit() {
+  while (!draining_ && !waiting_.empty() && !free_slots_.empty()) {
+    Active a;
+    a.req = std::move(waiting_.front());
+    waiting_.pop_front();
+    a.slot = free_slots_.back();
+    free_slots_.pop_back();
+    a.out.seq = a.req.seq;
+    a.t_start = now_seconds();
+    if (a.req.mode == SeqMode::Generate) {
+      a.req.tokens.reserve(a.req.tokens.size() + static_cast<size_t>(a.req.max_new_tokens));
+      a.out.generated.reserve(static_cast<size_t>(a.req.max_new_tokens));
+      a.out.logprobs.reserve(static_cast<size_t>(a.req.max_new_tokens));
+    }
+    active_.push_back(std::move(a));
+  }
+}
+
+bool Scheduler::build(compute::MicroBatch& mb) {
+  mb.clear();
+  int32_t budget = opts_.ubatch;
+  // Decode steps are spread over decode_groups micro-batches so that several are in the ring at once.
+  int32_t decoding = 0;
+  for (const Active& a : active_)
+    if (!a.finished && a.n_fed > 0 && a.n_fed >= static_cast<int32_t>(a.req.tokens.size()) - 1) ++decoding;
+  const int32_t decode_cap = std::max(1, (decoding + opts_.decode_groups - 1) / opts_.decode_groups);
+  int32_t decode_taken = 0;
+  for (Active& a : active_) {
+    if (budget == 0) break;
+    const int32_t remaining = static_cast<int32_t>(a.req.tokens.size()) - a.n_fed;
+    if (a.finished || a.awaiting_sample || remaining <= 0) continue;
+    const bool is_decode_step = a.req.mode == SeqMode::Generate && a.n_fed > 0 && remaining == 1;
+    if (is_decode_step && decode_taken >= decode_cap) continue;
+    compute::Chunk c;
+    c.seq = a.req.seq;
+    c.slot = a.slot;
+    c.start_pos = a.n_fed;
+    c.n_tokens = std::min(remaining, budget);
+    c.token_offset = mb.n_tokens();
+    const bool last_chunk = c.n_tokens == remaining;
+    if (a.req.mode == SeqMode::Generate) {
+      c.output = last_chunk ? compute::OutputKind::Sample : compute::OutputKind::None;
+      c.step = static_cast<int32_t>(a.out.generated.size());
+      c.prompt_key = a.req.prompt_key;
+      c.sampling = a.req.sampling;
+      a.awaiting_sample = last_chunk;
+    } else {
+      c.output = compute::OutputKind::Score;
+    }
+    for (int32_t j = 0; j < c.n_tokens; ++j) {
+      mb.tokens.push_back(a.req.tokens[a.n_fed + j]);
+      mb.targets.push_back(a.req.targets.empty() ? -1 : a.req.targets[a.n_fed + j]);
+    }
+    mb.chunks.push_back(c);
+    a.n_fed += c.n_tokens;
+    a.chunks_in_flight++;
+    budget -= c.n_tokens;
+    if (is_decode_step) ++decode_taken;
+  }
+  if (mb.chunks.empty()) return false;
+  mb.id = next_mb_id_++;
+  return true;
+}
+
+void Scheduler::finish(Active& a, FinishReason why, std::string error) {
+  a.finished = true;
+  a.out.finish = why;
+  a.out.error = std::move(error);
+  a.out.total_time = now_seconds() - a.t_start;
+}
+
+void Scheduler::apply(const compute::MicroBatchResult& r) {
+  for (const compute::ChunkResult& cr : r.chunks) {
+    auto it = std::find_if(active_.begin(), active_.end(), [&](const Active& a) { return a.req.seq == cr.seq; });
+    GLACIER_ASSERT(it != active_.end(), "result for an admitted sequence");
+    Active& a = *it;
+    a.chunks_in_flight--;
+    if (a.finished) continue;
+    if (r.non_finite) {
+      finish(a, FinishReason::Error, "the model produced non-finite logits (NaN or Inf) for this prompt");
+      continue;
+    }
+    if (a.req.mode == SeqMode::Score) {
+      for (int32_t i = 0; i < cr.n_targets; ++i) {
+        a.out.target_logprobs.push_back(r.target_logprobs[cr.first_target + i]);
+        a.out.target_greedy.push_back(r.target_greedy[cr.first_target + i]);
+      }
+      if (a.n_fed == static_cast<int32_t>(a.req.tokens.size()) && a.chunks_in_flight == 0)
+        finish(a, FinishReason::Length);
+      continue;
+    }
+    if (cr.token < 0) continue;  // a prefill chunk that needed no output
+    a.awaiting_sample = false;
+    if (a.out.generated.empty()) a.out.time_to_first_token = now_seconds() - a.t_start;
+    a.out.generated.push_back(cr.token);
+    a.out.logprobs.push_back(cr.logprob);
+    if (should_stop_ && should_stop_(a.out)) {
+      finish(a, FinishReason::Stop);
+    } else if (static_cast<int32_t>(a.out.generated.size()) >= a.req.max_new_tokens) {
+      finish(a, FinishReason::Length);
+    } else {
+      a.req.tokens.push_back(cr.token);  // fed in the next decode step
+    }
+  }
+}
+
+void Scheduler::retire_finished() {
+  for (size_t i = 0; i < active_.size();) {
+    Active& a = active_[i];
+    if (a.finished && a.chunks_in_flight == 0) {
+      free_slots_.push_back(a.slot);
+      on_finished_(std::move(a.out));
+      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Scheduler::run() {
+  compute::MicroBatch mb;
+  compute::MicroBatchResult result;
+  for (;;) {
+    admit();
+    while (in_flight_ < opts_.max_in_flight && build(mb)) {
+      ring_.submit(mb);
+      ++in_flight_;
+    }
+    if (in_flight_ == 0) {
+      GLACIER_ASSERT(active_.empty(), "active sequences but nothing to schedule");
+      if (waiting_.empty() || draining_) return;
+      continue;
+    }
+    ring_.poll(result, /*wait=*/true);
+    --in_flight_;
+    apply(result);
+    retire_finished();
+  }
+}
+
+}  // namespace glacier::pipeline

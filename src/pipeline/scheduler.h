@@ -1,0 +1,94 @@
+// The driver's scheduler: admits sequences into KV slots, packs prefill chunks and decode steps into
+// micro-batches of about `ubatch` tokens, keeps several micro-batches in the ring, and applies the
+// results that come back (sampled tokens, target log-probs) until every sequence has finished.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compute/microbatch.h"
+#include "pipeline/ring.h"
+
+namespace glacier::pipeline {
+
+enum class SeqMode { Generate, Score };
+enum class FinishReason { Length, Stop, Error };
+
+struct SequenceRequest {
+  int32_t seq = 0;                // caller's index; results are reported by it
+  std::vector<int32_t> tokens;    // the prompt (BOS included), for Score also the continuation
+  std::vector<int32_t> targets;   // Score: per position, the token it should predict, or -1
+  SeqMode mode = SeqMode::Generate;
+  int32_t max_new_tokens = 0;
+  compute::SamplingParams sampling;
+  uint64_t prompt_key = 0;
+};
+
+struct SequenceOutcome {
+  int32_t seq = 0;
+  std::vector<int32_t> generated;
+  std::vector<float> logprobs;
+  std::vector<float> target_logprobs;
+  std::vector<uint8_t> target_greedy;
+  FinishReason finish = FinishReason::Length;
+  std::string error;
+  double time_to_first_token = 0.0;  // seconds from admission
+  double total_time = 0.0;
+};
+
+struct SchedulerOptions {
+  int32_t n_slots = 1;
+  int32_t n_ctx = 512;
+  int32_t ubatch = 512;         // tokens per micro-batch at most
+  int32_t max_in_flight = 1;    // micro-batches in the ring at once
+  int32_t decode_groups = 1;    // decode sequences are split into this many groups
+};
+
+class Scheduler {
+ public:
+  // should_stop(outcome): after a sampled token, whether generation ends there (EOS, stop string).
+  // on_finished(outcome): called once per sequence as it finishes, in finishing order.
+  Scheduler(SchedulerOptions opts, Ring& ring, std::function<bool(const SequenceOutcome&)> should_stop,
+            std::function<void(SequenceOutcome&&)> on_finished);
+
+  // Queues a sequence; a request that cannot fit the context finishes at once with an error.
+  void add(SequenceRequest req);
+  // Runs until every queued sequence has finished (or, after request_drain(), the admitted ones).
+  void run();
+  // Stops admitting queued sequences; those already admitted run to the end.
+  void request_drain() { draining_ = true; }
+  int64_t micro_batches_sent() const { return next_mb_id_; }
+
+ private:
+  struct Active {
+    SequenceRequest req;
+    SequenceOutcome out;
+    int32_t slot = -1;
+    int32_t n_fed = 0;          // tokens already sent into the ring
+    int32_t chunks_in_flight = 0;
+    bool awaiting_sample = false;
+    bool finished = false;
+    double t_start = 0.0;
+  };
+  void admit();
+  bool build(compute::MicroBatch& mb);
+  void apply(const compute::MicroBatchResult& r);
+  void finish(Active& a, FinishReason why, std::string error = {});
+  void retire_finished();
+
+  SchedulerOptions opts_;
+  Ring& ring_;
+  std::function<bool(const SequenceOutcome&)> should_stop_;
+  std::function<void(SequenceOutcome&&)> on_finished_;
+  std::deque<SequenceRequest> waiting_;
+  std::vector<Active> active_;     // admitted sequences, in admission order
+  std::vector<int32_t> free_slots_;
+  std::vector<int32_t> seq_to_active_;  // not used for lookup speed-critical paths
+  int32_t in_flight_ = 0;
+  int64_t next_mb_id_ = 0;
+  bool draining_ = false;
+};
+
+}  // namespace glacier::pipeline

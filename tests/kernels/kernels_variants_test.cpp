@@ -1,0 +1,232 @@
+// Every SIMD kernel variant the CPU supports against the scalar reference twins: dots within a
+// named tolerance on seeded random inputs, Q8_0 quantization bit-identical, tiles bitwise equal to
+// single-row dots.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/dispatch.h"
+
+namespace glacier::kernels {
+namespace {
+
+// Both sides are float sums of up to 4096 terms in different orders; each is within n*eps*sum|t|
+// (2.4e-4 sum|t| at n = 4096) of the exact sum in the worst case, and random signs keep real
+// errors near sqrt(n)*eps*sum|t|. An indexing or scaling bug is off by a few percent of sum|t|.
+constexpr double kAbsPerMagnitude = 1e-4;
+// Relative slack for results far from zero (one float rounding of the final value, with margin).
+constexpr double kRel = 1e-6;
+
+const std::vector<int64_t> kFloatLengths = {1, 7, 16, 31, 32, 33, 100, 256, 1000, 4096};
+const std::vector<int64_t> kBlockLengths = {32, 64, 96, 256, 1024, 4096};
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+std::vector<uint16_t> to_halves(const std::vector<float>& v, uint16_t (*conv)(float)) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = conv(v[i]);
+  return h;
+}
+
+// Weights from random bytes (the full int8 range, -128 included) and small random scales.
+std::vector<BlockQ8_0> random_q8_weights(std::mt19937& rng, int64_t n) {
+  std::vector<BlockQ8_0> b(static_cast<size_t>(n / kQK8_0));
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  for (auto& blk : b) {
+    blk.d = f32_to_fp16(scale(rng));
+    for (auto& q : blk.qs) q = static_cast<int8_t>(byte(rng));
+  }
+  return b;
+}
+
+std::vector<BlockQ4_0> random_q4_weights(std::mt19937& rng, int64_t n) {
+  std::vector<BlockQ4_0> b(static_cast<size_t>(n / kQK4_0));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  for (auto& blk : b) {
+    blk.d = f32_to_fp16(scale(rng));
+    for (auto& q : blk.qs) q = static_cast<uint8_t>(byte(rng));
+  }
+  return b;
+}
+
+std::vector<BlockQ8_0> quantized(const std::vector<float>& x) {
+  std::vector<BlockQ8_0> b(x.size() / kQK8_0);
+  ref_kernels().quantize_row_q8_0(x.data(), b.data(), static_cast<int64_t>(x.size()));
+  return b;
+}
+
+// sum |w_i x_i| for element types.
+template <typename T>
+double magnitude(const T* w, const T* x, int64_t n, float (*to_f)(T)) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m += std::fabs(double(to_f(w[i])) * double(to_f(x[i])));
+  return m;
+}
+float identity(float f) { return f; }
+
+int q4_value(const BlockQ4_0& b, int j) {
+  return j < 16 ? (b.qs[j] & 0x0f) - 8 : (b.qs[j - 16] >> 4) - 8;
+}
+template <typename WBlock>
+double block_magnitude(const WBlock* w, const BlockQ8_0* x, int64_t n) {
+  double m = 0;
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    double s = 0;
+    for (int j = 0; j < kQK8_0; ++j) {
+      int wq;
+      if constexpr (std::is_same_v<WBlock, BlockQ4_0>) wq = q4_value(w[b], j);
+      else wq = w[b].qs[j];
+      s += std::fabs(double(wq) * x[b].qs[j]);
+    }
+    m += s * std::fabs(double(fp16_to_f32(w[b].d)) * fp16_to_f32(x[b].d));
+  }
+  return m;
+}
+
+void expect_close(float got, float ref, double magnitude, const std::string& what) {
+  const double tol = kAbsPerMagnitude * magnitude + kRel * std::fabs(ref);
+  EXPECT_LE(std::fabs(double(got) - double(ref)), tol) << what << ": got " << got << " ref " << ref;
+}
+
+class Variants : public ::testing::TestWithParam<Isa> {
+ protected:
+  const DotKernels& k() { return kernels_for(GetParam()); }
+  const DotKernels& ref() { return ref_kernels(); }
+  std::string label(const char* op, int64_t n) {
+    return std::string(isa_name(GetParam())) + " " + op + " n=" + std::to_string(n);
+  }
+};
+
+TEST_P(Variants, F32DotMatchesReference) {
+  std::mt19937 rng(101);
+  for (int64_t n : kFloatLengths) {
+    auto w = random_floats(rng, n), x = random_floats(rng, n);
+    expect_close(k().f32_f32(w.data(), x.data(), n), ref().f32_f32(w.data(), x.data(), n),
+                 magnitude<float>(w.data(), x.data(), n, identity), label("f32", n));
+  }
+}
+
+TEST_P(Variants, F16DotMatchesReference) {
+  std::mt19937 rng(102);
+  for (int64_t n : kFloatLengths) {
+    auto w = to_halves(random_floats(rng, n), f32_to_fp16), x = to_halves(random_floats(rng, n), f32_to_fp16);
+    expect_close(k().f16_f16(w.data(), x.data(), n), ref().f16_f16(w.data(), x.data(), n),
+                 magnitude<uint16_t>(w.data(), x.data(), n, fp16_to_f32), label("f16", n));
+  }
+}
+
+TEST_P(Variants, Bf16DotMatchesReference) {
+  std::mt19937 rng(103);
+  for (int64_t n : kFloatLengths) {
+    auto w = to_halves(random_floats(rng, n), f32_to_bf16), x = to_halves(random_floats(rng, n), f32_to_bf16);
+    expect_close(k().bf16_bf16(w.data(), x.data(), n), ref().bf16_bf16(w.data(), x.data(), n),
+                 magnitude<uint16_t>(w.data(), x.data(), n, bf16_to_f32), label("bf16", n));
+  }
+}
+
+TEST_P(Variants, Q8DotMatchesReference) {
+  std::mt19937 rng(104);
+  for (int64_t n : kBlockLengths) {
+    auto w = random_q8_weights(rng, n);
+    auto x = quantized(random_floats(rng, n, -3.0f, 3.0f));
+    expect_close(k().q8_0_q8_0(w.data(), x.data(), n), ref().q8_0_q8_0(w.data(), x.data(), n),
+                 block_magnitude(w.data(), x.data(), n), label("q8_0", n));
+  }
+}
+
+TEST_P(Variants, Q4DotMatchesReference) {
+  std::mt19937 rng(105);
+  for (int64_t n : kBlockLengths) {
+    auto w = random_q4_weights(rng, n);
+    auto x = quantized(random_floats(rng, n, -3.0f, 3.0f));
+    expect_close(k().q4_0_q8_0(w.data(), x.data(), n), ref().q4_0_q8_0(w.data(), x.data(), n),
+                 block_magnitude(w.data(), x.data(), n), label("q4_0", n));
+  }
+}
+
+TEST_P(Variants, QuantizeRowIsBitIdenticalToReference) {
+  std::mt19937 rng(106);
+  std::vector<std::vector<float>> rows;
+  for (float range : {1e-6f, 1.0f, 1000.0f, 1e6f}) rows.push_back(random_floats(rng, 4096, -range, range));
+  // Exact ties: with amax 127 the scale is 1, so k + 0.5 must round away from zero.
+  std::vector<float> ties(64, 0.0f);
+  ties[0] = 127.0f;
+  for (int j = 1; j < 32; ++j) ties[j] = (j % 2 ? 1.0f : -1.0f) * (float(j % 8) + 0.5f);
+  rows.push_back(ties);                            // second block stays all zero: d = 0
+  rows.push_back(std::vector<float>(32, 1e-41f));  // subnormal inputs
+  rows.push_back(random_floats(rng, 96, -1e-3f, 5.0f));
+  for (const auto& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    std::vector<BlockQ8_0> got(n / kQK8_0), want(n / kQK8_0);
+    k().quantize_row_q8_0(x.data(), got.data(), n);
+    ref().quantize_row_q8_0(x.data(), want.data(), n);
+    for (size_t b = 0; b < got.size(); ++b)
+      ASSERT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(BlockQ8_0)))
+          << isa_name(GetParam()) << " block " << b << " of a row of " << n;
+  }
+}
+
+// Checks that tile(nx rows) writes exactly what the single-row dot returns for each row.
+template <typename W, typename X>
+void expect_tile_equals_single(DotTileFn tile, float (*single)(const W*, const X*, int64_t),
+                               const std::vector<W>& w, const std::vector<std::vector<X>>& xs,
+                               int64_t n, const std::string& what) {
+  const size_t stride = xs[0].size() * sizeof(X);
+  std::vector<unsigned char> packed(stride * xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
+  for (int nx = 1; nx <= kMaxTileRows; ++nx) {
+    std::vector<float> out(2 * kMaxTileRows, -1.0f);
+    tile(w.data(), packed.data(), stride, nx, n, out.data(), 2);
+    for (int i = 0; i < nx; ++i) {
+      const float one = single(w.data(), xs[size_t(i)].data(), n);
+      EXPECT_EQ(0, std::memcmp(&out[size_t(2 * i)], &one, 4)) << what << " nx=" << nx << " row " << i;
+    }
+  }
+}
+
+TEST_P(Variants, TilesEqualSingleRowDotsBitwise) {
+  std::mt19937 rng(107);
+  for (int64_t n : {int64_t{7}, int64_t{33}, int64_t{96}, int64_t{1000}}) {
+    std::vector<std::vector<float>> xf;
+    for (int i = 0; i < kMaxTileRows; ++i) xf.push_back(random_floats(rng, n));
+    auto wf = random_floats(rng, n);
+    expect_tile_equals_single<float, float>(k().f32_f32_tile, k().f32_f32, wf, xf, n, label("f32", n));
+    std::vector<std::vector<uint16_t>> xh, xb;
+    for (auto& v : xf) xh.push_back(to_halves(v, f32_to_fp16)), xb.push_back(to_halves(v, f32_to_bf16));
+    expect_tile_equals_single<uint16_t, uint16_t>(k().f16_f16_tile, k().f16_f16, to_halves(wf, f32_to_fp16),
+                                                  xh, n, label("f16", n));
+    expect_tile_equals_single<uint16_t, uint16_t>(k().bf16_bf16_tile, k().bf16_bf16, to_halves(wf, f32_to_bf16),
+                                                  xb, n, label("bf16", n));
+    if (n % kQK8_0 != 0) continue;
+    std::vector<std::vector<BlockQ8_0>> xq;
+    for (auto& v : xf) xq.push_back(quantized(v));
+    expect_tile_equals_single<BlockQ8_0, BlockQ8_0>(k().q8_0_q8_0_tile, k().q8_0_q8_0, random_q8_weights(rng, n),
+                                                    xq, n, label("q8_0", n));
+    expect_tile_equals_single<BlockQ4_0, BlockQ8_0>(k().q4_0_q8_0_tile, k().q4_0_q8_0, random_q4_weights(rng, n),
+                                                    xq, n, label("q4_0", n));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SupportedIsas, Variants, ::testing::ValuesIn(supported_isas()),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); });
+
+TEST(Variants, ReportsWhichVariantsRan) {
+  std::string names;
+  for (Isa isa : supported_isas()) names += std::string(" ") + isa_name(isa);
+  // Unsupported variants cannot be exercised on this CPU: say so rather than pass silently.
+  if (!cpu_supports(Isa::Avx512)) GTEST_SKIP() << "avx512 not supported here; tested:" << names;
+  EXPECT_TRUE(cpu_supports(Isa::Avx2));
+}
+
+}  // namespace
+}  // namespace glacier::kernels

@@ -1,0 +1,221 @@
+// Prompt files: .txt and .jsonl (plain and OpenAI batch lines), bad lines isolated with their own
+// messages, blank lines, CRLF, BOM, duplicate ids, and whole-file errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "common/test_env.h"
+#include "io/prompt_reader.h"
+#include "util/error.h"
+
+namespace glacier::io {
+namespace {
+
+std::string write_file(const std::string& name, const std::string& contents) {
+  std::string path = glacier::testing::scratch_dir("io_prompts") + "/" + name;
+  std::ofstream(path, std::ios::binary) << contents;
+  return path;
+}
+
+TEST(IoPromptReader, TextFileOnePromptPerLineWithLineNumberIds) {
+  std::string path = write_file("p.txt", "\xEF\xBB\xBFHello world\r\n\n   \nSecond prompt\nthird");
+  auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(*records[0].prompt, "Hello world");  // BOM and \r stripped
+  EXPECT_EQ(records[0].id, "1");
+  EXPECT_EQ(records[0].line, 1);
+  EXPECT_EQ(records[0].index, 0);
+  EXPECT_EQ(records[1].id, "4");
+  EXPECT_EQ(records[1].index, 1);
+  EXPECT_EQ(*records[2].prompt, "third");  // no final newline
+  EXPECT_EQ(records[2].line, 5);
+  for (const auto& r : records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.format, PromptFormat::Text);
+  }
+}
+
+TEST(IoPromptReader, TextLineWithInvalidUtf8IsAnErrorRecord) {
+  std::string path = write_file("bad.txt", "good\nbad \xC3\x28 byte\nalso good\n");
+  auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_TRUE(records[0].ok);
+  EXPECT_FALSE(records[1].ok);
+  EXPECT_NE(records[1].error.find(path + ":2:"), std::string::npos) << records[1].error;
+  EXPECT_NE(records[1].error.find("UTF-8"), std::string::npos) << records[1].error;
+  EXPECT_NE(records[1].error.find("0xC3"), std::string::npos) << records[1].error;
+  EXPECT_TRUE(records[2].ok);
+}
+
+TEST(IoPromptReader, PlainJsonlWithAllFields) {
+  std::string path = write_file(
+      "p.jsonl",
+      R"({"id": "a", "prompt": "Once", "max_tokens": 16, "temperature": 0.7, "top_k": 40, "top_p": 0.9, "min_p": 0.05, "seed": 18446744073709551615, "stop": ["\n", "END"]})"
+      "\r\n"
+      R"({"prompt": ""})"
+      "\n"
+      R"({"id": 7, "prompt_token_ids": [1, 15043, 0]})"
+      "\n"
+      R"({"context": "The sky is", "continuation": " blue"})"
+      "\n"
+      R"({"messages": [{"role": "user", "content": "Hi"}], "temperature": null})"
+      "\n");
+  auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 5u);
+  for (const auto& r : records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.format, PromptFormat::Jsonl);
+  }
+  const auto& a = records[0];
+  EXPECT_EQ(a.id, "a");
+  EXPECT_EQ(*a.prompt, "Once");
+  EXPECT_EQ(*a.max_tokens, 16);
+  EXPECT_DOUBLE_EQ(*a.temperature, 0.7);
+  EXPECT_EQ(*a.top_k, 40);
+  EXPECT_DOUBLE_EQ(*a.top_p, 0.9);
+  EXPECT_DOUBLE_EQ(*a.min_p, 0.05);
+  EXPECT_EQ(*a.seed, 18446744073709551615ull);
+  EXPECT_EQ(*a.stop, (std::vector<std::string>{"\n", "END"}));
+
+  EXPECT_EQ(records[1].id, "2");  // line number when no id
+  EXPECT_EQ(*records[1].prompt, "");  // an empty prompt is valid
+  EXPECT_FALSE(records[1].temperature.has_value());
+
+  EXPECT_EQ(records[2].id, "7");
+  EXPECT_FALSE(records[2].prompt.has_value());
+  EXPECT_EQ(*records[2].prompt_token_ids, (std::vector<int32_t>{1, 15043, 0}));
+
+  EXPECT_TRUE(records[3].is_score());
+  EXPECT_EQ(*records[3].context, "The sky is");
+  EXPECT_EQ(*records[3].continuation, " blue");
+
+  EXPECT_TRUE(records[4].is_chat());
+  EXPECT_EQ(nlohmann::json::parse(*records[4].messages_json),
+            nlohmann::json::parse(R"([{"role": "user", "content": "Hi"}])"));
+  EXPECT_FALSE(records[4].temperature.has_value());  // null means unset
+}
+
+TEST(IoPromptReader, OpenAiBatchCompletionAndChatLines) {
+  std::string path = write_file(
+      "batch.jsonl",
+      R"({"custom_id": "req-1", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "Say hi", "max_tokens": 8, "temperature": 0, "stop": "\n", "seed": 3}})"
+      "\n"
+      R"({"custom_id": "req-2", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}], "max_completion_tokens": 4, "top_p": 0.5}})"
+      "\n"
+      R"({"custom_id": "req-3", "url": "/v1/completions", "body": {"prompt": [[5, 6, 7]]}})"
+      "\n");
+  auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 3u);
+  for (const auto& r : records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.format, PromptFormat::OpenAiBatch);
+  }
+  EXPECT_EQ(records[0].id, "req-1");
+  EXPECT_EQ(*records[0].custom_id, "req-1");
+  EXPECT_EQ(*records[0].prompt, "Say hi");
+  EXPECT_EQ(*records[0].max_tokens, 8);
+  EXPECT_DOUBLE_EQ(*records[0].temperature, 0.0);
+  EXPECT_EQ(*records[0].stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(*records[0].seed, 3u);
+
+  EXPECT_EQ(records[1].id, "req-2");
+  ASSERT_TRUE(records[1].is_chat());
+  auto messages = nlohmann::json::parse(*records[1].messages_json);
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[1]["content"], "2+2?");
+  EXPECT_EQ(*records[1].max_tokens, 4);
+  EXPECT_DOUBLE_EQ(*records[1].top_p, 0.5);
+  EXPECT_FALSE(records[1].prompt.has_value());
+
+  EXPECT_EQ(*records[2].prompt_token_ids, (std::vector<int32_t>{5, 6, 7}));
+}
+
+// Each bad line must fail on its own with a message naming the file, its line and the offending key;
+// every good line among them still loads.
+TEST(IoPromptReader, BadLinesAreIsolatedWithTheirOwnMessages) {
+  struct Case {
+    std::string line;
+    std::vector<std::string> message_parts;  // all must appear in the error
+  };
+  const std::vector<Case> bad = {
+      {R"({"prompt": "x")", {"invalid JSON"}},
+      {R"(["not", "an", "object"])", {"expected a JSON object", "an array"}},
+      {R"({"id": "q"})", {"no prompt"}},
+      {R"({"prompt": 42})", {"\"prompt\"", "expected a string", "42"}},
+      {R"({"prompt": "x", "temperature": -0.5})", {"\"temperature\"", ">= 0", "-0.5"}},
+      {R"({"prompt": "x", "top_p": 0})", {"\"top_p\"", "(0, 1]", "found 0"}},
+      {R"({"prompt": "x", "top_p": 1.5})", {"\"top_p\"", "1.5"}},
+      {R"({"prompt": "x", "top_k": -1})", {"\"top_k\"", "-1"}},
+      {R"({"prompt": "x", "max_tokens": -3})", {"\"max_tokens\"", "-3"}},
+      {R"({"prompt": "x", "max_tokens": 2.5})", {"\"max_tokens\"", "integer", "2.5"}},
+      {R"({"prompt": "x", "stop": "END"})", {"\"stop\"", "array of strings", "the string \"END\""}},
+      {R"({"prompt": "x", "stop": ["a", 3]})", {"\"stop\"", "every item", "3"}},
+      {R"({"prompt_token_ids": [1, -2]})", {"\"prompt_token_ids\"", ">= 0", "-2"}},
+      {R"({"prompt": "x", "seed": -1})", {"\"seed\"", "-1"}},
+      {R"({"context": "a"})", {"\"continuation\"", "no such key"}},
+      {R"({"prompt": "x", "prompt_token_ids": [1]})", {"only one of", "found 2"}},
+      {R"({"custom_id": "c", "url": "/v1/embeddings", "body": {"input": "x"}})", {"\"url\"", "/v1/embeddings"}},
+      {R"({"custom_id": "c2", "url": "/v1/chat/completions", "body": {"messages": "hi"}})",
+       {"\"body.messages\"", "the string \"hi\""}},
+      {R"({"custom_id": "c3", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})", {"\"body.n\"", "2"}},
+  };
+  std::string contents = "{\"prompt\": \"good first\"}\n";
+  for (const auto& c : bad) contents += c.line + "\n{\"prompt\": \"good\"}\n";
+  std::string path = write_file("mixed.jsonl", contents);
+
+  auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 1 + 2 * bad.size());
+  EXPECT_TRUE(records[0].ok) << records[0].error;
+  std::set<std::string> messages;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const auto& r = records[1 + 2 * i];
+    const auto& good = records[2 + 2 * i];
+    EXPECT_TRUE(good.ok) << good.error;
+    EXPECT_EQ(*good.prompt, "good");
+    ASSERT_FALSE(r.ok) << "line " << r.line << " should be rejected: " << bad[i].line;
+    EXPECT_FALSE(r.prompt.has_value());
+    std::string where = path + ":" + std::to_string(r.line) + ":";
+    EXPECT_EQ(r.error.rfind(where, 0), 0u) << r.error;
+    for (const auto& part : bad[i].message_parts)
+      EXPECT_NE(r.error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << r.error;
+    messages.insert(r.error.substr(where.size()));
+  }
+  EXPECT_EQ(messages.size(), bad.size()) << "each kind of bad line should have its own message";
+}
+
+TEST(IoPromptReader, DuplicateIdIsAnErrorForTheLaterLine) {
+  std::string path = write_file("dup.jsonl",
+                                "{\"id\": \"x\", \"prompt\": \"a\"}\n{\"id\": \"y\", \"prompt\": \"b\"}\n"
+                                "{\"id\": \"x\", \"prompt\": \"c\"}\n{\"prompt\": \"d\"}\n{\"id\": \"4\", \"prompt\": \"e\"}\n");
+  auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 5u);
+  EXPECT_TRUE(records[0].ok);
+  EXPECT_TRUE(records[1].ok);
+  EXPECT_FALSE(records[2].ok);
+  EXPECT_NE(records[2].error.find("already used on line 1"), std::string::npos) << records[2].error;
+  EXPECT_TRUE(records[3].ok);   // id "4" from its line number
+  EXPECT_FALSE(records[4].ok);  // explicit "4" clashes with line 4's default id
+}
+
+TEST(IoPromptReader, WholeFileProblemsThrowInputError) {
+  EXPECT_THROW(read_prompts("/nonexistent/dir/prompts.jsonl"), InputError);
+  EXPECT_THROW(read_prompts(write_file("p.csv", "a,b\n")), InputError);
+  std::string dir = glacier::testing::scratch_dir("io_prompts_dir") + "/d.txt";
+  std::filesystem::create_directory(dir);
+  EXPECT_THROW(read_prompts(dir), InputError);
+  try {
+    read_prompts("/nonexistent/dir/prompts.jsonl");
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/prompts.jsonl"), std::string::npos);
+  }
+}
+
+TEST(IoPromptReader, EmptyFileGivesNoRecords) {
+  EXPECT_TRUE(read_prompts(write_file("empty.jsonl", "")).empty());
+  EXPECT_TRUE(read_prompts(write_file("blank.txt", "\n \r\n\t\n")).empty());
+}
+
+}  // namespace
+}  // namespace glacier::io
