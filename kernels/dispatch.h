@@ -29,12 +29,16 @@ struct DotKernels {
   float (*q8_0_q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0_q8_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*quantize_row_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
+  // Q4_0 in block-sum order: each block's full integer sum fused once into one float accumulator
+  // (the order of llama.cpp's repacked x86 Q4_0 kernel; see Matrix::block_sum_order).
+  float (*q4_0_q8_0_block_sums)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   // Tiled twins of the dots above (same element types, same results bit for bit).
   DotTileFn f32_f32_tile;
   DotTileFn f16_f16_tile;
   DotTileFn bf16_bf16_tile;
   DotTileFn q8_0_q8_0_tile;
   DotTileFn q4_0_q8_0_tile;
+  DotTileFn q4_0_q8_0_block_sums_tile;
 };
 
 bool cpu_supports(Isa isa);

@@ -34,7 +34,8 @@ void check_cols(WeightType t, int64_t cols) {
                      std::to_string(cols));
 }
 
-DotTileFn tile_for(const DotKernels& k, WeightType t) {
+DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
+  if (t == WeightType::Q4_0 && block_sum_order) return k.q4_0_q8_0_block_sums_tile;
   switch (t) {
     case WeightType::F32: return k.f32_f32_tile;
     case WeightType::F16: return k.f16_f16_tile;
@@ -119,7 +120,7 @@ void matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy
                      ") outside 0.." + std::to_string(w.rows));
   check_cols(w.type, w.cols);
   GLACIER_ASSERT(x.n_rows <= 1 || ldy >= o_end, "output row stride shorter than the output range");
-  const DotTileFn tile = tile_for(active_kernels(), w.type);
+  const DotTileFn tile = tile_for(active_kernels(), w.type, w.block_sum_order);
   const auto* wdata = static_cast<const unsigned char*>(w.data);
   const auto* xdata = static_cast<const unsigned char*>(x.data);
   for (int64_t o0 = o_begin; o0 < o_end; o0 += kWeightRowsPerBlock) {

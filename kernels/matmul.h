@@ -18,6 +18,10 @@ struct Matrix {
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;  // bytes between consecutive rows
+  // Q4_0 only: reduce in block-sum order instead of lane order. llama.cpp on x86 repacks Q4_0
+  // matrices whose row count is a multiple of 8 and computes them in that order; following it keeps
+  // the goldens exact (a small model's greedy margins are as thin as 3e-4). Set by the loader.
+  bool block_sum_order = false;
 };
 
 // Activations converted once per batch into the form the weight type's dot product consumes

@@ -24,11 +24,13 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
-// 1/d for Q8_0 quantization, as ggml computes it (0 when d is 0). Below amax ~3.7e-37, 1/d
-// overflows to infinity and ggml's roundf(x * id) is undefined; those blocks store an fp16 scale
-// of 0 anyway, so they quantize to all-zero values here, the same in every kernel variant.
-[[gnu::always_inline]] inline float q8_inverse_scale(float d) {
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+// The multiplier that maps a Q8_0 block onto [-127, 127], as ggml-cpu's x86 path computes it:
+// 127 / amax (not 1 / (amax / 127), which rounds differently), 0 for an all-zero block. Values are
+// then rounded half to even. Matching this exactly matters: one quantized value off by one moves the
+// logits of a small model by up to ~0.3. A denormal amax whose multiplier overflows quantizes to 0
+// (its fp16 scale is 0 anyway), the same in every kernel variant.
+[[gnu::always_inline]] inline float q8_multiplier(float amax) {
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   return id <= 3.40282347e38f ? id : 0.0f;
 }
 

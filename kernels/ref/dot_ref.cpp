@@ -5,16 +5,13 @@
 #include <cmath>
 
 #include "kernels/dispatch.h"
+#include "kernels/f32_dot_order.h"
 
 namespace glacier::kernels {
 
 namespace {
 
-float dot_f32_ref(const float* w, const float* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
-  return sum;
-}
+float dot_f32_ref(const float* w, const float* x, int64_t n) { return dot_f32_ggml_order(w, x, n); }
 
 float dot_f16_ref(const uint16_t* w, const uint16_t* x, int64_t n) {
   double sum = 0.0;
@@ -30,29 +27,54 @@ float dot_bf16_ref(const uint16_t* w, const uint16_t* x, int64_t n) {
   return static_cast<float>(sum);
 }
 
-float dot_q8_0_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t b = 0; b < n / kQK8_0; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQK8_0; ++j) isum += int32_t{w[b].qs[j]} * int32_t{x[b].qs[j]};
-    sum += (fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d)) * static_cast<float>(isum);
+// Block dots in ggml-cpu's x86 order: 8 lanes, lane l holding the exact integer sum of elements
+// [4l, 4l + 4) of a block, scaled and fused into a per-lane float accumulator block after block, and
+// the lanes summed by the tree of hsum8() at the end. Every SIMD variant computes exactly this, and
+// so does llama.cpp on x86 for single rows and batches alike.
+float hsum8(const float (&acc)[8]) {
+  float t4[4];
+  for (int l = 0; l < 4; ++l) t4[l] = acc[4 + l] + acc[l];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+template <class WeightAt>
+float block_dot_lanes(int64_t n_blocks, WeightAt weight, const BlockQ8_0* x, const uint16_t* scales, int64_t stride) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float d = fp16_to_f32(scales[b * stride]) * fp16_to_f32(x[b].d);
+    for (int l = 0; l < 8; ++l) {
+      int32_t isum = 0;
+      for (int k = 4 * l; k < 4 * l + 4; ++k) isum += weight(b, k) * int32_t{x[b].qs[k]};
+      acc[l] = std::fma(d, static_cast<float>(isum), acc[l]);
+    }
   }
-  return sum;
+  return hsum8(acc);
+}
+
+float dot_q8_0_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+  auto weight = [w](int64_t b, int k) { return int32_t{w[b].qs[k]}; };
+  return block_dot_lanes(n / kQK8_0, weight, x, &w[0].d, sizeof(BlockQ8_0) / sizeof(uint16_t));
+}
+
+float dot_q4_0_block_sums_ref(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+  constexpr int kHalf = kQK4_0 / 2;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kQK4_0; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < kHalf; ++j)
+      isum += ((w[b].qs[j] & 0x0f) - 8) * int32_t{x[b].qs[j]} + ((w[b].qs[j] >> 4) - 8) * int32_t{x[b].qs[j + kHalf]};
+    acc = std::fma(static_cast<float>(isum), fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d), acc);
+  }
+  return acc;
 }
 
 float dot_q4_0_ref(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
-  float sum = 0.0f;
   constexpr int kHalf = kQK4_0 / 2;
-  for (int64_t b = 0; b < n / kQK4_0; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kHalf; ++j) {
-      const int32_t low = (w[b].qs[j] & 0x0f) - 8;
-      const int32_t high = (w[b].qs[j] >> 4) - 8;
-      isum += low * x[b].qs[j] + high * x[b].qs[j + kHalf];
-    }
-    sum += (fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d)) * static_cast<float>(isum);
-  }
-  return sum;
+  auto weight = [w](int64_t b, int k) {
+    const uint8_t byte = w[b].qs[k % kHalf];
+    return int32_t{k < kHalf ? (byte & 0x0f) : (byte >> 4)} - 8;
+  };
+  return block_dot_lanes(n / kQK4_0, weight, x, &w[0].d, sizeof(BlockQ4_0) / sizeof(uint16_t));
 }
 
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
@@ -61,10 +83,10 @@ void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
     float amax = 0.0f;
     for (int j = 0; j < kQK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
     const float d = amax / 127.0f;
-    const float id = q8_inverse_scale(d);
+    const float id = q8_multiplier(amax);
     y[b].d = f32_to_fp16(d);
-    // roundf rounds half away from zero; the SIMD variants reproduce exactly this.
-    for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::roundf(xb[j] * id));
+    // nearbyintf in the default rounding mode rounds half to even, as the SIMD conversions do.
+    for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::nearbyintf(xb[j] * id));
   }
 }
 
@@ -88,11 +110,13 @@ const DotKernels& ref_kernels() {
       dot_q8_0_ref,
       dot_q4_0_ref,
       quantize_row_q8_0_ref,
+      dot_q4_0_block_sums_ref,
       tile_by_rows<float, float, dot_f32_ref>,
       tile_by_rows<uint16_t, uint16_t, dot_f16_ref>,
       tile_by_rows<uint16_t, uint16_t, dot_bf16_ref>,
       tile_by_rows<BlockQ8_0, BlockQ8_0, dot_q8_0_ref>,
       tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_ref>,
+      tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_block_sums_ref>,
   };
   return table;
 }

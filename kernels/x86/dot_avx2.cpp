@@ -3,6 +3,9 @@
 // which quantize_row_q8_0 guarantees); each activation row keeps its own accumulators (dot_tile.h).
 #include <immintrin.h>
 
+#include <cmath>
+
+#include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
 
 namespace glacier::kernels {
@@ -95,49 +98,86 @@ struct Q4Weights {
   }
 };
 
-// Block dot: even and odd blocks go to separate accumulators to shorten the FMA dependency chain.
+// Q4_0 in block-sum order (Matrix::block_sum_order): the block's integer sum, reduced exactly,
+// fused once into a scalar accumulator.
+struct Q4BlockSumDot {
+  using W = BlockQ4_0;
+  using X = BlockQ8_0;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    float acc[R] = {};
+    for (int64_t b = 0; b < n / kQK8_0; ++b) {
+      const __m256i wq = Q4Weights::load(w[b]);
+      const float dw = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) {
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qs));
+        const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq)),
+                                                _mm256_set1_epi16(1));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+        acc[r] = std::fma(static_cast<float>(_mm_cvtsi128_si32(s)), dw * _cvtsh_ss(x[r][b].d), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = acc[r];
+  }
+};
+
+// Block dot in ggml's lane order (see dot_ref.cpp): one 8-lane accumulator, blocks in sequence.
 template <class Weights>
 struct BlockDot {
   using W = typename Weights::Block;
   using X = BlockQ8_0;
   template <int R>
   static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    __m256 acc0[R], acc1[R];
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     const int64_t nb = n / kQK8_0;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-      const __m256i w0 = Weights::load(w[b]), w1 = Weights::load(w[b + 1]);
-      const float d0 = _cvtsh_ss(w[b].d), d1 = _cvtsh_ss(w[b + 1].d);
-      for (int r = 0; r < R; ++r) {
-        acc0[r] = add_block(w0, x[r][b], d0, acc0[r]);
-        acc1[r] = add_block(w1, x[r][b + 1], d1, acc1[r]);
-      }
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i wq = Weights::load(w[b]);
+      const float d = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) acc[r] = add_block(wq, x[r][b], d, acc[r]);
     }
-    if (b < nb) {
-      const __m256i w0 = Weights::load(w[b]);
-      const float d0 = _cvtsh_ss(w[b].d);
-      for (int r = 0; r < R; ++r) acc0[r] = add_block(w0, x[r][b], d0, acc0[r]);
-    }
-    for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
   }
 };
 
-using DotF32 = FloatDot<F32Elems>;
+// f32 in ggml's summation order (f32_dot_order.h): each 16-lane accumulator is two 8-lane halves.
+struct F32GgmlDot {
+  using W = float;
+  using X = float;
+  template <int R>
+  static void rows(const float* w, const float* const* x, int64_t n, float* out) {
+    const int64_t np = n - n % kF32DotStep;
+    __m256 acc[R][8];  // accumulator j, half h at index 2j + h
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 8; ++k) acc[r][k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < np; i += kF32DotStep)
+      for (int k = 0; k < 8; ++k) {
+        const __m256 wv = _mm256_loadu_ps(w + i + 8 * k);
+        for (int r = 0; r < R; ++r) acc[r][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + i + 8 * k), acc[r][k]);
+      }
+    for (int r = 0; r < R; ++r) {
+      const __m256 lo = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][4]), _mm256_add_ps(acc[r][2], acc[r][6]));
+      const __m256 hi = _mm256_add_ps(_mm256_add_ps(acc[r][1], acc[r][5]), _mm256_add_ps(acc[r][3], acc[r][7]));
+      const __m256 t8 = _mm256_add_ps(hi, lo);
+      const __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+      float a[4];
+      _mm_storeu_ps(a, t4);
+      out[r] = finish_f32_dot(np ? (a[0] + a[2]) + (a[1] + a[3]) : 0.0f, w, x[r], np, n);
+    }
+  }
+};
+
+using DotF32 = F32GgmlDot;
 using DotF16 = FloatDot<F16Elems>;
 using DotBf16 = FloatDot<Bf16Elems>;
 using DotQ8 = BlockDot<Q8Weights>;
 using DotQ4 = BlockDot<Q4Weights>;
 
-// Rounds to nearest with ties away from zero (roundf), independent of MXCSR: truncate, then step
-// one away from zero when the exact remainder is at least one half.
-inline __m256i round_half_away(__m256 v) {
-  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
-  const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, sign_bit));
-  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, step)));
+// Rounds to nearest, ties to even, independent of MXCSR (as ggml-cpu's _mm256_round_ps does).
+inline __m256i round_even(__m256 v) {
+  return _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 void quantize_row_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n) {
@@ -153,11 +193,11 @@ void quantize_row_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n) {
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     const float amax = _mm_cvtss_f32(m4);
     const float d = amax / 127.0f;
-    const float id = q8_inverse_scale(d);
+    const float id = q8_multiplier(amax);
     y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
     const __m256 scale = _mm256_set1_ps(id);
     __m256i q[4];
-    for (int k = 0; k < 4; ++k) q[k] = round_half_away(_mm256_mul_ps(v[k], scale));
+    for (int k = 0; k < 4; ++k) q[k] = round_even(_mm256_mul_ps(v[k], scale));
     // packs interleave 128-bit lanes; the permute restores element order.
     const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -175,11 +215,13 @@ const DotKernels& avx2_kernels() {
       simd::dot_single<DotQ8>,
       simd::dot_single<DotQ4>,
       quantize_row_q8_0_avx2,
+      simd::dot_single<Q4BlockSumDot>,
       simd::dot_tile<DotF32>,
       simd::dot_tile<DotF16>,
       simd::dot_tile<DotBf16>,
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
+      simd::dot_tile<Q4BlockSumDot>,
   };
   return table;
 }

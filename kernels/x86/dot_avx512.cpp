@@ -3,11 +3,14 @@
 // which treats subnormal bf16 inputs and results as zero (covered by the tests' absolute tolerance).
 #include <immintrin.h>
 
+#include <cmath>
+
 // GCC 12's _mm512_undefined_* self-initialise and trip -W(maybe-)uninitialized once inlined here
 // (a false positive fixed in later GCC releases).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
 
 namespace glacier::kernels {
@@ -126,16 +129,23 @@ struct Q4Weights {
   }
 };
 
-// Two blocks a zmm (low half block b, high half block b + 1); a lone last block pairs with zeros
-// and a zero scale, which adds exactly nothing.
+// Products of two blocks a zmm (low half block b, high half block b + 1), then fused into one 8-lane
+// accumulator block by block: ggml's lane order (see dot_ref.cpp), so every variant agrees bitwise.
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 template <class Weights>
 struct BlockDot {
   using W = typename Weights::Block;
   using X = BlockQ8_0;
   template <int R>
   static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     const int64_t nb = n / kQK8_0;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
@@ -143,36 +153,72 @@ struct BlockDot {
       const float d0 = _cvtsh_ss(w[b].d), d1 = _cvtsh_ss(w[b + 1].d);
       for (int r = 0; r < R; ++r) {
         const __m512i xq = join(q8_bytes(x[r][b]), q8_bytes(x[r][b + 1]));
-        const __m512 d = join(d0 * _cvtsh_ss(x[r][b].d), d1 * _cvtsh_ss(x[r][b + 1].d));
-        acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(Weights::products(wq, xq)), acc[r]);
+        const __m512 p = _mm512_cvtepi32_ps(Weights::products(wq, xq));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * _cvtsh_ss(x[r][b].d)), _mm512_castps512_ps256(p), acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * _cvtsh_ss(x[r][b + 1].d)), _mm512_extractf32x8_ps(p, 1), acc[r]);
       }
     }
     if (b < nb) {
       const __m512i wq = Weights::bytes(w[b]);
       const float d0 = _cvtsh_ss(w[b].d);
       for (int r = 0; r < R; ++r) {
-        const __m512i xq_low = _mm512_zextsi256_si512(q8_bytes(x[r][b]));
-        const __m512 d = join(d0 * _cvtsh_ss(x[r][b].d), 0.0f);
-        acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(Weights::products(wq, xq_low)), acc[r]);
+        const __m512 p = _mm512_cvtepi32_ps(Weights::products(wq, _mm512_zextsi256_si512(q8_bytes(x[r][b]))));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * _cvtsh_ss(x[r][b].d)), _mm512_castps512_ps256(p), acc[r]);
       }
     }
-    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
   }
 };
 
-using DotF32 = FloatDot<F32Elems>;
+// Q4_0 in block-sum order (Matrix::block_sum_order): the block's exact integer sum fused once.
+struct Q4BlockSumDot {
+  using W = BlockQ4_0;
+  using X = BlockQ8_0;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    float acc[R] = {};
+    for (int64_t b = 0; b < n / kQK8_0; ++b) {
+      const __m512i wq = Q4Weights::bytes(w[b]);
+      const float dw = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i p = Q4Weights::products(wq, _mm512_zextsi256_si512(q8_bytes(x[r][b])));
+        acc[r] = std::fma(static_cast<float>(_mm512_reduce_add_epi32(p)), dw * _cvtsh_ss(x[r][b].d), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = acc[r];
+  }
+};
+
+// f32 in ggml's summation order (f32_dot_order.h), natively: four 16-lane FMA accumulators.
+struct F32GgmlDot {
+  using W = float;
+  using X = float;
+  template <int R>
+  static void rows(const float* w, const float* const* x, int64_t n, float* out) {
+    const int64_t np = n - n % kF32DotStep;
+    __m512 acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; i += kF32DotStep)
+      for (int j = 0; j < 4; ++j) {
+        const __m512 wv = _mm512_loadu_ps(w + i + 16 * j);
+        for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[r] + i + 16 * j), acc[r][j]);
+      }
+    for (int r = 0; r < R; ++r) {
+      float lanes[16];
+      _mm512_storeu_ps(lanes, _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]), _mm512_add_ps(acc[r][1], acc[r][3])));
+      out[r] = finish_f32_dot(np ? reduce_f32_lanes(lanes) : 0.0f, w, x[r], np, n);
+    }
+  }
+};
+
+using DotF32 = F32GgmlDot;
 using DotF16 = FloatDot<F16Elems>;
 using DotQ8 = BlockDot<Q8Weights>;
 using DotQ4 = BlockDot<Q4Weights>;
 
-// roundf semantics (ties away from zero) independent of MXCSR: truncate, then step one away from
-// zero where the exact remainder is at least one half.
-inline __m512i round_half_away(__m512 v) {
-  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
-  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 step = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
-  return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, step));
+inline __m512i round_even(__m512 v) {
+  return _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
 void quantize_row_q8_0_avx512(const float* x, BlockQ8_0* y, int64_t n) {
@@ -181,13 +227,13 @@ void quantize_row_q8_0_avx512(const float* x, BlockQ8_0* y, int64_t n) {
     const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     const float d = amax / 127.0f;
-    const float id = q8_inverse_scale(d);
+    const float id = q8_multiplier(amax);
     y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
     const __m512 scale = _mm512_set1_ps(id);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs),
-                     _mm512_cvtsepi32_epi8(round_half_away(_mm512_mul_ps(v0, scale))));
+                     _mm512_cvtsepi32_epi8(round_even(_mm512_mul_ps(v0, scale))));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16),
-                     _mm512_cvtsepi32_epi8(round_half_away(_mm512_mul_ps(v1, scale))));
+                     _mm512_cvtsepi32_epi8(round_even(_mm512_mul_ps(v1, scale))));
   }
 }
 
@@ -201,11 +247,13 @@ const DotKernels& avx512_kernels() {
       simd::dot_single<DotQ8>,
       simd::dot_single<DotQ4>,
       quantize_row_q8_0_avx512,
+      simd::dot_single<Q4BlockSumDot>,
       simd::dot_tile<DotF32>,
       simd::dot_tile<DotF16>,
       simd::dot_tile<Bf16Dot>,
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
+      simd::dot_tile<Q4BlockSumDot>,
   };
   return table;
 }

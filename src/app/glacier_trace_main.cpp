@@ -2,6 +2,7 @@
 // and bubble fractions, and optionally writes Chrome/Perfetto trace-event JSON (--json OUT.json).
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -19,6 +20,11 @@ constexpr const char* kUsage =
     "  Prints, per rank, the fraction of the job span spent in compute, wait, recv and send, and the\n"
     "  bubble (no phase recorded). --json writes Chrome trace events for chrome://tracing or Perfetto.\n";
 
+// A command-line mistake: reported with the usage text, unlike problems with the file itself.
+struct UsageError : glacier::InputError {
+  using glacier::InputError::InputError;
+};
+
 struct Arguments {
   std::string results_path;
   std::string json_path;
@@ -32,19 +38,19 @@ Arguments parse_arguments(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     } else if (arg == "--json") {
-      if (i + 1 >= argc) throw glacier::InputError("--json: expected an output file name, found nothing");
+      if (i + 1 >= argc) throw UsageError("--json: expected an output file name, found nothing");
       args.json_path = argv[++i];
     } else if (arg.rfind("--json=", 0) == 0) {
       args.json_path = arg.substr(7);
     } else if (!arg.empty() && arg[0] == '-') {
-      throw glacier::InputError("unknown option " + arg + " (expected --json OUT.json)");
+      throw UsageError("unknown option " + arg + " (expected --json OUT.json)");
     } else if (args.results_path.empty()) {
       args.results_path = arg;
     } else {
-      throw glacier::InputError("expected one results file, found a second: " + arg);
+      throw UsageError("expected one results file, found a second: " + arg);
     }
   }
-  if (args.results_path.empty()) throw glacier::InputError("expected a results file (RESULTS.h5), found none");
+  if (args.results_path.empty()) throw UsageError("expected a results file (RESULTS.h5), found none");
   return args;
 }
 
@@ -69,8 +75,11 @@ int main(int argc, char** argv) {
       std::printf("wrote %zu trace events to %s\n", rows.size(), args.json_path.c_str());
     }
     return 0;
-  } catch (const glacier::InputError& e) {
+  } catch (const UsageError& e) {
     std::fprintf(stderr, "glacier_trace: error: %s\n%s", e.what(), kUsage);
+    return 2;
+  } catch (const glacier::InputError& e) {
+    std::fprintf(stderr, "glacier_trace: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "glacier_trace: error: %s\n", e.what());

@@ -102,7 +102,8 @@ class Parser {
   void need(uint64_t n, const char* what) const {
     if (n > remaining()) {
       fail(std::string(what) + " at offset " + std::to_string(pos_) + " needs " + std::to_string(n) +
-           " bytes, which runs past the end of the file (" + std::to_string(size_) + " bytes)");
+           (n == 1 ? " byte" : " bytes") + ", which runs past the end of the file (" + std::to_string(size_) +
+           " bytes)");
     }
   }
 
@@ -147,11 +148,11 @@ class Parser {
     n_kv_ = read<uint64_t>("metadata key/value count");
     if (n_kv_ > remaining() / kMinKvBytes) {
       fail("metadata key/value count " + std::to_string(n_kv_) + " is impossible for a file of " +
-           std::to_string(size_) + " bytes");
+           std::to_string(size_) + " bytes: truncated or corrupt");
     }
     if (n_tensors_ > remaining() / kMinTensorInfoBytes) {
       fail("tensor count " + std::to_string(n_tensors_) + " is impossible for a file of " +
-           std::to_string(size_) + " bytes");
+           std::to_string(size_) + " bytes: truncated or corrupt");
     }
   }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "io/prompt_reader.h"
+#include "io/utf8.h"
 
 namespace glacier::io {
 namespace {
@@ -21,7 +22,7 @@ std::string describe(const json& value) {
   auto clip = [](std::string s) { return s.size() > kMaxShown ? s.substr(0, kMaxShown) + "..." : s; };
   switch (value.type()) {
     case json::value_t::string: return "the string " + clip(value.dump(-1, ' ', false, json::error_handler_t::replace));
-    case json::value_t::array: return "an array of " + std::to_string(value.size()) + " items";
+    case json::value_t::array: return "an array with " + std::to_string(value.size()) + " elements";
     case json::value_t::object: return "an object";
     case json::value_t::null: return "null";
     default: return clip(value.dump());
@@ -126,10 +127,12 @@ class FieldReader {
     for (const json& m : *v) {
       if (!m.is_object()) fail(key, expected, m);
       auto role = m.find("role");
-      if (role == m.end() || !role->is_string()) fail(key + "[].role", "a string", role == m.end() ? json() : *role);
+      if (role == m.end()) fail_missing(key + "[].role", "a string");
+      if (!role->is_string()) fail(key + "[].role", "a string", *role);
       auto content = m.find("content");
-      if (content == m.end() || !(content->is_string() || content->is_array() || content->is_null()))
-        fail(key + "[].content", "a string or an array", content == m.end() ? json() : *content);
+      if (content == m.end()) fail_missing(key + "[].content", "a string or an array");
+      if (!(content->is_string() || content->is_array() || content->is_null()))
+        fail(key + "[].content", "a string or an array", *content);
     }
     return v->dump();
   }
@@ -235,8 +238,9 @@ void parse_jsonl_prompt_line(const std::string& path, const std::string& line_te
     // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line 1, column 7: ..."
     std::string what = e.what();
     size_t at = what.find("column");
-    record.error = where + "expected a JSON object, found invalid JSON (" +
-                   (at == std::string::npos ? what : what.substr(at)) + ")";
+    // The parser quotes the bytes it read last, which may be the invalid UTF-8 it rejected.
+    record.error = replace_invalid_utf8(where + "expected a JSON object, found invalid JSON (" +
+                                        (at == std::string::npos ? what : what.substr(at)) + ")");
   } catch (const BadLine& e) {
     record.ok = false;
     record.error = where + e.what();

@@ -48,6 +48,7 @@ kernels::Matrix matrix(const gguf::File& f, const std::string& name, int64_t col
   m.rows = rows;
   m.cols = cols;
   m.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows));
+  m.block_sum_order = m.type == kernels::WeightType::Q4_0 && rows % 8 == 0;
   f.prefetch(t);
   *bytes += t.n_bytes;
   return m;

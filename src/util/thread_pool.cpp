@@ -53,7 +53,8 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = generation_.load();
+  // Jobs are counted from construction: a worker that starts late must still see the first job.
+  uint64_t seen = 0;
   for (;;) {
     uint64_t g;
     int spin = 0;

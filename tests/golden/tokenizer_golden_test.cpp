@@ -181,4 +181,15 @@ TEST(TokenizerGolden, Stories260KGeneratedTextDecodes) {
   }
 }
 
+// The perplexity references tokenize the whole text file (with BOS) and record the token count.
+TEST(TokenizerGolden, Stories260KPerplexityTextTokenCount) {
+  GLACIER_REQUIRE_SHARED(json, "reference/stories260K/perplexity_c128.json");
+  GLACIER_REQUIRE_SHARED(text, "reference/stories260K/ppl_text.txt");
+  GLACIER_REQUIRE_SHARED(vocab, "models/stories260K.gguf");
+  const auto tok = load_tokenizer(vocab);
+  const nlohmann::json ref = glacier::testing::read_json(json);
+  const Ids ids = tok->encode(glacier::testing::read_text(text), true, false);
+  EXPECT_EQ(static_cast<int64_t>(ids.size()), ref.at("n_tokens_text").get<int64_t>());
+}
+
 }  // namespace

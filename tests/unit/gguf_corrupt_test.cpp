@@ -228,6 +228,9 @@ std::vector<CorruptCase> cases() {
   return c;
 }
 
+// gtest prints parameters of failing cases; the name says which one without dumping raw bytes.
+void PrintTo(const CorruptCase& c, std::ostream* os) { *os << c.name; }
+
 class GgufCorrupt : public ::testing::TestWithParam<CorruptCase> {};
 
 TEST_P(GgufCorrupt, RefusedWithAMessageNamingFileAndProblem) {

@@ -141,7 +141,7 @@ TEST(IoPromptReader, BadLinesAreIsolatedWithTheirOwnMessages) {
   };
   const std::vector<Case> bad = {
       {R"({"prompt": "x")", {"invalid JSON"}},
-      {R"(["not", "an", "object"])", {"expected a JSON object", "an array"}},
+      {R"(["not", "an", "object"])", {"expected a JSON object", "an array with 3 elements"}},
       {R"({"id": "q"})", {"no prompt"}},
       {R"({"prompt": 42})", {"\"prompt\"", "expected a string", "42"}},
       {R"({"prompt": "x", "temperature": -0.5})", {"\"temperature\"", ">= 0", "-0.5"}},

@@ -1,0 +1,38 @@
+// Test harness: a whole single-process engine (model file, tokenizer, one stage holding every layer,
+// a local ring) and helpers that run greedy generation, full-logit passes and perplexity on it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compute/transformer_stage.h"
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+#include "pipeline/scheduler.h"
+#include "util/thread_pool.h"
+
+namespace glacier::testing {
+
+struct EngineHarness {
+  explicit EngineHarness(const std::string& model_path, int32_t ctx = 512, int32_t slots = 8,
+                         int32_t ubatch = 512, int threads = 2);
+
+  // Logits of every position of `tokens` (one sequence, fresh slot 0): [n_tokens x n_vocab].
+  std::vector<float> all_logits(const std::vector<int32_t>& tokens);
+  // Runs the requests through a scheduler over a local ring; outcomes indexed by request seq.
+  std::vector<pipeline::SequenceOutcome> run(std::vector<pipeline::SequenceRequest> requests,
+                                             int32_t ubatch = 0, int32_t max_in_flight = 2);
+  // Greedy generation of n tokens for each prompt (tokenized with BOS).
+  std::vector<std::vector<int32_t>> greedy(const std::vector<std::string>& prompts, int32_t n_tokens);
+
+  std::unique_ptr<gguf::File> file;
+  model::ModelConfig cfg;
+  std::unique_ptr<model::Tokenizer> tok;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<compute::TransformerStage> stage;
+  int32_t n_ctx = 0;
+  int32_t n_slots = 0;
+};
+
+}  // namespace glacier::testing

@@ -1,0 +1,212 @@
+// The HDF5 results file: exact round trip of every column through read_finished, provenance
+// attributes, resume, a writer killed after flushing (fork + _exit), path checks, and h5py readability.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_env.h"
+#include "io/hdf5_results.h"
+#include "util/error.h"
+
+namespace glacier::io {
+namespace {
+
+// Row i of a deterministic, varied result set: empty vectors and strings at some rows, a score every
+// third row, invalid UTF-8 in text (stored as raw bytes).
+ResultRecord make_result(int i) {
+  ResultRecord r;
+  r.id = "id-" + std::to_string(i);
+  r.index = i;
+  r.status = i % 7 == 3 ? "error" : "ok";
+  r.error = r.status == "error" ? "line " + std::to_string(i) + ": bad" : "";
+  for (int k = 0; k < i % 5; ++k) r.prompt_tokens.push_back(1000 * i + k);
+  for (int k = 0; k < (i * 3) % 4; ++k) {
+    r.tokens.push_back(i + k);
+    r.logprobs.push_back(-0.1f * static_cast<float>(k + 1) / static_cast<float>(i + 1));
+  }
+  r.text = i % 4 == 0 ? "" : "tok\xC3 " + std::to_string(i);
+  r.finish_reason = i % 2 ? "length" : "stop";
+  r.time_to_first_token_s = 0.001 * i + 1e-9;
+  r.total_time_s = 0.01 * i + 1.0 / 3.0;
+  r.score = i % 3 == 0;
+  r.sum_logprob = r.score ? -1.5 * i - 1.0 / 7.0 : 0;
+  r.greedy = r.score && i % 2 == 0;
+  return r;
+}
+
+void expect_same(const ResultRecord& a, const ResultRecord& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.status, b.status);
+  EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.logprobs, b.logprobs);  // exact: float32 stored as float32
+  EXPECT_EQ(a.finish_reason, b.finish_reason);
+  EXPECT_EQ(a.time_to_first_token_s, b.time_to_first_token_s);
+  EXPECT_EQ(a.total_time_s, b.total_time_s);
+  EXPECT_EQ(a.score, b.score);
+  EXPECT_EQ(a.sum_logprob, b.sum_logprob);
+  EXPECT_EQ(a.greedy, b.greedy);
+}
+
+bool have_h5py() {
+  return std::filesystem::exists("/usr/bin/python3") &&
+         std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") == 0;
+}
+
+TEST(IoHdf5Results, RoundTripEveryColumnWithSeveralFlushes) {
+  const std::string path = glacier::testing::scratch_dir("io_h5") + "/results.h5";
+  constexpr int kRows = 2500;  // more than one chunk (1024 rows) per column
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    file.set_attribute("model_file", std::string("models/tiny.gguf"));
+    file.set_attribute("model_size", int64_t{123456789012});
+    file.set_attribute("temperature", 0.7);
+    file.set_attribute("model_size", int64_t{42});  // replaced, not duplicated
+    for (int i = 0; i < kRows; ++i) {
+      file.append(make_result(i));
+      if (i % 300 == 299) file.flush();
+    }
+    EXPECT_GT(file.rows_buffered(), 0u);
+    file.close();
+    EXPECT_EQ(file.rows_written(), kRows);
+  }
+  FinishedResults back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), static_cast<size_t>(kRows));
+  for (int i = 0; i < kRows; ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    expect_same(back.rows[i], make_result(i));
+  }
+  EXPECT_EQ(std::get<std::string>(back.attributes.at("model_file")), "models/tiny.gguf");
+  EXPECT_EQ(std::get<int64_t>(back.attributes.at("model_size")), 42);
+  EXPECT_EQ(std::get<double>(back.attributes.at("temperature")), 0.7);
+}
+
+TEST(IoHdf5Results, ResumeAppendsAfterTheRowsAlreadyThere) {
+  const std::string path = glacier::testing::scratch_dir("io_h5_resume") + "/results.h5";
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    for (int i = 0; i < 10; ++i) file.append(make_result(i));
+  }  // destructor flushes and closes
+  {
+    ResultsFile file(path, ResultsFile::Mode::Resume);
+    EXPECT_EQ(file.rows_written(), 10);
+    for (int i = 10; i < 15; ++i) file.append(make_result(i));
+    file.close();
+  }
+  auto back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), 15u);
+  for (int i = 0; i < 15; ++i) expect_same(back.rows[i], make_result(i));
+}
+
+// A job killed (SIGKILL, no close) after some flushes must leave a file that opens and holds every
+// flushed row. The child writes, flushes, buffers more, then _exit()s without any HDF5 cleanup.
+TEST(IoHdf5Results, KilledWriterKeepsEveryFlushedRow) {
+  const std::string path = glacier::testing::scratch_dir("io_h5_killed") + "/results.h5";
+  constexpr int kFlushed = 700, kUnflushed = 50;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      auto* file = new ResultsFile(path, ResultsFile::Mode::Create);  // never destroyed: like a kill
+      file->set_attribute("model_file", std::string("m.gguf"));
+      for (int i = 0; i < kFlushed; ++i) {
+        file->append(make_result(i));
+        if (i % 100 == 99) file->flush();
+      }
+      for (int i = kFlushed; i < kFlushed + kUnflushed; ++i) file->append(make_result(i));
+    } catch (...) {
+      _exit(3);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child writer failed";
+
+  FinishedResults back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), static_cast<size_t>(kFlushed));
+  for (int i = 0; i < kFlushed; ++i) expect_same(back.rows[i], make_result(i));
+  EXPECT_EQ(std::get<std::string>(back.attributes.at("model_file")), "m.gguf");
+
+  if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py not found: h5py check skipped";
+  std::string cmd = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r'); "
+                    "n=len(f['results/index']); t=f['results/tokens'][5]; "
+                    "sys.exit(0 if n==" + std::to_string(kFlushed) + " and list(t)==[5,6,7] else 1)\" " + path;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+TEST(IoHdf5Results, ResumeAfterKillContinuesFromTheFlushedRows) {
+  const std::string path = glacier::testing::scratch_dir("io_h5_kill_resume") + "/results.h5";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto* file = new ResultsFile(path, ResultsFile::Mode::Create);
+    for (int i = 0; i < 20; ++i) file->append(make_result(i));
+    file->flush();
+    file->append(make_result(20));
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  {
+    ResultsFile file(path, ResultsFile::Mode::Resume);
+    EXPECT_EQ(file.rows_written(), 20);
+    for (int i = 20; i < 25; ++i) file.append(make_result(i));
+  }
+  auto back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), 25u);
+  for (int i = 0; i < 25; ++i) expect_same(back.rows[i], make_result(i));
+}
+
+TEST(IoHdf5Results, BadPathsAreInputErrorsNamingThePath) {
+  const std::string dir = glacier::testing::scratch_dir("io_h5_paths");
+  const std::string missing = dir + "/no/such/dir/r.h5";
+  EXPECT_THROW(check_writable(missing), InputError);
+  EXPECT_THROW(check_writable(dir), InputError);  // a directory, not a file
+  EXPECT_NO_THROW(check_writable(dir + "/r.h5"));
+  try {
+    ResultsFile file(missing, ResultsFile::Mode::Create);
+    ADD_FAILURE() << "creating a file in a missing directory should throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ResultsFile(dir + "/absent.h5", ResultsFile::Mode::Resume), InputError);
+  EXPECT_THROW(read_finished(dir + "/absent.h5"), InputError);
+  const std::string not_hdf5 = dir + "/text.h5";
+  std::ofstream(not_hdf5) << "not an HDF5 file\n";
+  EXPECT_THROW(read_finished(not_hdf5), InputError);
+}
+
+TEST(IoHdf5Results, ColumnsReadableWithH5py) {
+  if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py not found: skipped";
+  const std::string path = glacier::testing::scratch_dir("io_h5_h5py") + "/results.h5";
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    file.set_attribute("version", std::string("0.1.0"));
+    for (int i = 0; i < 8; ++i) file.append(make_result(i));
+  }
+  // id 2 text "tok\xC3 2" (raw bytes), logprobs of row 1 as float32, greedy -1 for non-scores.
+  std::string script =
+      "import h5py,sys,numpy as np\n"
+      "f=h5py.File(sys.argv[1],'r'); r=f['results']\n"
+      "assert r['id'].asstr()[2]=='id-2'\n"
+      "assert r['text'][2]==b'tok\\xc3 2'\n"
+      "assert r['logprobs'][3].dtype==np.float32 and len(r['logprobs'][3])==1\n"
+      "assert list(r['greedy'][:4])==[1,-1,-1,0]\n"
+      "assert list(r['index'][:])==list(range(8))\n"
+      "assert f.attrs['version'] in ('0.1.0', b'0.1.0')\n";
+  const std::string script_path = path + ".py";
+  std::ofstream(script_path) << script;
+  EXPECT_EQ(std::system(("/usr/bin/python3 " + script_path + " " + path).c_str()), 0);
+}
+
+}  // namespace
+}  // namespace glacier::io

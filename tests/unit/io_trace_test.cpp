@@ -1,0 +1,140 @@
+// The /trace table (serial write, read back, phase names), the per-rank summary on a hand-made
+// timeline with known fractions, and the Chrome trace-event JSON.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_env.h"
+#include "io/chrome_trace.h"
+#include "io/hdf5_results.h"
+#include "io/hdf5_trace.h"
+#include "io/trace_summary.h"
+#include "util/error.h"
+
+namespace glacier::io {
+namespace {
+
+// Fractions below come from sums of a few binary-inexact decimals: allow rounding of a few ulps.
+constexpr double kFractionTolerance = 1e-12;
+
+// A 10-second job on two ranks, figures chosen by hand:
+//   rank 0: recv [0,1), compute [1,4) and [5,8), send [7.5,8.5) (overlaps compute), wait [9,10)
+//           covered: [0,4) + [5,8.5) + [9,10) = 8.5 s  -> bubble 1.5 s
+//   rank 1: compute [2,3) twice (duplicate counts once), compute [2.5,6), recv [6,6.5)
+//           covered: [2,6.5) = 4.5 s -> bubble 5.5 s
+std::vector<TraceRow> hand_made_trace() {
+  return {
+      {0, 0, TracePhase::Recv, 0.0, 1.0, 16, 4096},   {0, 0, TracePhase::Compute, 1.0, 4.0, 16, 0},
+      {0, 1, TracePhase::Compute, 5.0, 8.0, 8, 0},    {0, 1, TracePhase::Send, 7.5, 8.5, 8, 2048},
+      {0, -1, TracePhase::Wait, 9.0, 10.0, 0, 0},     {1, 0, TracePhase::Compute, 2.0, 3.0, 16, 0},
+      {1, 0, TracePhase::Compute, 2.0, 3.0, 16, 0},   {1, 1, TracePhase::Compute, 2.5, 6.0, 8, 0},
+      {1, 1, TracePhase::Recv, 6.0, 6.5, 8, 2048},
+  };
+}
+
+TEST(IoTrace, SummaryFractionsOfAHandMadeTrace) {
+  TraceSummary s = summarize_trace(hand_made_trace());
+  EXPECT_EQ(s.job_start, 0.0);
+  EXPECT_EQ(s.job_end, 10.0);
+  ASSERT_EQ(s.ranks.size(), 2u);
+  const double span = s.span();
+  const RankSummary& r0 = s.ranks[0];
+  EXPECT_EQ(r0.rank, 0);
+  EXPECT_NEAR(r0.fraction(TracePhase::Compute, span), 0.6, kFractionTolerance);
+  EXPECT_NEAR(r0.fraction(TracePhase::Recv, span), 0.1, kFractionTolerance);
+  EXPECT_NEAR(r0.fraction(TracePhase::Send, span), 0.1, kFractionTolerance);
+  EXPECT_NEAR(r0.fraction(TracePhase::Wait, span), 0.1, kFractionTolerance);
+  EXPECT_NEAR(r0.bubble_fraction(span), 0.15, kFractionTolerance);
+  EXPECT_EQ(r0.intervals, 5);
+  const RankSummary& r1 = s.ranks[1];
+  EXPECT_EQ(r1.rank, 1);
+  EXPECT_NEAR(r1.fraction(TracePhase::Compute, span), 0.4, kFractionTolerance);
+  EXPECT_NEAR(r1.fraction(TracePhase::Recv, span), 0.05, kFractionTolerance);
+  EXPECT_NEAR(r1.fraction(TracePhase::Wait, span), 0.0, kFractionTolerance);
+  EXPECT_NEAR(r1.bubble_fraction(span), 0.55, kFractionTolerance);
+  std::string table = format_trace_summary(s);
+  EXPECT_NE(table.find("bubble"), std::string::npos);
+  EXPECT_NE(table.find("0.1500"), std::string::npos) << table;
+}
+
+TEST(IoTrace, EmptyTraceGivesEmptySummary) {
+  TraceSummary s = summarize_trace({});
+  EXPECT_TRUE(s.ranks.empty());
+  EXPECT_EQ(s.span(), 0.0);
+}
+
+TEST(IoTrace, SerialWriteReadBackIntoAResultsFile) {
+  const std::string path = glacier::testing::scratch_dir("io_trace") + "/results.h5";
+  {
+    ResultsFile results(path, ResultsFile::Mode::Create);
+    ResultRecord r;
+    r.id = "a";
+    results.append(r);
+  }
+  const auto rows = hand_made_trace();
+  write_trace_serial(path, rows);
+  write_trace_serial(path, rows);  // a second write replaces /trace
+  auto back = read_trace(path);
+  ASSERT_EQ(back.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(back[i].rank, rows[i].rank);
+    EXPECT_EQ(back[i].microbatch, rows[i].microbatch);
+    EXPECT_EQ(back[i].phase, rows[i].phase);
+    EXPECT_EQ(back[i].start, rows[i].start);
+    EXPECT_EQ(back[i].end, rows[i].end);
+    EXPECT_EQ(back[i].tokens, rows[i].tokens);
+    EXPECT_EQ(back[i].bytes, rows[i].bytes);
+  }
+  EXPECT_EQ(read_finished(path).rows.size(), 1u) << "the results must survive the trace write";
+
+  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 with h5py not found: h5py check skipped";
+  std::string cmd = "/usr/bin/python3 -c \"import h5py,sys; p=h5py.File(sys.argv[1],'r')['trace/phase']; "
+                    "names=[n.decode() if isinstance(n,bytes) else n for n in p.attrs['phase_names']]; "
+                    "sys.exit(0 if names==['recv','compute','send','wait'] and list(p[:2])==[0,1] else 1)\" " +
+                    path;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+TEST(IoTrace, SerialWriteCreatesAMissingFileAndEmptyTablesWork) {
+  const std::string path = glacier::testing::scratch_dir("io_trace_new") + "/trace.h5";
+  write_trace_serial(path, {});
+  EXPECT_TRUE(read_trace(path).empty());
+}
+
+TEST(IoTrace, ReadingAFileWithoutTraceIsAnInputError) {
+  const std::string path = glacier::testing::scratch_dir("io_trace_none") + "/results.h5";
+  { ResultsFile results(path, ResultsFile::Mode::Create); }
+  try {
+    read_trace(path);
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/trace"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(IoTrace, ChromeTraceEventsInMicroseconds) {
+  nlohmann::json j = chrome_trace_events(hand_made_trace());
+  const auto& events = j["traceEvents"];
+  size_t complete = 0;
+  for (const auto& e : events) {
+    if (e["ph"] != "X") continue;
+    if (complete == 1) {  // rank 0's first compute interval [1, 4) s
+      EXPECT_EQ(e["name"], "compute");
+      EXPECT_EQ(e["ts"].get<double>(), 1e6);
+      EXPECT_EQ(e["dur"].get<double>(), 3e6);
+      EXPECT_EQ(e["tid"], 0);
+      EXPECT_EQ(e["pid"], 0);
+      EXPECT_EQ(e["args"]["tokens"], 16);
+      EXPECT_EQ(e["args"]["microbatch"], 0);
+    }
+    ++complete;
+  }
+  EXPECT_EQ(complete, hand_made_trace().size());
+}
+
+}  // namespace
+}  // namespace glacier::io
