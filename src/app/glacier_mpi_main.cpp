@@ -7,6 +7,7 @@
 
 #include "app/job.h"
 #include "app/options.h"
+#include "comm/mpi_channel.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -20,7 +21,10 @@ int main(int argc, char** argv) {
   int code = glacier::app::kExitOk;
   try {
     auto options = glacier::app::parse_options(argc, argv);
-    if (options) code = glacier::app::run_job(*options);
+    if (options) {
+      auto channel = glacier::comm::make_mpi_channel();
+      code = glacier::app::run_job(*options, *channel);
+    }
   } catch (const glacier::InputError& e) {
     if (rank == 0) GLACIER_LOG_ERROR("%s", e.what());
     code = glacier::app::kExitInputError;

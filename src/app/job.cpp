@@ -1,18 +1,18 @@
-// The job on one rank: model and prompts in, the scheduler over a ring of stages, results out in
-// input order. Bad prompts become error rows and never reach the ring.
+// The job on every rank. All ranks open the model and agree on any setup error before the ring starts
+// (one message, every rank exits non-zero). Rank 0 then drives: prompts in, scheduler over the ring,
+// results out in input order; the other ranks run their stage loop until the shutdown message.
 #include "app/job.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "app/perplexity.h"
 #include "app/requests.h"
+#include "app/trace_output.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
 #include "io/jsonl_writer.h"
@@ -21,14 +21,18 @@
 #include "model/model_weights.h"
 #include "model/tokenizer.h"
 #include "pipeline/local_ring.h"
+#include "pipeline/mpi_ring.h"
+#include "pipeline/partition.h"
 #include "pipeline/scheduler.h"
+#include "pipeline/stage_loop.h"
+#include "pipeline/wire.h"
 #include "util/error.h"
 #include "util/log.h"
 
 namespace glacier::app {
 namespace {
 
-constexpr int32_t kDefaultMaxCtx = 4096;  // a user's longer context must be asked for with --ctx
+constexpr int32_t kDefaultMaxCtx = 4096;  // a longer context must be asked for with --ctx
 constexpr int32_t kDefaultSlots = 32;     // enough sequences in flight for batched decode
 
 std::string read_file(const std::string& path) {
@@ -43,71 +47,87 @@ void check_output_writable(const std::string& path) {
   if (!out) throw InputError(path + ": cannot write the output file (check that the folder exists and is writable)");
 }
 
-int32_t choose_ctx(const JobOptions& o, const model::ModelConfig& cfg) {
-  if (o.ctx > 0) return o.ctx;
-  return std::min(cfg.n_ctx_train, kDefaultMaxCtx);
+// What every rank sets up before the ring starts.
+struct RankSetup {
+  std::unique_ptr<gguf::File> file;
+  model::ModelConfig cfg;
+  std::vector<model::LayerRange> split;
+  int32_t n_ctx = 0;
+  int32_t n_slots = 0;
+  int32_t ubatch = 0;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<compute::TransformerStage> stage;
+};
+
+RankSetup set_up_rank(const JobOptions& o, comm::Channel& ch) {
+  RankSetup s;
+  if (ch.rank() == 0) check_output_writable(o.jsonl_out);
+  s.file = gguf::File::open(o.model);
+  s.cfg = model::read_model_config(*s.file);
+  const model::WeightBytes bytes = model::weight_bytes(*s.file, s.cfg);
+  s.split = o.layers.empty() ? pipeline::partition_by_bytes(bytes, ch.size())
+                             : pipeline::parse_layer_split(o.layers, s.cfg.n_layer, ch.size());
+  s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
+  s.n_slots = o.slots > 0 ? o.slots : kDefaultSlots;
+  s.ubatch = std::min(o.ubatch, s.n_ctx);
+  const int threads = o.threads > 0 ? o.threads
+                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ch.local_size());
+  s.pool = std::make_unique<ThreadPool>(threads);
+  const int r = ch.rank(), p = ch.size();
+  model::ShardWeights shard = model::load_shard(*s.file, s.cfg, s.split[r], r == 0, r == p - 1);
+  GLACIER_LOG_INFO("rank %d of %d on host %s: layers %d:%d (%.1f MiB of weights), %d threads, ctx %d, %d slots", r, p,
+                   ch.host_name().c_str(), s.split[r].first, s.split[r].last, shard.bytes / 1048576.0, threads,
+                   s.n_ctx, s.n_slots);
+  s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
+  return s;
 }
 
-int choose_threads(const JobOptions& o) {
-  if (o.threads > 0) return o.threads;
-  return std::max(1u, std::thread::hardware_concurrency());
+pipeline::SchedulerOptions scheduler_options(const RankSetup& s, int n_stages) {
+  pipeline::SchedulerOptions opt;
+  opt.n_slots = s.n_slots;
+  opt.n_ctx = s.n_ctx;
+  opt.ubatch = s.ubatch;
+  opt.max_in_flight = 2 * n_stages;   // the pipeline design's bound: enough to fill and overlap every stage
+  opt.decode_groups = n_stages;       // at least one decode group per stage keeps all stages busy
+  return opt;
 }
 
-}  // namespace
-
-int run_job(const JobOptions& o) {
-  check_output_writable(o.jsonl_out);
-  auto file = gguf::File::open(o.model);
-  const model::ModelConfig cfg = model::read_model_config(*file);
-  auto tok = model::Tokenizer::from_gguf(*file);
-  const int32_t n_ctx = choose_ctx(o, cfg);
-  const int32_t n_slots = o.slots > 0 ? o.slots : kDefaultSlots;
-  ThreadPool pool(choose_threads(o));
-  model::ShardWeights shard = model::load_shard(*file, cfg, {0, cfg.n_layer}, true, true);
-  GLACIER_LOG_INFO("model %s: %s, %d layers, n_embd %d, vocab %d; ctx %d, %d slots, %d threads",
-                   o.model.c_str(), cfg.arch.c_str(), cfg.n_layer, cfg.n_embd, cfg.n_vocab, n_ctx, n_slots, pool.size());
-  const int32_t ubatch = std::min(o.ubatch, n_ctx);
-  compute::TransformerStage stage(cfg, std::move(shard), n_slots, n_ctx, ubatch, pool);
-  pipeline::LocalRing ring(stage);
-  pipeline::SchedulerOptions sopt;
-  sopt.n_slots = n_slots;
-  sopt.n_ctx = n_ctx;
-  sopt.ubatch = ubatch;
-  sopt.max_in_flight = 2 * ring.n_stages();
-  sopt.decode_groups = ring.n_stages();
-
-  if (o.mode == "perplexity") {
-    const std::vector<int32_t> tokens = tok->encode(read_file(o.prompts), true, false);
-    PerplexityPlan plan = plan_perplexity(o.prompts, tokens, o.ctx, tok->bos());
-    std::vector<std::vector<float>> logprobs(static_cast<size_t>(plan.n_chunk));
-    std::string error;
-    pipeline::Scheduler sched(sopt, ring, nullptr, [&](pipeline::SequenceOutcome&& out) {
-      if (out.finish == pipeline::FinishReason::Error) error = out.error;
-      logprobs[static_cast<size_t>(out.seq)] = std::move(out.target_logprobs);
-    });
-    for (auto& r : plan.chunks) sched.add(std::move(r));
-    sched.run();
-    if (!error.empty()) throw InputError(o.prompts + ": perplexity failed: " + error);
-    PerplexityResult pr = combine_perplexity(logprobs);
-    nlohmann::json j = {{"ppl", pr.ppl}, {"mean_nll", pr.mean_nll}, {"n_chunk", plan.n_chunk}, {"n_ctx", plan.n_ctx},
-                        {"n_tokens_text", plan.n_tokens_text}, {"n_scored", pr.n_scored}};
-    if (!o.jsonl_out.empty()) {
-      std::ofstream out(o.jsonl_out);
-      out << j.dump() << "\n";
-      if (!out) throw InputError(o.jsonl_out + ": write failed");
-    }
-    std::printf("ppl = %.4f\n", pr.ppl);
-    return kExitOk;
+// Rank 0's part of a perplexity job.
+int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ring& ring,
+                     const pipeline::SchedulerOptions& sopt) {
+  const std::vector<int32_t> tokens = tok.encode(read_file(o.prompts), true, false);
+  PerplexityPlan plan = plan_perplexity(o.prompts, tokens, o.ctx, tok.bos());
+  std::vector<std::vector<float>> logprobs(static_cast<size_t>(plan.n_chunk));
+  std::string error;
+  pipeline::Scheduler sched(sopt, ring, nullptr, [&](pipeline::SequenceOutcome&& out) {
+    if (out.finish == pipeline::FinishReason::Error) error = out.error;
+    logprobs[static_cast<size_t>(out.seq)] = std::move(out.target_logprobs);
+  });
+  for (auto& r : plan.chunks) sched.add(std::move(r));
+  sched.run();
+  if (!error.empty()) throw InputError(o.prompts + ": perplexity failed: " + error);
+  PerplexityResult pr = combine_perplexity(logprobs);
+  nlohmann::json j = {{"ppl", pr.ppl}, {"mean_nll", pr.mean_nll}, {"n_chunk", plan.n_chunk}, {"n_ctx", plan.n_ctx},
+                      {"n_tokens_text", plan.n_tokens_text}, {"n_scored", pr.n_scored}};
+  if (!o.jsonl_out.empty()) {
+    std::ofstream out(o.jsonl_out);
+    out << j.dump() << "\n";
+    if (!out) throw InputError(o.jsonl_out + ": write failed");
   }
+  std::printf("ppl = %.4f\n", pr.ppl);
+  return kExitOk;
+}
 
+// Rank 0's part of a generate or score job.
+int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ring& ring,
+                  const pipeline::SchedulerOptions& sopt) {
   std::vector<io::PromptRecord> records = io::read_prompts(o.prompts);
   io::OrderedLineWriter jsonl(o.jsonl_out.empty() ? "/dev/null" : o.jsonl_out);
   std::vector<PromptPlan> plans(records.size());
   auto emit = [&](const io::ResultRecord& r) { jsonl.put(r.index, io::format_result_line(r)); };
   pipeline::Scheduler sched(
-      sopt, ring,
-      [&](const pipeline::SequenceOutcome& out) { return ends_generation(*tok, plans[out.seq], out); },
-      [&](pipeline::SequenceOutcome&& out) { emit(make_result(*tok, plans[out.seq], out)); });
+      sopt, ring, [&](const pipeline::SequenceOutcome& out) { return ends_generation(tok, plans[out.seq], out); },
+      [&](pipeline::SequenceOutcome&& out) { emit(make_result(tok, plans[out.seq], out)); });
   for (size_t i = 0; i < records.size(); ++i) {
     const io::PromptRecord& rec = records[i];
     if (!rec.ok) {
@@ -115,8 +135,8 @@ int run_job(const JobOptions& o) {
       continue;
     }
     pipeline::SequenceRequest req;
-    if (auto err = build_request(rec, o, *tok, static_cast<int32_t>(i), req, plans[i])) {
-      emit(make_error_result(rec, o.prompts + ": line " + std::to_string(rec.line) + ": " + *err));
+    if (auto err = build_request(rec, o, tok, static_cast<int32_t>(i), req, plans[i])) {
+      emit(make_error_result(rec, o.prompts + ":" + std::to_string(rec.line) + ": " + *err));
       continue;
     }
     sched.add(std::move(req));
@@ -124,6 +144,44 @@ int run_job(const JobOptions& o) {
   sched.run();
   jsonl.finish();
   return kExitOk;
+}
+
+}  // namespace
+
+int run_job(const JobOptions& o, comm::Channel& ch) {
+  pipeline::TraceLog trace;
+  RankSetup s;
+  std::unique_ptr<model::Tokenizer> tok;
+  std::optional<std::string> error;
+  try {
+    s = set_up_rank(o, ch);
+    if (ch.rank() == 0) tok = model::Tokenizer::from_gguf(*s.file);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
+
+  const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
+  const pipeline::SchedulerOptions sopt = scheduler_options(s, ch.size());
+  int code = kExitOk;
+  if (ch.rank() == 0) {
+    std::unique_ptr<pipeline::Ring> ring;
+    pipeline::MpiRing* mpi_ring = nullptr;
+    if (ch.size() == 1) {
+      ring = std::make_unique<pipeline::LocalRing>(*s.stage);
+    } else {
+      auto r = std::make_unique<pipeline::MpiRing>(ch, *s.stage, ch.size(), sopt.max_in_flight, codec, trace);
+      mpi_ring = r.get();
+      ring = std::move(r);
+    }
+    code = o.mode == "perplexity" ? drive_perplexity(o, *tok, *ring, sopt) : drive_prompts(o, *tok, *ring, sopt);
+    if (mpi_ring) mpi_ring->shutdown();
+  } else {
+    pipeline::run_stage_loop(ch, *s.stage, ch.rank(), ch.size(), codec, trace);
+  }
+  ch.barrier();
+  if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace);
+  return code;
 }
 
 }  // namespace glacier::app

@@ -1,6 +1,7 @@
 // Runs one glacier_mpi job on this rank: load the model shard, run the prompts, write the outputs.
 #pragma once
 #include "app/options.h"
+#include "comm/channel.h"
 
 namespace glacier::app {
 
@@ -9,6 +10,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitInputError = 2;     // bad model, prompts or options: do not retry
 constexpr int kExitInterrupted = 75;   // stopped by SIGTERM/SIGUSR1 after flushing: requeue with --resume
 
-int run_job(const JobOptions& options);
+// Runs the job on this rank; every rank of the world calls it. Throws InputError (the same message on
+// every rank) for a bad model, prompt file or option found before the ring starts.
+int run_job(const JobOptions& options, comm::Channel& channel);
 
 }  // namespace glacier::app

@@ -88,6 +88,7 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
     for (int32_t i = 0; i < n; ++i) kernels::swiglu(gate_.data() + i * F, up_.data() + i * F, F, gate_.data() + i * F);
     matmul(L.w_down, gate_.data(), n, F, tmp_.data());
     for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
+    if (layer_hook_) layer_hook_();
   }
 }
 

@@ -3,6 +3,7 @@
 // the largest micro-batch, so the steady state allocates nothing.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compute/kv_cache.h"
@@ -26,6 +27,8 @@ class TransformerStage {
   void embed(const MicroBatch& mb, float* x);
   // Runs the stage's layers on x in place, writing the micro-batch's keys and values into the KV cache.
   void run_layers(const MicroBatch& mb, float* x);
+  // Called after each layer: the pipeline drives MPI progress there, so transfers advance while computing.
+  void set_layer_hook(std::function<void()> hook) { layer_hook_ = std::move(hook); }
   // Final norm and output head (last stage only) on the rows listed in `rows`:
   // logits[i * n_vocab ...] for rows[i].
   void head(const float* x, const std::vector<int32_t>& rows, float* logits);
@@ -38,6 +41,7 @@ class TransformerStage {
   model::ShardWeights w_;
   int32_t max_tokens_;
   ThreadPool& pool_;
+  std::function<void()> layer_hook_;
   KvCache kv_;
   // Scratch, [max_tokens x width] each.
   std::vector<float> xn_, q_, k_, v_, attn_out_, gate_, up_, tmp_;

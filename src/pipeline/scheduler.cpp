@@ -29,10 +29,20 @@ void Scheduler::add(SequenceRequest req) {
     on_finished_(std::move(out));
   } else if (positions > opts_.n_ctx) {
     out.finish = FinishReason::Error;
-    out.error = "prompt of " + std::to_string(req.tokens.size()) + " tokens" +
-                (req.mode == SeqMode::Generate ? " plus max_tokens " + std::to_string(req.max_new_tokens) : "") +
-                " needs " + std::to_string(positions) + " positions, more than the context of " +
-                std::to_string(opts_.n_ctx) + " (--ctx)";
+    // Built with += (GCC 12 warns falsely on long operator+ chains of std::string).
+    std::string msg = "prompt of ";
+    msg += std::to_string(req.tokens.size());
+    msg += " tokens";
+    if (req.mode == SeqMode::Generate) {
+      msg += " plus max_tokens ";
+      msg += std::to_string(req.max_new_tokens);
+    }
+    msg += " needs ";
+    msg += std::to_string(positions);
+    msg += " positions, more than the context of ";
+    msg += std::to_string(opts_.n_ctx);
+    msg += " (--ctx)";
+    out.error = std::move(msg);
     on_finished_(std::move(out));
   } else if (req.mode == SeqMode::Generate && req.max_new_tokens == 0) {
     out.finish = FinishReason::Length;
@@ -165,6 +175,7 @@ void Scheduler::run() {
   compute::MicroBatch mb;
   compute::MicroBatchResult result;
   for (;;) {
+    if (drain_check_ && !draining_ && drain_check_()) draining_ = true;
     admit();
     while (in_flight_ < opts_.max_in_flight && build(mb)) {
       ring_.submit(mb);

@@ -59,6 +59,9 @@ class Scheduler {
   void run();
   // Stops admitting queued sequences; those already admitted run to the end.
   void request_drain() { draining_ = true; }
+  // Polled once per scheduling round: when it returns true, the scheduler drains (SIGTERM handling).
+  void set_drain_check(std::function<bool()> check) { drain_check_ = std::move(check); }
+  bool drained_early() const { return draining_ && !waiting_.empty(); }
   int64_t micro_batches_sent() const { return next_mb_id_; }
 
  private:
@@ -85,10 +88,10 @@ class Scheduler {
   std::deque<SequenceRequest> waiting_;
   std::vector<Active> active_;     // admitted sequences, in admission order
   std::vector<int32_t> free_slots_;
-  std::vector<int32_t> seq_to_active_;  // not used for lookup speed-critical paths
   int32_t in_flight_ = 0;
   int64_t next_mb_id_ = 0;
   bool draining_ = false;
+  std::function<bool()> drain_check_;
 };
 
 }  // namespace glacier::pipeline

@@ -1,0 +1,49 @@
+// The message-passing interface the pipeline uses: nonblocking point-to-point transfers of byte
+// buffers plus the few collectives a job needs. MpiChannel implements it over MPI; the pipeline and
+// its tests never include mpi.h.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace glacier::comm {
+
+// Handle of an outstanding transfer; `id` is the channel's own bookkeeping index.
+struct Request {
+  int64_t id = -1;
+  bool active() const { return id >= 0; }
+};
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // The buffer must stay untouched until the request completes.
+  virtual Request isend(const void* buf, size_t bytes, int dest, int tag) = 0;
+  virtual Request irecv(void* buf, size_t capacity, int src, int tag) = 0;
+  // True once complete (the request is then released); drives progress of every transfer.
+  virtual bool test(Request& r, size_t* received_bytes = nullptr) = 0;
+  // Blocks until complete without spinning a core: backs off from yielding to short sleeps.
+  virtual void wait(Request& r, size_t* received_bytes = nullptr) = 0;
+  // Cancels a posted receive that will never match (at shutdown) and releases it.
+  virtual void cancel(Request& r) = 0;
+  // Drives progress of outstanding transfers (called between layers while computing).
+  virtual void progress() = 0;
+
+  // Collectives over all ranks.
+  // Every rank learns the lowest-ranked error message, or nullopt when no rank had one.
+  virtual std::optional<std::string> agree_on_error(const std::optional<std::string>& local_error) = 0;
+  virtual std::vector<int64_t> allgather(int64_t value) = 0;
+  virtual std::vector<std::string> allgather_strings(const std::string& value) = 0;
+  virtual void barrier() = 0;
+  virtual std::string host_name() const = 0;
+  // Ranks sharing this rank's host, and this rank's index among them.
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+};
+
+}  // namespace glacier::comm

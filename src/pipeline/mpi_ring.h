@@ -1,0 +1,44 @@
+// The driver's view of a pipeline over several ranks: this rank (stage 0) embeds and runs its own
+// layers, then streams the activations to stage 1; results come back from the last stage. Up to
+// `max_in_flight` micro-batches travel at once, each with its own send buffer and a receive posted
+// for its result, so transfers overlap compute on every stage.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "comm/channel.h"
+#include "compute/transformer_stage.h"
+#include "pipeline/ring.h"
+#include "pipeline/trace.h"
+#include "pipeline/wire.h"
+
+namespace glacier::pipeline {
+
+class MpiRing : public Ring {
+ public:
+  MpiRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight, WireCodec codec,
+          TraceLog& trace);
+  ~MpiRing() override;
+  int n_stages() const override { return n_stages_; }
+  void submit(const compute::MicroBatch& mb) override;
+  bool poll(compute::MicroBatchResult& out, bool wait) override;
+  // Sends the shutdown message down the ring (after every result came back) and releases buffers.
+  void shutdown();
+
+ private:
+  comm::Channel& ch_;
+  compute::TransformerStage& stage_;
+  int n_stages_;
+  WireCodec codec_;
+  TraceLog& trace_;
+  std::vector<float> x_;
+  std::vector<std::vector<uint8_t>> send_buf_;
+  std::vector<comm::Request> send_req_;
+  size_t next_send_ = 0;
+  std::vector<std::vector<uint8_t>> back_buf_;
+  std::vector<comm::Request> back_req_;
+  size_t next_back_ = 0;
+  bool shut_ = false;
+};
+
+}  // namespace glacier::pipeline

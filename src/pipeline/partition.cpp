@@ -1,0 +1,103 @@
+// Partitioning by dynamic programming over prefix sums: exact minimum of the heaviest stage, ties
+// broken towards earlier cuts, so every rank computes the same split independently.
+#include "pipeline/partition.h"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace glacier::pipeline {
+
+std::vector<model::LayerRange> partition_by_bytes(const model::WeightBytes& b, int n_stages) {
+  const int L = static_cast<int>(b.per_layer.size());
+  if (n_stages < 1 || n_stages > L)
+    throw InputError("pipeline: expected at most one rank per layer (this model has " + std::to_string(L) +
+                     " layers), found " + std::to_string(n_stages) + " ranks in the pipeline; run with -np " +
+                     std::to_string(L) + " or fewer");
+  std::vector<uint64_t> prefix(static_cast<size_t>(L) + 1, 0);
+  for (int i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + b.per_layer[i];
+  auto cost = [&](int first, int last, int stage) {
+    return prefix[last] - prefix[first] + (stage == n_stages - 1 ? b.head : 0);
+  };
+  const uint64_t inf = std::numeric_limits<uint64_t>::max();
+  // best[s][i]: the smallest possible heaviest stage when stages 0..s-1 cover layers 0..i-1.
+  std::vector<std::vector<uint64_t>> best(static_cast<size_t>(n_stages) + 1, std::vector<uint64_t>(L + 1, inf));
+  std::vector<std::vector<int>> cut(static_cast<size_t>(n_stages) + 1, std::vector<int>(L + 1, -1));
+  best[0][0] = 0;
+  for (int s = 1; s <= n_stages; ++s)
+    for (int i = s; i <= L - (n_stages - s); ++i)
+      for (int j = s - 1; j < i; ++j) {
+        if (best[s - 1][j] == inf) continue;
+        const uint64_t c = std::max(best[s - 1][j], cost(j, i, s - 1));
+        if (c < best[s][i]) {
+          best[s][i] = c;
+          cut[s][i] = j;
+        }
+      }
+  std::vector<model::LayerRange> split(static_cast<size_t>(n_stages));
+  int end = L;
+  for (int s = n_stages; s >= 1; --s) {
+    const int start = cut[s][end];
+    GLACIER_ASSERT(start >= 0, "partition found");
+    split[s - 1] = {start, end};
+    end = start;
+  }
+  return split;
+}
+
+std::vector<model::LayerRange> parse_layer_split(const std::string& spec, int32_t n_layer, int n_stages) {
+  auto bad = [&](const std::string& expected, const std::string& found) {
+    throw InputError("option --layers '" + spec + "': expected " + expected + ", found " + found);
+  };
+  std::vector<model::LayerRange> split;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t colon = item.find(':');
+    int first = -1, last = -1;
+    try {
+      size_t used1 = 0, used2 = 0;
+      if (colon == std::string::npos) throw std::invalid_argument("no colon");
+      first = std::stoi(item.substr(0, colon), &used1);
+      last = std::stoi(item.substr(colon + 1), &used2);
+      if (used1 != colon || used2 != item.size() - colon - 1) throw std::invalid_argument("trailing text");
+    } catch (const std::exception&) {
+      bad("ranges FIRST:LAST separated by commas", "'" + item + "'");
+    }
+    split.push_back({first, last});
+  }
+  if (static_cast<int>(split.size()) != n_stages)
+    bad("one range per pipeline rank (" + std::to_string(n_stages) + ")", std::to_string(split.size()) + " ranges");
+  int32_t expect = 0;
+  for (const auto& r : split) {
+    if (r.first != expect) bad("range starting at layer " + std::to_string(expect) + " (contiguous from 0)",
+                               std::to_string(r.first) + ":" + std::to_string(r.last));
+    if (r.last <= r.first) bad("a non-empty range", std::to_string(r.first) + ":" + std::to_string(r.last));
+    expect = r.last;
+  }
+  if (expect != n_layer)
+    bad("ranges covering all " + std::to_string(n_layer) + " layers", "the last range ending at " + std::to_string(expect));
+  return split;
+}
+
+std::string format_layer_split(const std::vector<model::LayerRange>& split) {
+  std::string s;
+  for (const auto& r : split) s += (s.empty() ? "" : ",") + std::to_string(r.first) + ":" + std::to_string(r.last);
+  return s;
+}
+
+std::vector<uint64_t> stage_bytes(const model::WeightBytes& b, const std::vector<model::LayerRange>& split) {
+  std::vector<uint64_t> out;
+  for (size_t s = 0; s < split.size(); ++s) {
+    uint64_t bytes = 0;
+    for (int32_t l = split[s].first; l < split[s].last; ++l) bytes += b.per_layer[l];
+    if (s == 0) bytes += b.embedding;
+    if (s + 1 == split.size()) bytes += b.head;
+    out.push_back(bytes);
+  }
+  return out;
+}
+
+}  // namespace glacier::pipeline

@@ -1,0 +1,73 @@
+// Stage loop with two posted receives (one being computed on while the next arrives) and two send
+// buffers (one in flight while the next is filled). Receives are re-posted as soon as a message is
+// decoded, before computing, so the previous stage can always send.
+#include "pipeline/stage_loop.h"
+
+#include <array>
+#include <vector>
+
+#include "compute/output_head.h"
+#include "util/log.h"
+
+namespace glacier::pipeline {
+
+int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
+                       WireCodec codec, TraceLog& trace) {
+  const bool last = stage_index == n_stages - 1;
+  const int32_t n_embd = stage.config().n_embd;
+  const size_t in_capacity = max_forward_bytes(stage.max_tokens(), n_embd);
+  std::array<std::vector<uint8_t>, 2> in_buf, out_buf;
+  std::array<comm::Request, 2> in_req, out_req;
+  for (int i = 0; i < 2; ++i) {
+    in_buf[i].resize(in_capacity);
+    out_buf[i].reserve(last ? max_back_bytes(stage.max_tokens()) : in_capacity);
+    in_req[i] = ch.irecv(in_buf[i].data(), in_buf[i].size(), stage_index - 1, kTagForward);
+  }
+  std::vector<float> x(static_cast<size_t>(stage.max_tokens()) * n_embd);
+  compute::MicroBatch mb;
+  compute::MicroBatchResult result;
+  std::unique_ptr<compute::OutputHead> head;
+  if (last) head = std::make_unique<compute::OutputHead>(stage);
+  stage.set_layer_hook([&ch] { ch.progress(); });
+  int64_t processed = 0;
+  for (int next = 0;; next ^= 1) {
+    size_t bytes = 0;
+    const double t_wait = trace.now();
+    ch.wait(in_req[next], &bytes);
+    const double t_recv = trace.now();
+    const MessageKind kind = decode_forward(in_buf[next].data(), bytes, n_embd, mb, x.data());
+    if (kind == MessageKind::Shutdown) {
+      ch.cancel(in_req[next ^ 1]);
+      for (auto& r : out_req)
+        if (r.active()) ch.wait(r);
+      if (!last) {
+        std::vector<uint8_t> msg = encode_shutdown();
+        comm::Request r = ch.isend(msg.data(), msg.size(), stage_index + 1, kTagForward);
+        ch.wait(r);
+      }
+      return processed;
+    }
+    in_req[next] = ch.irecv(in_buf[next].data(), in_buf[next].size(), stage_index - 1, kTagForward);
+    const double t_compute = trace.now();
+    trace.add(mb.id, Phase::Wait, t_wait, t_recv);
+    trace.add(mb.id, Phase::Recv, t_recv, t_compute, mb.n_tokens(), static_cast<int64_t>(bytes));
+    stage.run_layers(mb, x.data());
+    if (last) head->evaluate(mb, x.data(), result);
+    const double t_send = trace.now();
+    trace.add(mb.id, Phase::Compute, t_compute, t_send, mb.n_tokens());
+    if (out_req[next].active()) ch.wait(out_req[next]);
+    size_t payload = 0;
+    if (last) {
+      encode_back(result, out_buf[next]);
+      payload = out_buf[next].size();
+    } else {
+      payload = encode_forward(mb, x.data(), n_embd, codec, out_buf[next]);
+    }
+    out_req[next] = ch.isend(out_buf[next].data(), out_buf[next].size(), last ? 0 : stage_index + 1,
+                             last ? kTagBack : kTagForward);
+    trace.add(mb.id, Phase::Send, t_send, trace.now(), mb.n_tokens(), static_cast<int64_t>(payload));
+    ++processed;
+  }
+}
+
+}  // namespace glacier::pipeline

@@ -1,0 +1,16 @@
+// The loop of every pipeline rank but the driver: receive a micro-batch from the previous stage, run
+// this rank's layers, and pass the activations on (or, on the last stage, the sampled tokens and
+// scores back to the driver), until the shutdown message arrives.
+#pragma once
+#include "comm/channel.h"
+#include "compute/transformer_stage.h"
+#include "pipeline/trace.h"
+#include "pipeline/wire.h"
+
+namespace glacier::pipeline {
+
+// Returns the number of micro-batches processed.
+int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
+                       WireCodec codec, TraceLog& trace);
+
+}  // namespace glacier::pipeline

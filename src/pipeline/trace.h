@@ -1,0 +1,36 @@
+// A rank's timeline: intervals of waiting, receiving, computing and sending per micro-batch, kept in
+// memory (reserved up front) and written to the results file at the end of the job.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "util/clock.h"
+
+namespace glacier::pipeline {
+
+enum class Phase : uint8_t { Recv = 0, Compute = 1, Send = 2, Wait = 3 };  // numbering shared with io::TracePhase
+
+struct TraceEvent {
+  int64_t microbatch = -1;
+  Phase phase = Phase::Compute;
+  double start = 0.0;  // seconds since the job's start
+  double end = 0.0;
+  int32_t tokens = 0;
+  int64_t bytes = 0;
+};
+
+class TraceLog {
+ public:
+  explicit TraceLog(double t0 = now_seconds()) : t0_(t0) { events_.reserve(1 << 16); }
+  double now() const { return now_seconds() - t0_; }
+  void add(int64_t mb, Phase phase, double start, double end, int32_t tokens = 0, int64_t bytes = 0) {
+    events_.push_back({mb, phase, start, end, tokens, bytes});
+  }
+  const std::vector<TraceEvent>& events() const { return events_; }
+
+ private:
+  double t0_;
+  std::vector<TraceEvent> events_;
+};
+
+}  // namespace glacier::pipeline

@@ -1,0 +1,213 @@
+// Pipeline message encoding. Plain memcpy of trivially copyable records after a checked header:
+// every rank of a job runs the same binary on the same architecture.
+#include "pipeline/wire.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/quant_blocks.h"
+#include "util/error.h"
+
+namespace glacier::pipeline {
+namespace {
+
+constexpr uint32_t kMagic = 0x474c4331;  // "GLC1"
+
+struct ForwardHeader {
+  uint32_t magic;
+  uint8_t kind;
+  uint8_t codec;
+  uint16_t reserved;
+  int64_t mb_id;
+  int32_t n_chunks;
+  int32_t n_tokens;
+  int32_t n_embd;
+  int32_t reserved2;
+};
+struct BackHeader {
+  uint32_t magic;
+  uint8_t non_finite;
+  uint8_t reserved[3];
+  int64_t mb_id;
+  int32_t n_chunks;
+  int32_t n_targets;
+};
+static_assert(std::is_trivially_copyable_v<compute::Chunk>);
+static_assert(std::is_trivially_copyable_v<compute::ChunkResult>);
+
+template <typename T>
+void put(std::vector<uint8_t>& out, size_t& at, const T* src, size_t n) {
+  std::memcpy(out.data() + at, src, n * sizeof(T));
+  at += n * sizeof(T);
+}
+template <typename T>
+void get(const uint8_t* data, size_t bytes, size_t& at, T* dst, size_t n) {
+  GLACIER_ASSERT(at + n * sizeof(T) <= bytes, "pipeline message shorter than its header says");
+  std::memcpy(dst, data + at, n * sizeof(T));
+  at += n * sizeof(T);
+}
+
+}  // namespace
+
+WireCodec parse_codec(const std::string& name) {
+  if (name == "f32") return WireCodec::F32;
+  if (name == "f16") return WireCodec::F16;
+  if (name == "bf16") return WireCodec::BF16;
+  if (name == "int8") return WireCodec::Int8;
+  throw InputError("option --wire: expected f32, f16, bf16 or int8, found '" + name + "'");
+}
+
+const char* codec_name(WireCodec c) {
+  switch (c) {
+    case WireCodec::F32: return "f32";
+    case WireCodec::F16: return "f16";
+    case WireCodec::BF16: return "bf16";
+    case WireCodec::Int8: return "int8";
+  }
+  return "?";
+}
+
+size_t payload_bytes(WireCodec c, int64_t n_tokens, int64_t n_embd) {
+  switch (c) {
+    case WireCodec::F32: return static_cast<size_t>(n_tokens * n_embd * 4);
+    case WireCodec::F16:
+    case WireCodec::BF16: return static_cast<size_t>(n_tokens * n_embd * 2);
+    case WireCodec::Int8: return static_cast<size_t>(n_tokens * (n_embd + 4));
+  }
+  return 0;
+}
+
+size_t max_forward_bytes(int32_t max_tokens, int32_t n_embd) {
+  return sizeof(ForwardHeader) + static_cast<size_t>(max_tokens) * (sizeof(compute::Chunk) + 2 * sizeof(int32_t)) +
+         payload_bytes(WireCodec::F32, max_tokens, n_embd);
+}
+
+size_t max_back_bytes(int32_t max_tokens) {
+  return sizeof(BackHeader) + static_cast<size_t>(max_tokens) * (sizeof(compute::ChunkResult) + sizeof(float) + 1);
+}
+
+void encode_activations(WireCodec c, const float* x, int64_t n, int64_t e, uint8_t* out) {
+  switch (c) {
+    case WireCodec::F32:
+      std::memcpy(out, x, static_cast<size_t>(n * e) * 4);
+      return;
+    case WireCodec::F16:
+    case WireCodec::BF16:
+      for (int64_t i = 0; i < n * e; ++i) {
+        const uint16_t h = c == WireCodec::F16 ? kernels::f32_to_fp16(x[i]) : kernels::f32_to_bf16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case WireCodec::Int8:
+      // Symmetric per token: scale = amax / 127, so the token's largest value is exact.
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = x + t * e;
+        uint8_t* dst = out + t * (e + 4);
+        float amax = 0.0f;
+        for (int64_t i = 0; i < e; ++i) amax = std::max(amax, std::fabs(row[i]));
+        const float scale = amax / 127.0f;
+        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        std::memcpy(dst, &scale, 4);
+        for (int64_t i = 0; i < e; ++i)
+          dst[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(std::clamp(row[i] * inv, -127.0f, 127.0f))));
+      }
+      return;
+  }
+}
+
+void decode_activations(WireCodec c, const uint8_t* in, int64_t n, int64_t e, float* x) {
+  switch (c) {
+    case WireCodec::F32:
+      std::memcpy(x, in, static_cast<size_t>(n * e) * 4);
+      return;
+    case WireCodec::F16:
+    case WireCodec::BF16:
+      for (int64_t i = 0; i < n * e; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        x[i] = c == WireCodec::F16 ? kernels::fp16_to_f32(h) : kernels::bf16_to_f32(h);
+      }
+      return;
+    case WireCodec::Int8:
+      for (int64_t t = 0; t < n; ++t) {
+        const uint8_t* src = in + t * (e + 4);
+        float scale;
+        std::memcpy(&scale, src, 4);
+        for (int64_t i = 0; i < e; ++i) x[t * e + i] = scale * static_cast<float>(static_cast<int8_t>(src[4 + i]));
+      }
+      return;
+  }
+}
+
+size_t encode_forward(const compute::MicroBatch& mb, const float* x, int32_t n_embd, WireCodec codec,
+                      std::vector<uint8_t>& out) {
+  ForwardHeader h{kMagic, static_cast<uint8_t>(MessageKind::MicroBatch), static_cast<uint8_t>(codec), 0, mb.id,
+                  static_cast<int32_t>(mb.chunks.size()), mb.n_tokens(), n_embd, 0};
+  const size_t payload = payload_bytes(codec, mb.n_tokens(), n_embd);
+  const size_t total = sizeof h + mb.chunks.size() * sizeof(compute::Chunk) + 2 * mb.tokens.size() * sizeof(int32_t) + payload;
+  out.resize(total);
+  size_t at = 0;
+  put(out, at, &h, 1);
+  put(out, at, mb.chunks.data(), mb.chunks.size());
+  put(out, at, mb.tokens.data(), mb.tokens.size());
+  put(out, at, mb.targets.data(), mb.targets.size());
+  encode_activations(codec, x, mb.n_tokens(), n_embd, out.data() + at);
+  return payload;
+}
+
+std::vector<uint8_t> encode_shutdown() {
+  ForwardHeader h{kMagic, static_cast<uint8_t>(MessageKind::Shutdown), 0, 0, -1, 0, 0, 0, 0};
+  std::vector<uint8_t> out(sizeof h);
+  std::memcpy(out.data(), &h, sizeof h);
+  return out;
+}
+
+MessageKind decode_forward(const uint8_t* data, size_t bytes, int32_t n_embd, compute::MicroBatch& mb, float* x) {
+  ForwardHeader h;
+  size_t at = 0;
+  get(data, bytes, at, &h, 1);
+  GLACIER_ASSERT(h.magic == kMagic, "pipeline message with a bad magic number");
+  if (static_cast<MessageKind>(h.kind) == MessageKind::Shutdown) return MessageKind::Shutdown;
+  GLACIER_ASSERT(h.n_embd == n_embd && h.n_chunks >= 0 && h.n_tokens >= 0, "pipeline message header consistent");
+  mb.id = h.mb_id;
+  mb.chunks.resize(static_cast<size_t>(h.n_chunks));
+  mb.tokens.resize(static_cast<size_t>(h.n_tokens));
+  mb.targets.resize(static_cast<size_t>(h.n_tokens));
+  get(data, bytes, at, mb.chunks.data(), mb.chunks.size());
+  get(data, bytes, at, mb.tokens.data(), mb.tokens.size());
+  get(data, bytes, at, mb.targets.data(), mb.targets.size());
+  const auto codec = static_cast<WireCodec>(h.codec);
+  GLACIER_ASSERT(at + payload_bytes(codec, h.n_tokens, n_embd) == bytes, "pipeline payload size matches");
+  decode_activations(codec, data + at, h.n_tokens, n_embd, x);
+  return MessageKind::MicroBatch;
+}
+
+void encode_back(const compute::MicroBatchResult& r, std::vector<uint8_t>& out) {
+  BackHeader h{kMagic, static_cast<uint8_t>(r.non_finite ? 1 : 0), {0, 0, 0}, r.id,
+               static_cast<int32_t>(r.chunks.size()), static_cast<int32_t>(r.target_logprobs.size())};
+  out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1));
+  size_t at = 0;
+  put(out, at, &h, 1);
+  put(out, at, r.chunks.data(), r.chunks.size());
+  put(out, at, r.target_logprobs.data(), r.target_logprobs.size());
+  put(out, at, r.target_greedy.data(), r.target_greedy.size());
+}
+
+void decode_back(const uint8_t* data, size_t bytes, compute::MicroBatchResult& r) {
+  BackHeader h;
+  size_t at = 0;
+  get(data, bytes, at, &h, 1);
+  GLACIER_ASSERT(h.magic == kMagic && h.n_chunks >= 0 && h.n_targets >= 0, "back message header consistent");
+  r.id = h.mb_id;
+  r.non_finite = h.non_finite != 0;
+  r.chunks.resize(static_cast<size_t>(h.n_chunks));
+  r.target_logprobs.resize(static_cast<size_t>(h.n_targets));
+  r.target_greedy.resize(static_cast<size_t>(h.n_targets));
+  get(data, bytes, at, r.chunks.data(), r.chunks.size());
+  get(data, bytes, at, r.target_logprobs.data(), r.target_logprobs.size());
+  get(data, bytes, at, r.target_greedy.data(), r.target_greedy.size());
+}
+
+}  // namespace glacier::pipeline
