@@ -1,7 +1,7 @@
 # Test helpers: every test gets GLACIER_SHARED_DIR in its environment; MPI tests run through
 # mpiexec with the flags this kind of machine needs (root, oversubscription, yielding waits).
 include(GoogleTest)
-set(GLACIER_MPIEXEC_PREFLAGS --oversubscribe --bind-to none
+set(GLACIER_MPIEXEC_PREFLAGS --oversubscribe --bind-to none --allow-run-as-root
     CACHE STRING "Flags mpiexec gets in the MPI tests")
 set(GLACIER_TEST_ENV
     "GLACIER_SHARED_DIR=${GLACIER_SHARED_DIR}"
@@ -14,9 +14,11 @@ function(glacier_gtest name label)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} glacier_testutil GTest::gtest GTest::gtest_main)
+  # The environment list's semicolons must survive gtest_discover_tests' generated script.
+  string(REPLACE ";" "\\;" env_list "${GLACIER_TEST_ENV}")
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
-    PROPERTIES LABELS "${label}" ENVIRONMENT "${GLACIER_TEST_ENV}"
+    PROPERTIES LABELS "${label}" ENVIRONMENT "${env_list}"
                SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endfunction()
 

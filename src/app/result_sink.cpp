@@ -25,7 +25,7 @@ std::string show_attribute(const io::AttributeValue& value) {
 
 // Multi-line values (the options) read better on one line of an error message.
 std::string one_line(const std::string& text) {
-  std::string out;
+  std::string out = "'";
   for (char c : text) {
     if (c == '\n') {
       out += "; ";
@@ -33,8 +33,9 @@ std::string one_line(const std::string& text) {
       out.push_back(c);
     }
   }
-  while (out.size() >= 2 && out.compare(out.size() - 2, 2, "; ") == 0) out.resize(out.size() - 2);
-  return "'" + out + "'";
+  while (out.size() >= 3 && out.compare(out.size() - 2, 2, "; ") == 0) out.resize(out.size() - 2);
+  out.push_back('\'');
+  return out;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

@@ -1,0 +1,123 @@
+// The same stories260K job on 1 to 5 ranks and with micro-batches of 1, 7 and 512 tokens: tokens and
+// log-probs must be bitwise identical (f32 wire), and the reference prompts' tokens must equal
+// llama.cpp's. Also the pipelined perplexity, the int8 wire, and setup errors that must end every rank.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "common/job_runner.h"
+#include "common/test_env.h"
+
+using glacier::testing::read_jsonl;
+using glacier::testing::run_glacier;
+
+namespace {
+
+const std::string kPrompts = std::string(GLACIER_SOURCE_DIR) + "/tests/data/stories_prompts.jsonl";
+
+struct Outputs {
+  std::map<std::string, std::vector<int>> tokens;
+  std::map<std::string, std::vector<uint32_t>> logprob_bits;  // compared bit for bit
+};
+
+Outputs run_job(const std::string& model, int np, int ubatch, const std::string& extra = "") {
+  const std::string out = glacier::testing::scratch_dir("eq") + "/np" + std::to_string(np) + "_ub" +
+                          std::to_string(ubatch) + ".jsonl";
+  auto run = run_glacier(np, "--model " + model + " --prompts " + kPrompts + " --jsonl " + out +
+                                 " --max-tokens 64 --ubatch " + std::to_string(ubatch) + " " + extra);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  Outputs o;
+  for (const auto& j : read_jsonl(out)) {
+    EXPECT_EQ(j["status"], "ok") << j.dump();
+    const std::string id = j["id"];
+    o.tokens[id] = j["tokens"].get<std::vector<int>>();
+    for (double lp : j["logprobs"]) {
+      const float f = static_cast<float>(lp);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      o.logprob_bits[id].push_back(bits);
+    }
+  }
+  EXPECT_EQ(o.tokens.size(), 27u);
+  return o;
+}
+
+class PipelineEquivalence : public ::testing::TestWithParam<std::tuple<int, int>> {
+ protected:
+  static void SetUpTestSuite() {}
+};
+
+TEST_P(PipelineEquivalence, IdenticalToOneRankAndToReference) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  GLACIER_REQUIRE_SHARED(ref, "reference/stories260K/generation.json");
+  static const Outputs baseline = run_job(model, 1, 512);
+  const auto [np, ubatch] = GetParam();
+  const Outputs o = run_job(model, np, ubatch);
+  EXPECT_EQ(o.tokens, baseline.tokens);
+  EXPECT_EQ(o.logprob_bits, baseline.logprob_bits);
+  const auto expected = glacier::testing::read_json(ref);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const std::string id = "ref" + std::to_string(i + 1);
+    EXPECT_EQ(o.tokens.at(id), expected[i]["generated_ids"].get<std::vector<int>>()) << id;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAndMicroBatches, PipelineEquivalence,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5), ::testing::Values(1, 7, 512)),
+                         [](const auto& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) + "_ubatch" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+double run_perplexity(const std::string& model, const std::string& text, int np, const std::string& wire) {
+  const std::string out = glacier::testing::scratch_dir("ppl") + "/ppl_np" + std::to_string(np) + wire + ".json";
+  auto run = run_glacier(np, "--model " + model + " --mode perplexity --ctx 128 --prompts " + text + " --jsonl " + out +
+                                 " --wire " + wire);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  auto rows = read_jsonl(out);
+  EXPECT_EQ(rows.size(), 1u);
+  return rows.empty() ? NAN : rows[0]["ppl"].get<double>();
+}
+
+TEST(PipelinePerplexity, PipelinedEqualsOneRankAndInt8WireStaysClose) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  GLACIER_REQUIRE_SHARED(text, "reference/stories260K/ppl_text.txt");
+  const double one = run_perplexity(model, text, 1, "f32");
+  EXPECT_NEAR(one, 4.6481, 5e-4);
+  EXPECT_EQ(run_perplexity(model, text, 3, "f32"), one);  // the f32 wire is lossless: bitwise the same
+  // int8 rounds each token's activations at every stage boundary: a small, bounded change. The bound
+  // (1% of the perplexity) is far above the measured change and far below what a broken codec gives.
+  const double int8 = run_perplexity(model, text, 3, "int8");
+  std::printf("perplexity at ctx 128: f32 wire %.6f, int8 wire (np 3) %.6f, change %+.6f\n", one, int8, int8 - one);
+  EXPECT_NEAR(int8, one, 0.01 * one);
+  const double f16 = run_perplexity(model, text, 2, "f16");
+  EXPECT_NEAR(f16, one, 0.01 * one);
+}
+
+TEST(PipelineSetupErrors, MoreRanksThanLayersFailsFastOnEveryRank) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const std::string out = glacier::testing::scratch_dir("np6") + "/out.jsonl";
+  auto run = run_glacier(6, "--model " + model + " --prompts " + kPrompts + " --jsonl " + out, 30);
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.exit_code, 124) << "the job hung";
+  EXPECT_NE(run.output.find("expected at most one rank per layer (this model has 5 layers), found 6"), std::string::npos)
+      << run.output;
+  // One message for the whole job, not one per rank.
+  size_t count = 0;
+  for (size_t at = run.output.find("found 6 ranks"); at != std::string::npos; at = run.output.find("found 6 ranks", at + 1)) ++count;
+  EXPECT_EQ(count, 1u) << run.output;
+}
+
+TEST(PipelineSetupErrors, BadLayerSplitFailsFastOnEveryRank) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const std::string out = glacier::testing::scratch_dir("badsplit") + "/out.jsonl";
+  for (const char* split_text : {"0:2,3:5", "0:2,2:4", "0:5,5:5", "0-2,2:5", "0:1,1:2,2:5"}) {
+    const std::string split = split_text;
+    auto run = run_glacier(2, "--model " + model + " --prompts " + kPrompts + " --jsonl " + out + " --layers " + split, 30);
+    EXPECT_EQ(run.exit_code, 2) << split << "\n" << run.output;
+    EXPECT_NE(run.output.find("option --layers '" + split + "'"), std::string::npos) << run.output;
+  }
+}
+
+}  // namespace
