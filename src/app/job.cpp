@@ -168,7 +168,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     std::unique_ptr<pipeline::Ring> ring;
     pipeline::MpiRing* mpi_ring = nullptr;
     if (ch.size() == 1) {
-      ring = std::make_unique<pipeline::LocalRing>(*s.stage);
+      ring = std::make_unique<pipeline::LocalRing>(*s.stage, sopt.max_in_flight);
     } else {
       auto r = std::make_unique<pipeline::MpiRing>(ch, *s.stage, ch.size(), sopt.max_in_flight, codec, trace);
       mpi_ring = r.get();

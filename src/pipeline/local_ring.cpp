@@ -5,30 +5,27 @@
 
 namespace glacier::pipeline {
 
-LocalRing::LocalRing(compute::TransformerStage& stage)
+LocalRing::LocalRing(compute::TransformerStage& stage, int max_in_flight)
     : stage_(stage), head_(stage),
-      x_(static_cast<size_t>(stage.max_tokens()) * stage.config().n_embd) {}
+      x_(static_cast<size_t>(stage.max_tokens()) * stage.config().n_embd),
+      done_(static_cast<size_t>(max_in_flight)) {}
 
 void LocalRing::submit(const compute::MicroBatch& mb) {
   stage_.embed(mb, x_.data());
   stage_.run_layers(mb, x_.data());
-  compute::MicroBatchResult r;
-  if (!spare_.empty()) {
-    r = std::move(spare_.back());
-    spare_.pop_back();
-  }
-  head_.evaluate(mb, x_.data(), r);
-  done_.push_back(std::move(r));
+  GLACIER_ASSERT(count_ < done_.size(), "more micro-batches in flight than the local ring holds");
+  head_.evaluate(mb, x_.data(), done_[(head_index_ + count_) % done_.size()]);
+  ++count_;
 }
 
 bool LocalRing::poll(compute::MicroBatchResult& out, bool wait) {
-  if (done_.empty()) {
+  if (count_ == 0) {
     GLACIER_ASSERT(!wait, "waiting on a local ring with nothing submitted");
     return false;
   }
-  spare_.push_back(std::move(out));
-  out = std::move(done_.front());
-  done_.pop_front();
+  std::swap(out, done_[head_index_]);  // hands over the result, takes back a buffer to reuse
+  head_index_ = (head_index_ + 1) % done_.size();
+  --count_;
   return true;
 }
 

@@ -1,6 +1,5 @@
 // A ring of one stage computing in this process: embedding, every layer, and the output head.
 #pragma once
-#include <deque>
 #include <vector>
 
 #include "compute/output_head.h"
@@ -11,7 +10,8 @@ namespace glacier::pipeline {
 
 class LocalRing : public Ring {
  public:
-  explicit LocalRing(compute::TransformerStage& stage);
+  // max_in_flight: how many results may wait at once (the scheduler's bound).
+  explicit LocalRing(compute::TransformerStage& stage, int max_in_flight = 8);
   int n_stages() const override { return 1; }
   void submit(const compute::MicroBatch& mb) override;
   bool poll(compute::MicroBatchResult& out, bool wait) override;
@@ -20,8 +20,10 @@ class LocalRing : public Ring {
   compute::TransformerStage& stage_;
   compute::OutputHead head_;
   std::vector<float> x_;
-  std::deque<compute::MicroBatchResult> done_;
-  std::vector<compute::MicroBatchResult> spare_;  // recycled results: no allocation per step
+  // Results waiting to be polled, in a fixed ring whose entries keep their capacity: no allocation
+  // per step once warm.
+  std::vector<compute::MicroBatchResult> done_;
+  size_t head_index_ = 0, count_ = 0;
 };
 
 }  // namespace glacier::pipeline

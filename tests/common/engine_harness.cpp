@@ -44,7 +44,7 @@ std::vector<float> EngineHarness::all_logits(const std::vector<int32_t>& tokens)
 
 std::vector<pipeline::SequenceOutcome> EngineHarness::run(std::vector<pipeline::SequenceRequest> requests,
                                                           int32_t ubatch, int32_t max_in_flight) {
-  pipeline::LocalRing ring(*stage);
+  pipeline::LocalRing ring(*stage, max_in_flight);
   pipeline::SchedulerOptions opt;
   opt.n_slots = n_slots;
   opt.n_ctx = n_ctx;

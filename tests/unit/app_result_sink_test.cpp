@@ -1,0 +1,519 @@
+// ResultSink: HDF5 and JSONL outputs that agree, the flush policy seen from another process, resume
+// (finished indices, refusal of a different model/mode/options, a JSONL equal to an uninterrupted
+// run's), OpenAI batch output lines, output path checks, and write errors that name the path.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "app/result_sink.h"
+#include "common/test_env.h"
+#include "io/hdf5_results.h"
+#include "util/error.h"
+
+namespace glacier::app {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kNeverBySeconds = 1e9;  // flush_seconds that never fires within a test
+
+// Prompt i: plain text, except that with `openai` every third is an OpenAI completion request and
+// every third after that an OpenAI chat request.
+std::vector<io::PromptRecord> make_records(int n, bool openai = false) {
+  std::vector<io::PromptRecord> records(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    io::PromptRecord& r = records[static_cast<size_t>(i)];
+    r.index = i;
+    r.line = i + 1;
+    r.id = "p" + std::to_string(i);
+    r.prompt = "prompt " + std::to_string(i);
+    if (openai && i % 3 != 0) {
+      r.format = io::PromptFormat::OpenAiBatch;
+      r.custom_id = "req-" + std::to_string(i);
+      r.id = *r.custom_id;
+      if (i % 3 == 2) {
+        r.prompt.reset();
+        r.messages_json = R"([{"role":"user","content":"hi"}])";
+      }
+    }
+  }
+  return records;
+}
+
+// A varied result for record i: an error every fifth, a score every fourth.
+io::ResultRecord make_result(const io::PromptRecord& record) {
+  const auto i = static_cast<int>(record.index);
+  io::ResultRecord r;
+  r.id = record.id;
+  r.index = record.index;
+  if (i % 5 == 4) {
+    r.status = "error";
+    r.error = "prompts.jsonl: line " + std::to_string(i + 1) + ": too long";
+    r.finish_reason = "error";
+    return r;
+  }
+  r.prompt_tokens = {1, 100 + i, 200 + i};
+  for (int k = 0; k < 1 + i % 4; ++k) {
+    r.tokens.push_back(300 + i + k);
+    r.logprobs.push_back(-0.25f * static_cast<float>(k + 1) - 0.001f * static_cast<float>(i));
+  }
+  r.text = "out " + std::to_string(i);
+  r.finish_reason = i % 2 ? "length" : "stop";
+  r.time_to_first_token_s = 0.01 * i;
+  r.total_time_s = 0.1 * i;
+  r.score = i % 4 == 1;
+  r.sum_logprob = r.score ? -1.5 * i : 0;
+  r.greedy = r.score && i % 8 == 1;
+  return r;
+}
+
+JobOptions make_options(const std::string& dir, int flush_every = 4) {
+  JobOptions o;
+  o.prompts = dir + "/prompts.jsonl";
+  o.h5_out = dir + "/out.h5";
+  o.jsonl_out = dir + "/out.jsonl";
+  o.flush_every = flush_every;
+  o.flush_seconds = kNeverBySeconds;
+  return o;
+}
+
+Provenance make_provenance(const JobOptions& o) {
+  Provenance p;
+  p.model_path = "/models/tiny.gguf";
+  p.model_bytes = 5000000000ull;  // beyond 32 bits
+  p.model_sha256 = std::string(64, 'a');
+  p.tensor_types = "f32:11,q8_0:32";
+  p.layer_split = "0:3,3:5";
+  p.ranks = 2;
+  p.hosts = "node1,node2";
+  p.options = describe_options(o);
+  p.version = "0.1.0";
+  p.mode = o.mode;
+  return p;
+}
+
+// A shuffled put order: results arrive out of input order in a pipelined job.
+std::vector<int> arrival_order(int n) {
+  std::vector<int> order;
+  for (int k = 0; k < n; ++k) order.push_back((k * 7 + 3) % n);  // a permutation when gcd(7, n) == 1
+  return order;
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> lines;
+  std::istringstream in(glacier::testing::read_text(path));
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+// Runs `body` in a child process that ends with _exit (no destructors: like a killed job unless the
+// body finishes itself). Returns the exit code; 100 means the body threw.
+int run_in_child(const std::function<void()>& body) {
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    int code = 0;
+    try {
+      body();
+    } catch (...) {
+      code = 100;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+std::set<int64_t> indices_of(const std::vector<io::ResultRecord>& rows) {
+  std::set<int64_t> out;
+  for (const auto& r : rows) out.insert(r.index);
+  return out;
+}
+
+std::string attribute_text(const io::FinishedResults& f, const std::string& name) {
+  auto it = f.attributes.find(name);
+  return it == f.attributes.end() ? "(absent)" : std::get<std::string>(it->second);
+}
+
+int64_t attribute_int(const io::FinishedResults& f, const std::string& name) {
+  auto it = f.attributes.find(name);
+  return it == f.attributes.end() ? -1 : std::get<int64_t>(it->second);
+}
+
+TEST(AppResultSink, Hdf5AndJsonlAgree) {
+  const std::string dir = glacier::testing::scratch_dir("sink_agree");
+  constexpr int kPrompts = 20;
+  const auto records = make_records(kPrompts);
+  const JobOptions o = make_options(dir);
+  {
+    ResultSink sink(o, make_provenance(o), records);
+    for (int i : arrival_order(kPrompts)) sink.put(make_result(records[static_cast<size_t>(i)]));
+    EXPECT_EQ(sink.done(), kPrompts);
+    sink.finish();
+  }
+  const io::FinishedResults h5 = io::read_finished(o.h5_out);
+  ASSERT_EQ(h5.rows.size(), static_cast<size_t>(kPrompts));
+  EXPECT_EQ(indices_of(h5.rows).size(), static_cast<size_t>(kPrompts));
+  const std::vector<json> lines = read_jsonl(o.jsonl_out);
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kPrompts));
+  for (const io::ResultRecord& row : h5.rows) {
+    const io::ResultRecord expected = make_result(records[static_cast<size_t>(row.index)]);
+    EXPECT_EQ(row.id, expected.id);
+    EXPECT_EQ(row.tokens, expected.tokens);
+    EXPECT_EQ(row.logprobs, expected.logprobs);
+    EXPECT_EQ(row.score, expected.score);
+    const json& line = lines[static_cast<size_t>(row.index)];  // the JSONL is in input order
+    EXPECT_EQ(line["id"], row.id);
+    EXPECT_EQ(line["status"], row.status);
+    EXPECT_EQ(line["tokens"].get<std::vector<int32_t>>(), row.tokens);
+    EXPECT_EQ(line["prompt_tokens"].get<std::vector<int32_t>>(), row.prompt_tokens);
+    EXPECT_EQ(line["text"], row.text);
+    EXPECT_EQ(line["finish_reason"], row.finish_reason);
+    ASSERT_EQ(line["logprobs"].size(), row.logprobs.size());
+    for (size_t k = 0; k < row.logprobs.size(); ++k)
+      EXPECT_EQ(line["logprobs"][k].get<float>(), row.logprobs[k]);  // shortest float32 form reads back exactly
+    if (row.status == "error") EXPECT_EQ(line["error"], row.error);
+    EXPECT_EQ(line.contains("sum_logprob"), row.score);
+  }
+  const Provenance p = make_provenance(o);
+  EXPECT_EQ(attribute_text(h5, "model_path"), p.model_path);
+  EXPECT_EQ(attribute_int(h5, "model_bytes"), 5000000000ll);
+  EXPECT_EQ(attribute_text(h5, "model_sha256"), p.model_sha256);
+  EXPECT_EQ(attribute_text(h5, "tensor_types"), p.tensor_types);
+  EXPECT_EQ(attribute_text(h5, "layer_split"), p.layer_split);
+  EXPECT_EQ(attribute_int(h5, "ranks"), 2);
+  EXPECT_EQ(attribute_text(h5, "hosts"), p.hosts);
+  EXPECT_EQ(attribute_text(h5, "options"), describe_options(o));
+  EXPECT_EQ(attribute_text(h5, "glacier_version"), p.version);
+  EXPECT_EQ(attribute_text(h5, "mode"), "generate");
+  EXPECT_EQ(attribute_text(h5, "prompts_path"), o.prompts);
+  EXPECT_EQ(attribute_int(h5, "prompt_count"), kPrompts);
+  EXPECT_EQ(attribute_int(h5, "resumes"), 0);
+}
+
+TEST(AppResultSink, FlushEveryNResultsIsOnDiskWhileTheJobRuns) {
+  const std::string dir = glacier::testing::scratch_dir("sink_flush_n");
+  const auto records = make_records(10);
+  const JobOptions o = make_options(dir, 4);
+  // The reader opens the file while the writer still has it open, as a user inspecting a running job
+  // would; HDF5's advisory lock would refuse that.
+  ::setenv("HDF5_USE_FILE_LOCKING", "FALSE", 1);
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_child), 0);
+  auto step = [&](int fd_write, int fd_read) {
+    char c = 's';
+    if (fd_write >= 0) (void)!write(fd_write, &c, 1);
+    if (fd_read >= 0) (void)!read(fd_read, &c, 1);
+  };
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ResultSink sink(o, make_provenance(o), records);
+    for (int i = 0; i < 4; ++i) sink.put(make_result(records[static_cast<size_t>(i)]));
+    step(to_parent[1], to_child[0]);
+    for (int i = 4; i < 7; ++i) sink.put(make_result(records[static_cast<size_t>(i)]));
+    step(to_parent[1], to_child[0]);
+    _exit(0);  // killed: no finish(), no destructors
+  }
+  step(-1, to_parent[0]);
+  EXPECT_EQ(io::read_finished(o.h5_out).rows.size(), 4u) << "flush_every = 4 puts: on disk";
+  step(to_child[1], to_parent[0]);
+  EXPECT_EQ(io::read_finished(o.h5_out).rows.size(), 4u) << "3 more puts: still buffered";
+  step(to_child[1], -1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const auto rows = io::read_finished(o.h5_out).rows;
+  EXPECT_EQ(indices_of(rows), (std::set<int64_t>{0, 1, 2, 3}));
+  ::unsetenv("HDF5_USE_FILE_LOCKING");
+}
+
+TEST(AppResultSink, FlushAfterSecondsAndTick) {
+  const std::string dir = glacier::testing::scratch_dir("sink_flush_s");
+  const auto records = make_records(10);
+  JobOptions o = make_options(dir, 1000);
+  // Margins: each "immediately" step below has this long before it would flush by time.
+  o.flush_seconds = 0.5;
+  const auto past_flush_time = std::chrono::milliseconds(650);
+  const int code = run_in_child([&] {
+    ResultSink sink(o, make_provenance(o), records);
+    sink.put(make_result(records[0]));  // too soon: buffered
+    std::this_thread::sleep_for(past_flush_time);
+    sink.put(make_result(records[1]));  // flushes 0 and 1
+    sink.put(make_result(records[2]));  // buffered
+    std::this_thread::sleep_for(past_flush_time);
+    sink.tick();                        // flushes 2 without a new result
+    sink.put(make_result(records[3]));  // buffered, lost when killed
+    sink.tick();                        // too soon
+    _exit(0);
+  });
+  ASSERT_EQ(code, 0);
+  EXPECT_EQ(indices_of(io::read_finished(o.h5_out).rows), (std::set<int64_t>{0, 1, 2}));
+}
+
+TEST(AppResultSink, ResumeReturnsTheFinishedIndices) {
+  const std::string dir = glacier::testing::scratch_dir("sink_resume");
+  auto records = make_records(10);
+  JobOptions o = make_options(dir, 3);
+  const int code = run_in_child([&] {
+    ResultSink sink(o, make_provenance(o), records);
+    for (int i : {3, 0, 7, 1, 9, 4}) sink.put(make_result(records[static_cast<size_t>(i)]));  // 4 is an error row
+    sink.put(make_result(records[2]));  // not flushed when the job dies
+    _exit(0);
+  });
+  ASSERT_EQ(code, 0);
+  records[7].id = "edited";  // the prompt file changed at line 8: that row no longer counts
+  o.resume = true;
+  ResultSink::check_outputs(o);
+  ResultSink sink(o, make_provenance(o), records);
+  const std::vector<bool> finished = sink.resume();
+  const std::vector<bool> expected = {true, true, false, true, true, false, false, false, false, true};
+  EXPECT_EQ(finished, expected);
+  EXPECT_EQ(sink.done(), 5);
+  for (size_t i = 0; i < finished.size(); ++i)
+    if (!finished[i]) sink.put(make_result(records[i]));
+  EXPECT_EQ(sink.done(), 10);
+  sink.finish();
+  const io::FinishedResults h5 = io::read_finished(o.h5_out);
+  EXPECT_EQ(attribute_int(h5, "resumes"), 1);
+  EXPECT_EQ(h5.rows.size(), 11u) << "6 rows from the first run (one now stale) and 5 new";
+}
+
+TEST(AppResultSink, ResumeRefusesADifferentModelModeOrOptions) {
+  const std::string dir = glacier::testing::scratch_dir("sink_refuse");
+  const auto records = make_records(6);
+  JobOptions o = make_options(dir);
+  {
+    ResultSink sink(o, make_provenance(o), records);
+    for (const auto& r : records) sink.put(make_result(r));
+    sink.finish();
+  }
+  const std::string jsonl_before = glacier::testing::read_text(o.jsonl_out);
+  o.resume = true;
+
+  auto expect_refused = [&](const JobOptions& now, const Provenance& p, const std::vector<std::string>& words) {
+    ResultSink sink(now, p, records);
+    try {
+      sink.resume();
+      ADD_FAILURE() << "resume accepted a mismatch";
+    } catch (const InputError& e) {
+      for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << w << " in: " << e.what();
+    }
+  };
+  Provenance other_model = make_provenance(o);
+  other_model.model_sha256 = std::string(64, 'b');
+  expect_refused(o, other_model, {"model_sha256", std::string(64, 'a'), std::string(64, 'b'), o.h5_out});
+
+  JobOptions hotter = o;
+  hotter.temperature = 0.5f;
+  expect_refused(hotter, make_provenance(hotter), {"options", "temperature = 0 ", "temperature = 0.5"});
+
+  JobOptions scoring = o;
+  scoring.mode = "score";
+  Provenance score_mode = make_provenance(o);  // same options text: only the mode attribute differs
+  score_mode.mode = "score";
+  expect_refused(scoring, score_mode, {"mode", "'generate'", "'score'"});
+
+  // A refused resume touches neither output.
+  EXPECT_EQ(glacier::testing::read_text(o.jsonl_out), jsonl_before);
+  const io::FinishedResults h5 = io::read_finished(o.h5_out);
+  EXPECT_EQ(h5.rows.size(), records.size());
+  EXPECT_EQ(attribute_int(h5, "resumes"), 0);
+}
+
+TEST(AppResultSink, ResumedJsonlEqualsAnUninterruptedRun) {
+  constexpr int kPrompts = 19;
+  const auto records = make_records(kPrompts, true);
+  const auto order = arrival_order(kPrompts);
+
+  const std::string dir_a = glacier::testing::scratch_dir("sink_whole");
+  const JobOptions a = make_options(dir_a, 3);
+  {
+    ResultSink sink(a, make_provenance(a), records);
+    for (int i : order) sink.put(make_result(records[static_cast<size_t>(i)]));
+    sink.finish();
+  }
+
+  const std::string dir_b = glacier::testing::scratch_dir("sink_resumed");
+  JobOptions b = make_options(dir_b, 3);
+  const int code = run_in_child([&] {
+    ResultSink sink(b, make_provenance(b), records);
+    for (int k = 0; k < 7; ++k) sink.put(make_result(records[static_cast<size_t>(order[static_cast<size_t>(k)])]));
+    _exit(0);  // 6 rows flushed, the 7th lost
+  });
+  ASSERT_EQ(code, 0);
+  b.resume = true;
+  ResultSink sink(b, make_provenance(b), records);
+  const std::vector<bool> finished = sink.resume();
+  EXPECT_EQ(std::count(finished.begin(), finished.end(), true), 6);
+  for (int i : order)
+    if (!finished[static_cast<size_t>(i)]) sink.put(make_result(records[static_cast<size_t>(i)]));
+  sink.finish();
+
+  EXPECT_EQ(glacier::testing::read_text(b.jsonl_out), glacier::testing::read_text(a.jsonl_out));
+  const auto rows = io::read_finished(b.h5_out).rows;
+  EXPECT_EQ(rows.size(), static_cast<size_t>(kPrompts)) << "every prompt exactly once";
+  EXPECT_EQ(indices_of(rows).size(), static_cast<size_t>(kPrompts));
+}
+
+TEST(AppResultSink, OpenAiBatchInputGetsOpenAiBatchOutput) {
+  const std::string dir = glacier::testing::scratch_dir("sink_openai");
+  const auto records = make_records(15, true);
+  JobOptions o = make_options(dir);
+  o.h5_out.clear();  // JSONL only
+  {
+    ResultSink sink(o, make_provenance(o), records);
+    for (const auto& r : records) sink.put(make_result(r));
+    sink.finish();
+  }
+  const auto lines = read_jsonl(o.jsonl_out);
+  ASSERT_EQ(lines.size(), records.size());
+  int completions = 0, chats = 0, errors = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const json& line = lines[i];
+    const io::ResultRecord result = make_result(records[i]);
+    if (records[i].format != io::PromptFormat::OpenAiBatch) {
+      EXPECT_EQ(line["id"], records[i].id);  // glacier's own format
+      EXPECT_TRUE(line.contains("status"));
+      continue;
+    }
+    EXPECT_EQ(line["id"], "batch_req_" + std::to_string(i + 1));
+    EXPECT_EQ(line["custom_id"], *records[i].custom_id);
+    if (result.status == "error") {
+      ++errors;
+      EXPECT_TRUE(line["response"].is_null());
+      EXPECT_EQ(line["error"]["message"], result.error);
+      continue;
+    }
+    EXPECT_EQ(line["response"]["status_code"], 200);
+    const json& body = line["response"]["body"];
+    const json& choice = body["choices"][0];
+    EXPECT_EQ(body["usage"]["completion_tokens"], result.tokens.size());
+    if (records[i].is_chat()) {
+      ++chats;
+      EXPECT_EQ(body["object"], "chat.completion");
+      EXPECT_EQ(choice["message"]["content"], result.text);
+    } else {
+      ++completions;
+      EXPECT_EQ(body["object"], "text_completion");
+      EXPECT_EQ(choice["text"], result.text);
+    }
+  }
+  EXPECT_GT(completions, 0);
+  EXPECT_GT(chats, 0);
+  EXPECT_GT(errors, 0);
+}
+
+void expect_input_error(const JobOptions& o, const std::vector<std::string>& words) {
+  try {
+    ResultSink::check_outputs(o);
+    ADD_FAILURE() << "check_outputs accepted it";
+  } catch (const InputError& e) {
+    for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << w << " in: " << e.what();
+  }
+}
+
+TEST(AppResultSink, CheckOutputsBeforeTheModelIsLoaded) {
+  const std::string dir = glacier::testing::scratch_dir("sink_check");
+  JobOptions ok = make_options(dir);
+  EXPECT_NO_THROW(ResultSink::check_outputs(ok));
+
+  JobOptions bad_jsonl = ok;
+  bad_jsonl.jsonl_out = dir + "/missing/out.jsonl";
+  expect_input_error(bad_jsonl, {"--jsonl", bad_jsonl.jsonl_out});
+  JobOptions bad_out = ok;
+  bad_out.h5_out = dir;  // a directory
+  expect_input_error(bad_out, {"--out", dir});
+  JobOptions same = ok;
+  same.jsonl_out = dir + "/./out.h5";
+  expect_input_error(same, {"--out", "--jsonl", "different"});
+
+  JobOptions resume = ok;
+  resume.resume = true;
+  expect_input_error(resume, {"--resume", resume.h5_out});  // no such file yet
+  {
+    std::ofstream text(resume.h5_out);
+    text << "not hdf5\n";
+  }
+  expect_input_error(resume, {"--resume", resume.h5_out});
+  resume.h5_out.clear();
+  expect_input_error(resume, {"--resume", "--out"});
+
+  JobOptions real = ok;
+  {
+    ResultSink sink(real, make_provenance(real), make_records(2));
+    sink.finish();
+  }
+  real.resume = true;
+  EXPECT_NO_THROW(ResultSink::check_outputs(real));
+}
+
+TEST(AppResultSink, JsonlWriteErrorNamesThePath) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "needs a writable /dev/full";
+  const std::string dir = glacier::testing::scratch_dir("sink_full_jsonl");
+  const auto records = make_records(2000);
+  JobOptions o = make_options(dir);
+  o.h5_out.clear();
+  o.jsonl_out = "/dev/full";  // every write fails with ENOSPC
+  ResultSink sink(o, make_provenance(o), records);
+  try {
+    for (const auto& r : records) sink.put(make_result(r));
+    sink.finish();
+    FAIL() << "writing to /dev/full succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/full"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AppResultSink, Hdf5DiskFullNamesThePathAndKeepsFlushedRows) {
+  const std::string dir = glacier::testing::scratch_dir("sink_full_h5");
+  const auto records = make_records(200);
+  JobOptions o = make_options(dir, 4);
+  o.jsonl_out.clear();
+  constexpr int kFlushedRows = 8;
+  const int code = run_in_child([&] {
+    std::signal(SIGXFSZ, SIG_IGN);  // over the limit, write() fails with EFBIG instead of killing
+    ResultSink sink(o, make_provenance(o), records);
+    for (int i = 0; i < kFlushedRows; ++i) sink.put(make_result(records[static_cast<size_t>(i)]));
+    struct stat st;
+    if (stat(o.h5_out.c_str(), &st) != 0) _exit(10);
+    const rlimit limit{static_cast<rlim_t>(st.st_size), static_cast<rlim_t>(st.st_size)};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(11);  // the disk is now full
+    try {
+      for (size_t i = kFlushedRows; i < records.size(); ++i) {
+        io::ResultRecord r = make_result(records[i]);
+        r.text.assign(64 * 1024, 'x');  // forces the file to grow
+        sink.put(r);
+      }
+      sink.finish();
+    } catch (const std::runtime_error& e) {
+      _exit(std::string(e.what()).find(o.h5_out) != std::string::npos ? 0 : 12);
+    }
+    _exit(13);  // no error reported
+  });
+  ASSERT_EQ(code, 0) << "10/11: setup failed, 12: the message lacks the path, 13: no error";
+  const io::FinishedResults h5 = io::read_finished(o.h5_out);
+  ASSERT_GE(h5.rows.size(), static_cast<size_t>(kFlushedRows));
+  for (int i = 0; i < kFlushedRows; ++i) {
+    EXPECT_EQ(h5.rows[static_cast<size_t>(i)].id, records[static_cast<size_t>(i)].id);
+    EXPECT_EQ(h5.rows[static_cast<size_t>(i)].tokens, make_result(records[static_cast<size_t>(i)]).tokens);
+  }
+}
+
+}  // namespace
+}  // namespace glacier::app
