@@ -42,6 +42,12 @@ class CountingRing : public glacier::pipeline::Ring {
 
 TEST(DecodeAllocations, SteadyStateDecodeStepAllocatesNothing) {
   GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  {  // the counter sees allocations at all (else the check below could not fail)
+    const int64_t before = g_allocations.load();
+    auto* probe = new std::vector<int>(3);
+    delete probe;
+    ASSERT_GE(g_allocations.load() - before, 2);
+  }
   glacier::testing::EngineHarness eng(model, 512, 8, 64, 2);
   glacier::pipeline::LocalRing local(*eng.stage, 4);
   CountingRing ring(local);
