@@ -26,6 +26,7 @@
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_loop.h"
 #include "pipeline/wire.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -124,7 +125,13 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ri
   std::vector<io::PromptRecord> records = io::read_prompts(o.prompts);
   io::OrderedLineWriter jsonl(o.jsonl_out.empty() ? "/dev/null" : o.jsonl_out);
   std::vector<PromptPlan> plans(records.size());
-  auto emit = [&](const io::ResultRecord& r) { jsonl.put(r.index, io::format_result_line(r)); };
+  int64_t prompt_tokens = 0, generated_tokens = 0, failed = 0;
+  auto emit = [&](const io::ResultRecord& r) {
+    prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
+    generated_tokens += r.score ? 0 : static_cast<int64_t>(r.tokens.size());
+    failed += r.status == "ok" ? 0 : 1;
+    jsonl.put(r.index, io::format_result_line(r));
+  };
   pipeline::Scheduler sched(
       sopt, ring, [&](const pipeline::SequenceOutcome& out) { return ends_generation(tok, plans[out.seq], out); },
       [&](pipeline::SequenceOutcome&& out) { emit(make_result(tok, plans[out.seq], out)); });
@@ -141,8 +148,16 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ri
     }
     sched.add(std::move(req));
   }
+  const double t0 = now_seconds();
   sched.run();
+  const double seconds = now_seconds() - t0;
   jsonl.finish();
+  // The summary line benchmarks read: fixed wording, keep it stable.
+  std::printf("done: %zu prompts (%lld failed), %lld prompt tokens, %lld generated tokens in %.3f s: %.1f prompt tok/s, "
+              "%.1f generated tok/s, %lld micro-batches\n",
+              records.size(), static_cast<long long>(failed), static_cast<long long>(prompt_tokens),
+              static_cast<long long>(generated_tokens), seconds, prompt_tokens / seconds, generated_tokens / seconds,
+              static_cast<long long>(sched.micro_batches_sent()));
   return kExitOk;
 }
 
