@@ -26,6 +26,8 @@
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_loop.h"
 #include "pipeline/wire.h"
+#include "sys/binding.h"
+#include "sys/memory.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -57,8 +59,16 @@ struct RankSetup {
   int32_t n_slots = 0;
   int32_t ubatch = 0;
   std::unique_ptr<ThreadPool> pool;
+  model::ShardWeights shard;  // moved into the stage once the slot count is agreed
   std::unique_ptr<compute::TransformerStage> stage;
 };
+
+// KV slots when --slots is not given: what half of the free memory holds, at most kDefaultSlots.
+int32_t default_slots(const model::ModelConfig& cfg, model::LayerRange layers, int32_t n_ctx) {
+  const uint64_t per_slot = compute::KvCache::bytes_needed(std::max(1, layers.size()), 1, n_ctx, cfg.kv_dim());
+  const uint64_t fit = sys::available_memory_bytes() / 2 / std::max<uint64_t>(per_slot, 1);
+  return static_cast<int32_t>(std::clamp<uint64_t>(fit, 1, kDefaultSlots));
+}
 
 RankSetup set_up_rank(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
@@ -69,17 +79,18 @@ RankSetup set_up_rank(const JobOptions& o, comm::Channel& ch) {
   s.split = o.layers.empty() ? pipeline::partition_by_bytes(bytes, ch.size())
                              : pipeline::parse_layer_split(o.layers, s.cfg.n_layer, ch.size());
   s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
-  s.n_slots = o.slots > 0 ? o.slots : kDefaultSlots;
   s.ubatch = std::min(o.ubatch, s.n_ctx);
-  const int threads = o.threads > 0 ? o.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ch.local_size());
-  s.pool = std::make_unique<ThreadPool>(threads);
   const int r = ch.rank(), p = ch.size();
+  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[r], s.n_ctx);
+  const sys::BindingPlan plan = sys::plan_binding(o.bind, ch.local_rank(), ch.local_size(), o.threads);
+  sys::bind_this_process(plan);
+  const int threads = o.threads > 0 ? o.threads : sys::default_threads(plan, ch.local_rank(), ch.local_size());
+  s.pool = std::make_unique<ThreadPool>(threads, [plan](int i) { sys::bind_this_thread(plan, i); });
   model::ShardWeights shard = model::load_shard(*s.file, s.cfg, s.split[r], r == 0, r == p - 1);
-  GLACIER_LOG_INFO("rank %d of %d on host %s: layers %d:%d (%.1f MiB of weights), %d threads, ctx %d, %d slots", r, p,
-                   ch.host_name().c_str(), s.split[r].first, s.split[r].last, shard.bytes / 1048576.0, threads,
-                   s.n_ctx, s.n_slots);
-  s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
+  GLACIER_LOG_INFO("rank %d of %d on host %s: %s, %d threads; layers %d:%d (%.1f MiB of weights), ctx %d", r, p,
+                   ch.host_name().c_str(), plan.description.c_str(), threads, s.split[r].first, s.split[r].last,
+                   shard.bytes / 1048576.0, s.n_ctx);
+  s.shard = std::move(shard);
   return s;
 }
 
@@ -175,6 +186,11 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     error = e.what();
   }
   if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
+  // Every stage must hold the same slots: the smallest any rank's memory allows.
+  const std::vector<int64_t> slots = ch.allgather(s.n_slots);
+  s.n_slots = static_cast<int32_t>(*std::min_element(slots.begin(), slots.end()));
+  if (ch.rank() == 0) GLACIER_LOG_INFO("%d KV slots of %d positions, micro-batches of up to %d tokens", s.n_slots, s.n_ctx, s.ubatch);
+  s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(s.shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
 
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(s, ch.size());
@@ -194,6 +210,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   } else {
     pipeline::run_stage_loop(ch, *s.stage, ch.rank(), ch.size(), codec, trace);
   }
+  GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
   ch.barrier();
   if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace);
   return code;
