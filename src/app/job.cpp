@@ -6,11 +6,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "app/perplexity.h"
+#include "app/progress.h"
+#include "app/result_sink.h"
+#include "app/sha256.h"
+#include "app/signals.h"
 #include "app/requests.h"
 #include "app/trace_output.h"
 #include "compute/transformer_stage.h"
@@ -44,12 +49,6 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-void check_output_writable(const std::string& path) {
-  if (path.empty()) return;
-  std::ofstream out(path, std::ios::app);
-  if (!out) throw InputError(path + ": cannot write the output file (check that the folder exists and is writable)");
-}
-
 // What every rank sets up before the ring starts.
 struct RankSetup {
   std::unique_ptr<gguf::File> file;
@@ -72,7 +71,7 @@ int32_t default_slots(const model::ModelConfig& cfg, model::LayerRange layers, i
 
 RankSetup set_up_rank(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
-  if (ch.rank() == 0) check_output_writable(o.jsonl_out);
+  if (ch.rank() == 0) ResultSink::check_outputs(o);
   s.file = gguf::File::open(o.model);
   s.cfg = model::read_model_config(*s.file);
   const model::WeightBytes bytes = model::weight_bytes(*s.file, s.cfg);
@@ -132,21 +131,34 @@ int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline:
 
 // Rank 0's part of a generate or score job.
 int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ring& ring,
-                  const pipeline::SchedulerOptions& sopt) {
+                  const pipeline::SchedulerOptions& sopt, const Provenance& provenance) {
   std::vector<io::PromptRecord> records = io::read_prompts(o.prompts);
-  io::OrderedLineWriter jsonl(o.jsonl_out.empty() ? "/dev/null" : o.jsonl_out);
+  ResultSink sink(o, provenance, records);
+  const std::vector<bool> finished = o.resume ? sink.resume() : std::vector<bool>(records.size(), false);
+  const int64_t already = std::count(finished.begin(), finished.end(), true);
+  if (o.resume) GLACIER_LOG_INFO("resuming: %lld of %zu prompts already finished in %s", static_cast<long long>(already),
+                                 records.size(), o.h5_out.c_str());
+  Progress progress(static_cast<int64_t>(records.size()));
+  progress.set_already_done(already);
   std::vector<PromptPlan> plans(records.size());
   int64_t prompt_tokens = 0, generated_tokens = 0, failed = 0;
   auto emit = [&](const io::ResultRecord& r) {
     prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
     generated_tokens += r.score ? 0 : static_cast<int64_t>(r.tokens.size());
     failed += r.status == "ok" ? 0 : 1;
-    jsonl.put(r.index, io::format_result_line(r));
+    sink.put(r);
   };
   pipeline::Scheduler sched(
       sopt, ring, [&](const pipeline::SequenceOutcome& out) { return ends_generation(tok, plans[out.seq], out); },
       [&](pipeline::SequenceOutcome&& out) { emit(make_result(tok, plans[out.seq], out)); });
+  // Polled every scheduling round: keeps the file and the progress line fresh, and drains on SIGTERM.
+  sched.set_drain_check([&] {
+    sink.tick();
+    progress.update(sink.done(), generated_tokens);
+    return stop_requested();
+  });
   for (size_t i = 0; i < records.size(); ++i) {
+    if (finished[i]) continue;
     const io::PromptRecord& rec = records[i];
     if (!rec.ok) {
       emit(make_error_result(rec, rec.error));
@@ -162,19 +174,36 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ri
   const double t0 = now_seconds();
   sched.run();
   const double seconds = now_seconds() - t0;
-  jsonl.finish();
+  sink.finish();
+  progress.update(sink.done(), generated_tokens);
+  progress.finish();
   // The summary line benchmarks read: fixed wording, keep it stable.
   std::printf("done: %zu prompts (%lld failed), %lld prompt tokens, %lld generated tokens in %.3f s: %.1f prompt tok/s, "
               "%.1f generated tok/s, %lld micro-batches\n",
               records.size(), static_cast<long long>(failed), static_cast<long long>(prompt_tokens),
               static_cast<long long>(generated_tokens), seconds, prompt_tokens / seconds, generated_tokens / seconds,
               static_cast<long long>(sched.micro_batches_sent()));
+  if (sched.drained_early()) {
+    GLACIER_LOG_WARN("stopped by signal %d after %lld of %zu prompts; results are flushed: rerun with --resume to finish",
+                     stop_signal(), static_cast<long long>(sink.done()), records.size());
+    return kExitInterrupted;
+  }
   return kExitOk;
+}
+
+std::string tensor_type_summary(const gguf::File& f) {
+  std::map<std::string, int> counts;
+  for (const auto& t : f.tensors()) counts[gguf::type_name(t.type)]++;
+  std::string s;
+  for (const auto& [name, n] : counts) s += (s.empty() ? "" : ",") + name + ":" + std::to_string(n);
+  return s;
 }
 
 }  // namespace
 
 int run_job(const JobOptions& o, comm::Channel& ch) {
+  // Every rank takes SIGTERM/SIGUSR1 as a request: rank 0 drains the queue, the others follow its shutdown.
+  install_stop_signals();
   pipeline::TraceLog trace;
   RankSetup s;
   std::unique_ptr<model::Tokenizer> tok;
@@ -192,6 +221,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   if (ch.rank() == 0) GLACIER_LOG_INFO("%d KV slots of %d positions, micro-batches of up to %d tokens", s.n_slots, s.n_ctx, s.ubatch);
   s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(s.shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
 
+  const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(s, ch.size());
   int code = kExitOk;
@@ -205,7 +235,22 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       mpi_ring = r.get();
       ring = std::move(r);
     }
-    code = o.mode == "perplexity" ? drive_perplexity(o, *tok, *ring, sopt) : drive_prompts(o, *tok, *ring, sopt);
+    if (o.mode == "perplexity") {
+      code = drive_perplexity(o, *tok, *ring, sopt);
+    } else {
+      Provenance prov;
+      prov.model_path = o.model;
+      prov.model_bytes = s.file->file_size();
+      prov.model_sha256 = sha256_file(o.model);
+      prov.tensor_types = tensor_type_summary(*s.file);
+      prov.layer_split = pipeline::format_layer_split(s.split);
+      prov.ranks = ch.size();
+      for (const std::string& h : hosts) prov.hosts += (prov.hosts.empty() ? "" : ",") + h;
+      prov.options = describe_options(o);
+      prov.version = kVersion;
+      prov.mode = o.mode;
+      code = drive_prompts(o, *tok, *ring, sopt, prov);
+    }
     if (mpi_ring) mpi_ring->shutdown();
   } else {
     pipeline::run_stage_loop(ch, *s.stage, ch.rank(), ch.size(), codec, trace);

@@ -5,6 +5,8 @@
 
 namespace glacier::app {
 
+constexpr const char* kVersion = "0.1.0";
+
 // Exit codes a job script can act on.
 constexpr int kExitOk = 0;
 constexpr int kExitInputError = 2;     // bad model, prompts or options: do not retry
