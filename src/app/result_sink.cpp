@@ -2,6 +2,8 @@
 // rows an interrupted run left in its HDF5 file.
 #include "app/result_sink.h"
 
+#include <sys/statvfs.h>
+
 #include <exception>
 #include <filesystem>
 #include <variant>
@@ -91,7 +93,24 @@ bool same_file(const std::string& a, const std::string& b) {
   return pa == pb;
 }
 
+// What a row adds to the file, generously: its strings and lists plus a heap id per column.
+uint64_t estimated_bytes(const io::ResultRecord& r) {
+  constexpr uint64_t kPerRowOverhead = 16 * 16;
+  const uint64_t strings = r.id.size() + r.status.size() + r.error.size() + r.text.size() + r.finish_reason.size();
+  const uint64_t lists = 4 * (r.prompt_tokens.size() + r.tokens.size() + r.logprobs.size());
+  return strings + lists + kPerRowOverhead;
+}
+
 }  // namespace
+
+std::optional<uint64_t> statvfs_free_space(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  struct statvfs info;
+  if (::statvfs(dir.c_str(), &info) != 0) return std::nullopt;
+  return static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
+}
 
 void ResultSink::check_outputs(const JobOptions& o) {
   if (o.resume && o.h5_out.empty())
@@ -124,6 +143,10 @@ ResultSink::ResultSink(const JobOptions& o, const Provenance& p, const std::vect
 ResultSink::~ResultSink() = default;
 
 void ResultSink::open_outputs(bool resuming) {
+  std::error_code ec;
+  if (!resuming && !options_.h5_out.empty() && std::filesystem::exists(options_.h5_out, ec))
+    GLACIER_LOG_WARN("replacing the existing results file %s (to continue it instead, run with --resume)",
+                     options_.h5_out.c_str());
   if (!options_.h5_out.empty())
     h5_ = std::make_unique<io::ResultsFile>(options_.h5_out,
                                             resuming ? io::ResultsFile::Mode::Resume : io::ResultsFile::Mode::Create);
@@ -211,24 +234,52 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
 void ResultSink::put(const io::ResultRecord& r) {
   GLACIER_ASSERT(opened_ && !finished_, "ResultSink::put() before resume() or after finish()");
   GLACIER_ASSERT(r.index >= 0 && static_cast<size_t>(r.index) < records_.size(),
-                 "result index " + std::to_string(r.index) + " outside the " + std::to_string(records_.size()) +
+                 std::string("result index ").append(std::to_string(r.index)) + " outside the " + std::to_string(records_.size()) +
                      " prompts");
   write_jsonl(r);
   ++done_;
   if (!h5_) return;
-  h5_->append(r);
-  ++unflushed_;
-  if (unflushed_ >= options_.flush_every || now_seconds() - last_flush_ >= options_.flush_seconds) flush();
-}
-
-void ResultSink::tick() {
-  if (opened_ && !finished_ && h5_ && unflushed_ > 0 && now_seconds() - last_flush_ >= options_.flush_seconds)
+  if (!h5_error_.empty()) throw std::runtime_error(h5_error_);
+  pending_.push_back(r);
+  if (static_cast<int64_t>(pending_.size()) >= options_.flush_every ||
+      now_seconds() - last_flush_ >= options_.flush_seconds)
     flush();
 }
 
+void ResultSink::tick() {
+  if (opened_ && !finished_ && h5_ && h5_error_.empty() && !pending_.empty() &&
+      now_seconds() - last_flush_ >= options_.flush_seconds)
+    flush();
+}
+
+void ResultSink::check_space() const {
+  const std::optional<uint64_t> free = free_space_ ? free_space_(h5_->path()) : std::nullopt;
+  if (!free) return;
+  uint64_t needed = kSpaceMargin;
+  for (const auto& r : pending_) needed += 2 * estimated_bytes(r);  // new heap space may come before the old is freed
+  if (*free >= needed) return;
+  throw std::runtime_error("cannot write results to " + h5_->path() + ": the disk is (nearly) full, " +
+                           std::to_string(*free >> 10) + " KiB free, a flush of " + std::to_string(pending_.size()) +
+                           " rows needs about " + std::to_string(needed >> 10) +
+                           " KiB; the file was left as it was after its last flush");
+}
+
+void ResultSink::fail_h5(const std::string& message) {
+  h5_error_ = message;
+  pending_.clear();  // never handed to the file, so closing it writes nothing more
+  throw std::runtime_error(message);
+}
+
 void ResultSink::flush() {
-  h5_->flush();
-  unflushed_ = 0;
+  if (!h5_error_.empty()) throw std::runtime_error(h5_error_);
+  try {
+    check_space();
+    for (const auto& r : pending_) h5_->append(r);
+    pending_.clear();
+    h5_->flush();
+  } catch (const std::exception& e) {
+    fail_h5(e.what());
+  }
   last_flush_ = now_seconds();
 }
 
@@ -238,7 +289,7 @@ void ResultSink::finish() {
   std::exception_ptr first_error;
   if (h5_) {
     try {
-      h5_->flush();
+      flush();
       h5_->close();
     } catch (...) {
       first_error = std::current_exception();

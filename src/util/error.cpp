@@ -4,8 +4,17 @@
 namespace glacier {
 
 void fail_invariant(const char* expr, const char* file, int line, const std::string& msg) {
-  throw InternalError(std::string("internal error at ") + file + ":" + std::to_string(line) + ": " +
-                      msg + " (" + expr + ")");
+  // Built with += : GCC 12 warns falsely (-Wrestrict) on long operator+ chains of std::string.
+  std::string text = "internal error at ";
+  text += file;
+  text += ":";
+  text += std::to_string(line);
+  text += ": ";
+  text += msg;
+  text += " (";
+  text += expr;
+  text += ")";
+  throw InternalError(text);
 }
 
 }  // namespace glacier

@@ -2,6 +2,7 @@
 // refresh limits (10 per second on a terminal, one line per 10 s in a log) with a test-driven clock.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 

@@ -1,0 +1,120 @@
+// glacier_mkmodel: writes a llama-architecture GGUF model with seeded random weights, so a job can run
+// with no downloaded model and benchmarks can use real sizes (tiny, llama-1b, llama-7b or custom).
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "model/synthetic_model.h"
+#include "util/error.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr uint64_t kProgressMinBytes = uint64_t{256} << 20;  // smaller models finish before it matters
+
+struct Request {
+  glacier::model::SyntheticModelSpec spec;
+  std::string out;
+};
+
+std::optional<Request> parse(int argc, char** argv) {
+  std::string preset = "tiny", type = "f32", out, vocab_from, name;
+  int32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, ctx = 2048;
+  float rope_base = 10000.0f;
+  uint64_t seed = 1;
+  int threads = 0;
+  po::options_description opts(
+      "usage: glacier_mkmodel [--preset tiny|llama-1b|llama-7b] [--type T] [--seed N] --out PATH\n\n"
+      "Writes a llama GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
+      "give the same bytes. Explicit shape options override the preset");
+  opts.add_options()
+      ("help,h", "print this help")
+      ("preset", po::value(&preset)->default_value(preset), "tiny (64 wide, 2 layers, own vocab) | llama-1b | llama-7b")
+      ("n-embd", po::value(&n_embd), "embedding width")
+      ("n-layer", po::value(&n_layer), "transformer blocks")
+      ("n-head", po::value(&n_head), "attention heads")
+      ("n-head-kv", po::value(&n_head_kv), "key/value heads (a divisor of --n-head)")
+      ("n-ff", po::value(&n_ff), "feed-forward width")
+      ("n-vocab", po::value(&n_vocab), "vocabulary size (built-in vocabulary cut or padded to it)")
+      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 (norms stay f32)")
+      ("seed", po::value(&seed)->default_value(seed), "random seed of the weights")
+      ("vocab-from", po::value(&vocab_from), "copy every tokenizer.* key from this GGUF file (n_vocab = its token count)")
+      ("ctx", po::value(&ctx)->default_value(ctx), "llama.context_length")
+      ("rope-base", po::value(&rope_base)->default_value(rope_base, "10000"), "llama.rope.freq_base")
+      ("name", po::value(&name), "general.name (default glacier-synthetic[-PRESET])")
+      ("threads,t", po::value(&threads)->default_value(threads), "generator threads (0 = all; the bytes do not depend on it)")
+      ("out,o", po::value(&out), "output GGUF file (required)");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw glacier::InputError(std::string("command line: ") + e.what() + " (see --help)");
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return std::nullopt;
+  }
+  if (out.empty()) throw glacier::InputError("option --out: expected an output file path, found nothing (the option is required)");
+
+  Request r;
+  r.out = out;
+  glacier::model::SyntheticModelSpec& s = r.spec;
+  s = glacier::model::synthetic_preset(preset);
+  if (vm.count("n-embd")) s.n_embd = n_embd;
+  if (vm.count("n-layer")) s.n_layer = n_layer;
+  if (vm.count("n-head")) s.n_head = n_head;
+  if (vm.count("n-head-kv")) s.n_head_kv = n_head_kv;
+  if (vm.count("n-ff")) s.n_ff = n_ff;
+  // A vocabulary file decides the size unless --n-vocab is given too (then the two must agree).
+  if (vm.count("n-vocab")) {
+    s.n_vocab = n_vocab;
+  } else if (!vocab_from.empty()) {
+    s.n_vocab = 0;
+  }
+  if (vm.count("n-vocab") && n_vocab == 0)
+    throw glacier::InputError("option --n-vocab: expected a vocabulary size >= 259, found 0");
+  if (vm.count("name")) s.name = name;
+  s.weight_type = glacier::model::synthetic_weight_type(type);
+  s.seed = seed;
+  s.vocab_from = vocab_from;
+  s.n_ctx = ctx;
+  s.rope_base = rope_base;
+  s.threads = threads;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::optional<Request> r = parse(argc, argv);
+    if (!r) return 0;
+    int last_tenth = 0;
+    auto progress = [&](const std::string& tensor, uint64_t done, uint64_t total) {
+      if (total < kProgressMinBytes) return;
+      const int tenth = static_cast<int>(done * 10 / total);
+      if (tenth == last_tenth) return;
+      last_tenth = tenth;
+      std::fprintf(stderr, "glacier_mkmodel: %3d%% (%s)\n", tenth * 10, tensor.c_str());
+    };
+    const auto summary = glacier::model::write_synthetic_model(r->spec, r->out, progress);
+    std::printf("wrote %s\n", r->out.c_str());
+    std::printf("parameters: %llu (%.2f M), vocabulary %d tokens\n", static_cast<unsigned long long>(summary.n_params),
+                static_cast<double>(summary.n_params) / 1e6, summary.n_vocab);
+    std::printf("file size: %llu bytes (%.2f MiB)\n", static_cast<unsigned long long>(summary.file_bytes),
+                static_cast<double>(summary.file_bytes) / (1024.0 * 1024.0));
+    return 0;
+  } catch (const glacier::InputError& e) {
+    std::fprintf(stderr, "glacier_mkmodel: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "glacier_mkmodel: internal error: %s\n", e.what());
+    return 1;
+  }
+}
