@@ -1,0 +1,340 @@
+// Synthetic llama models: spec checks, metadata (llama.* and tokenizer.* keys), and weights drawn row by
+// row from seeded streams, encoded and streamed to disk in chunks so memory stays far below model size.
+#include "model/synthetic_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_stream_writer.h"
+#include "kernels/quantize.h"
+#include "model/synthetic_vocab.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace glacier::model {
+namespace {
+
+constexpr int32_t kTinyMinVocab = 512;
+constexpr size_t kChunkBytes = size_t{32} << 20;  // encoded bytes generated between two writes
+// Gains keep activations finite through every layer: each matrix maps unit-rms inputs to unit-std
+// outputs, so the residual stream grows only like sqrt(layers).
+constexpr float kMatrixGain = 1.0f;
+constexpr float kEmbeddingStd = 0.5f;
+constexpr float kNormSpread = 0.05f;  // norm weights 1 + 0.05 N(0,1): a missing norm multiply shows
+
+[[noreturn]] void bad_option(const std::string& option, const std::string& expected, const std::string& found) {
+  throw InputError("synthetic model option --" + option + ": expected " + expected + ", found " + found);
+}
+
+// splitmix64's finalizer: spreads (seed, tensor, row) into well-separated generator seeds.
+uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// FNV-1a: a tensor's streams depend on its name, not on its position in the file.
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+gguf::TensorType gguf_type(kernels::WeightType t) {
+  switch (t) {
+    case kernels::WeightType::F32: return gguf::TensorType::F32;
+    case kernels::WeightType::F16: return gguf::TensorType::F16;
+    case kernels::WeightType::BF16: return gguf::TensorType::BF16;
+    case kernels::WeightType::Q8_0: return gguf::TensorType::Q8_0;
+    case kernels::WeightType::Q4_0: return gguf::TensorType::Q4_0;
+  }
+  GLACIER_ASSERT(false, "unknown weight type");
+  return gguf::TensorType::F32;
+}
+
+const char* lower_type_name(kernels::WeightType t) {
+  switch (t) {
+    case kernels::WeightType::F32: return "f32";
+    case kernels::WeightType::F16: return "f16";
+    case kernels::WeightType::BF16: return "bf16";
+    case kernels::WeightType::Q8_0: return "q8_0";
+    case kernels::WeightType::Q4_0: return "q4_0";
+  }
+  GLACIER_ASSERT(false, "unknown weight type");
+  return "";
+}
+
+// general.file_type: llama.cpp's "mostly TYPE" codes.
+uint32_t file_type_code(kernels::WeightType t) {
+  switch (t) {
+    case kernels::WeightType::F32: return 0;
+    case kernels::WeightType::F16: return 1;
+    case kernels::WeightType::Q4_0: return 2;
+    case kernels::WeightType::Q8_0: return 7;
+    case kernels::WeightType::BF16: return 32;
+  }
+  GLACIER_ASSERT(false, "unknown weight type");
+  return 0;
+}
+
+enum class Fill { Matrix, Embedding, Norm };
+
+struct PlannedTensor {
+  std::string name;
+  int64_t cols = 0;  // row length (ggml ne[0])
+  int64_t rows = 1;  // 1 for a vector
+  bool is_vector = false;
+  Fill fill = Fill::Matrix;
+  kernels::WeightType type = kernels::WeightType::F32;
+};
+
+std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_vocab) {
+  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t q_dim = s.n_head * head_dim, kv_dim = s.n_head_kv * head_dim;
+  const kernels::WeightType wt = s.weight_type;
+  auto matrix = [wt](std::string name, int64_t cols, int64_t rows) {
+    return PlannedTensor{std::move(name), cols, rows, false, Fill::Matrix, wt};
+  };
+  auto norm = [&s](std::string name) {
+    return PlannedTensor{std::move(name), s.n_embd, 1, true, Fill::Norm, kernels::WeightType::F32};
+  };
+  std::vector<PlannedTensor> plan;
+  plan.push_back(PlannedTensor{"token_embd.weight", s.n_embd, n_vocab, false, Fill::Embedding, wt});
+  for (int32_t l = 0; l < s.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    plan.push_back(norm(b + "attn_norm.weight"));
+    plan.push_back(matrix(b + "attn_q.weight", s.n_embd, q_dim));
+    plan.push_back(matrix(b + "attn_k.weight", s.n_embd, kv_dim));
+    plan.push_back(matrix(b + "attn_v.weight", s.n_embd, kv_dim));
+    plan.push_back(matrix(b + "attn_output.weight", q_dim, s.n_embd));
+    plan.push_back(norm(b + "ffn_norm.weight"));
+    plan.push_back(matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff));
+    plan.push_back(matrix(b + "ffn_up.weight", s.n_embd, s.n_ff));
+    plan.push_back(matrix(b + "ffn_down.weight", s.n_ff, s.n_embd));
+  }
+  plan.push_back(norm("output_norm.weight"));
+  plan.push_back(matrix("output.weight", s.n_embd, n_vocab));
+  return plan;
+}
+
+void check_spec(const SyntheticModelSpec& s) {
+  auto positive = [](const std::string& option, int64_t v, int64_t max) {
+    if (v < 1 || v > max) bad_option(option, "an integer in 1.." + std::to_string(max), std::to_string(v));
+  };
+  positive("n-embd", s.n_embd, 1 << 20);
+  positive("n-layer", s.n_layer, 4096);
+  positive("n-head", s.n_head, 4096);
+  positive("n-head-kv", s.n_head_kv, 4096);
+  positive("n-ff", s.n_ff, 1 << 22);
+  positive("ctx", s.n_ctx, 1 << 30);
+  if (s.n_embd % s.n_head != 0)
+    bad_option("n-head", "a divisor of --n-embd " + std::to_string(s.n_embd), std::to_string(s.n_head));
+  if ((s.n_embd / s.n_head) % 2 != 0)
+    bad_option("n-head", "a head count giving an even head size (rotary pairs), n_embd / n_head",
+               std::to_string(s.n_embd) + " / " + std::to_string(s.n_head) + " = " + std::to_string(s.n_embd / s.n_head));
+  if (s.n_head % s.n_head_kv != 0)
+    bad_option("n-head-kv", "a divisor of --n-head " + std::to_string(s.n_head), std::to_string(s.n_head_kv));
+  if (s.weight_type == kernels::WeightType::Q8_0 || s.weight_type == kernels::WeightType::Q4_0) {
+    const std::string why = "a multiple of 32 (the block size of --type " +
+                            std::string(lower_type_name(s.weight_type)) + ")";
+    if (s.n_embd % 32 != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
+    if (s.n_ff % 32 != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
+  }
+  if (!(s.rope_base > 1.0f) || !std::isfinite(s.rope_base))
+    bad_option("rope-base", "a finite value > 1", std::to_string(s.rope_base));
+  if (!(s.rms_eps > 0.0f && s.rms_eps < 1.0f)) bad_option("rms-eps", "a value in (0, 1)", std::to_string(s.rms_eps));
+  if (s.threads < 0) bad_option("threads", "a count >= 0", std::to_string(s.threads));
+}
+
+// Copies every tokenizer.* key of the vocabulary file; returns its token count.
+int32_t copy_vocab_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
+  const auto file = gguf::File::open(s.vocab_from);
+  const char* const tokens_key = "tokenizer.ggml.tokens";
+  const gguf::Value* tokens = file->find(tokens_key);
+  const gguf::Array* items = tokens ? std::get_if<gguf::Array>(&tokens->data) : nullptr;
+  if (!items || items->elem_type != gguf::ValueType::STRING || items->items.empty())
+    throw InputError(s.vocab_from + ": key '" + tokens_key + "': expected a non-empty array of strings, found " +
+                     (tokens ? gguf::value_type_name(tokens->type) : "nothing (key missing)"));
+  const auto count = static_cast<int64_t>(items->items.size());
+  if (count > (1 << 30)) bad_option("vocab-from", "at most 2^30 tokens", std::to_string(count));
+  if (s.n_vocab != 0 && s.n_vocab != count)
+    bad_option("n-vocab", "the token count of --vocab-from " + s.vocab_from + " (" + std::to_string(count) + ")",
+               std::to_string(s.n_vocab));
+  for (const auto& [key, value] : file->metadata())
+    if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+  return static_cast<int32_t>(count);
+}
+
+int32_t write_builtin_vocab(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
+  int32_t n_vocab = s.n_vocab;
+  if (n_vocab == 0) n_vocab = std::max(kTinyMinVocab, builtin_vocab_size());
+  if (n_vocab < SyntheticVocab::kMinSize || n_vocab > (1 << 30))
+    bad_option("n-vocab", "at least " + std::to_string(SyntheticVocab::kMinSize) +
+                              " (3 special and 256 byte tokens) and at most 2^30", std::to_string(n_vocab));
+  const SyntheticVocab v = make_synthetic_vocab(n_vocab);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_u32("tokenizer.ggml.bos_token_id", SyntheticVocab::kBos);
+  w.set_u32("tokenizer.ggml.eos_token_id", SyntheticVocab::kEos);
+  w.set_u32("tokenizer.ggml.unknown_token_id", SyntheticVocab::kUnk);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  return n_vocab;
+}
+
+// general.* and llama.* keys; llama.vocab_size is a placeholder until the vocabulary is known (set()
+// replaces it in place, so the key order stays general, llama, tokenizer).
+void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", s.name);
+  w.set_u32("general.file_type", file_type_code(s.weight_type));
+  if (s.weight_type == kernels::WeightType::Q8_0 || s.weight_type == kernels::WeightType::Q4_0)
+    w.set_u32("general.quantization_version", 2);
+  w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_f32("llama.rope.freq_base", s.rope_base);
+  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
+  w.set_u32("llama.vocab_size", 0);
+}
+
+void fill_row(const PlannedTensor& t, uint64_t tensor_seed, int64_t row, float* out) {
+  fill_standard_normal(mix64(tensor_seed ^ mix64(static_cast<uint64_t>(row))), out, t.cols);
+  switch (t.fill) {
+    case Fill::Matrix: {
+      const float scale = kMatrixGain / std::sqrt(static_cast<float>(t.cols));
+      for (int64_t i = 0; i < t.cols; ++i) out[i] *= scale;
+      break;
+    }
+    case Fill::Embedding:
+      for (int64_t i = 0; i < t.cols; ++i) out[i] *= kEmbeddingStd;
+      break;
+    case Fill::Norm:
+      for (int64_t i = 0; i < t.cols; ++i) out[i] = 1.0f + kNormSpread * out[i];
+      break;
+  }
+}
+
+void stream_tensor(const PlannedTensor& t, uint64_t seed, ThreadPool& pool, gguf::StreamWriter& w) {
+  const size_t row_bytes = kernels::encoded_bytes(t.type, t.cols);
+  const int64_t chunk_rows = std::clamp<int64_t>(static_cast<int64_t>(kChunkBytes / row_bytes), 1, t.rows);
+  std::vector<uint8_t> chunk(static_cast<size_t>(chunk_rows) * row_bytes);
+  const uint64_t tensor_seed = mix64(mix64(seed) ^ name_hash(t.name));
+  for (int64_t first = 0; first < t.rows; first += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, t.rows - first);
+    pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> row(static_cast<size_t>(t.cols));
+      for (int64_t r = begin; r < end; ++r) {
+        fill_row(t, tensor_seed, first + r, row.data());
+        kernels::encode_row(t.type, row.data(), chunk.data() + static_cast<size_t>(r) * row_bytes, t.cols);
+      }
+    });
+    w.write_data(chunk.data(), static_cast<size_t>(n) * row_bytes);
+  }
+}
+
+std::string checked_temp_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) bad_option("out", "an output file path", "nothing");
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    bad_option("out", "a path in an existing directory", "'" + path + "' (no directory '" + parent.string() + "')");
+  if (fs::is_directory(path, ec)) bad_option("out", "a file path", "'" + path + "', a directory");
+  return path + ".partial";
+}
+
+}  // namespace
+
+SyntheticModelSpec synthetic_preset(const std::string& preset) {
+  SyntheticModelSpec s;
+  if (preset == "tiny") return s;  // the struct's defaults
+  s.n_vocab = 32000;
+  s.n_head = 32;
+  if (preset == "llama-1b") {
+    s.n_embd = 2048, s.n_layer = 16, s.n_ff = 8192, s.n_head_kv = 8;
+  } else if (preset == "llama-7b") {
+    s.n_embd = 4096, s.n_layer = 32, s.n_ff = 11008, s.n_head_kv = 32;
+  } else {
+    bad_option("preset", "tiny, llama-1b or llama-7b", "'" + preset + "'");
+  }
+  s.name = "glacier-synthetic-" + preset;
+  return s;
+}
+
+kernels::WeightType synthetic_weight_type(const std::string& name) {
+  for (kernels::WeightType t : {kernels::WeightType::F32, kernels::WeightType::F16, kernels::WeightType::BF16,
+                                kernels::WeightType::Q8_0, kernels::WeightType::Q4_0})
+    if (name == lower_type_name(t)) return t;
+  bad_option("type", "f32, f16, bf16, q8_0 or q4_0", "'" + name + "'");
+}
+
+void fill_standard_normal(uint64_t stream_seed, float* out, int64_t n) {
+  constexpr double kTwoPi = 6.283185307179586476925286766559;
+  constexpr double kUnit = 1.0 / 9007199254740992.0;  // 2^-53: top 53 bits -> [0, 1)
+  std::mt19937_64 bits(stream_seed);
+  for (int64_t i = 0; i < n; i += 2) {
+    // u1 in (0, 1] keeps the logarithm finite.
+    const double u1 = (static_cast<double>(bits() >> 11) + 1.0) * kUnit;
+    const double u2 = static_cast<double>(bits() >> 11) * kUnit;
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    out[i] = static_cast<float>(radius * std::cos(kTwoPi * u2));
+    if (i + 1 < n) out[i + 1] = static_cast<float>(radius * std::sin(kTwoPi * u2));
+  }
+}
+
+SyntheticModelSummary write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path,
+                                            const SyntheticProgress& progress) {
+  check_spec(spec);
+  const std::string temp = checked_temp_path(path);
+
+  gguf::StreamWriter w;
+  write_model_keys(spec, w);
+  const int32_t n_vocab = spec.vocab_from.empty() ? write_builtin_vocab(spec, w) : copy_vocab_keys(spec, w);
+  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+
+  SyntheticModelSummary summary;
+  summary.n_vocab = n_vocab;
+  const std::vector<PlannedTensor> plan = plan_tensors(spec, n_vocab);
+  uint64_t total = 0;
+  for (const PlannedTensor& t : plan) {
+    std::vector<int64_t> ne = t.is_vector ? std::vector<int64_t>{t.cols} : std::vector<int64_t>{t.cols, t.rows};
+    total += w.add_tensor_info(t.name, gguf_type(t.type), ne);
+    summary.n_params += static_cast<uint64_t>(t.cols * t.rows);
+  }
+
+  const int threads = spec.threads > 0 ? spec.threads : std::max(1u, std::thread::hardware_concurrency());
+  ThreadPool pool(threads);
+  try {
+    w.open(temp);
+    uint64_t done = 0;
+    for (const PlannedTensor& t : plan) {
+      stream_tensor(t, spec.seed, pool, w);
+      done += kernels::encoded_bytes(t.type, t.cols * t.rows);
+      if (progress) progress(t.name, done, total);
+    }
+    w.close();
+    std::error_code ec;
+    std::filesystem::rename(temp, path, ec);
+    if (ec) throw InputError(path + ": cannot move the finished model from " + temp + " here: " + ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw;
+  }
+  summary.file_bytes = w.bytes_written();
+  return summary;
+}
+
+}  // namespace glacier::model

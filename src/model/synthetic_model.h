@@ -1,0 +1,55 @@
+// Writes llama-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
+// run on a machine with no downloads, and speed work gets real-sized models. Streams tensor by tensor.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+
+namespace glacier::model {
+
+struct SyntheticModelSpec {
+  std::string name = "glacier-synthetic";
+  int32_t n_vocab = 0;  // 0: the built-in vocabulary's size, or the --vocab-from file's token count
+  int32_t n_embd = 64;
+  int32_t n_layer = 2;
+  int32_t n_head = 4;
+  int32_t n_head_kv = 2;
+  int32_t n_ff = 128;
+  int32_t n_ctx = 2048;
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  kernels::WeightType weight_type = kernels::WeightType::F32;  // 2-D weights; norms stay f32
+  uint64_t seed = 1;
+  std::string vocab_from;  // a GGUF file whose tokenizer.* keys are copied; empty = built-in vocabulary
+  int threads = 0;         // 0 = all hardware threads; the bytes never depend on it
+};
+
+// "tiny", "llama-1b", "llama-7b"; InputError listing them for any other name.
+SyntheticModelSpec synthetic_preset(const std::string& preset);
+// "f32", "f16", "bf16", "q8_0", "q4_0"; InputError listing them for any other name.
+kernels::WeightType synthetic_weight_type(const std::string& name);
+
+struct SyntheticModelSummary {
+  int32_t n_vocab = 0;
+  uint64_t n_params = 0;
+  uint64_t file_bytes = 0;
+};
+
+// Called after each tensor: its name, data bytes written so far and in total.
+using SyntheticProgress = std::function<void(const std::string& tensor, uint64_t done, uint64_t total)>;
+
+// Validates the spec (InputError naming the option, what was expected and what was found), then
+// writes the model to `path` via a temporary file beside it, so a failed run leaves no partial model.
+// The bytes depend only on the spec (not on `threads`).
+SyntheticModelSummary write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path,
+                                            const SyntheticProgress& progress = {});
+
+// Fills out[0..n) with standard normal values from a std::mt19937_64 seeded with `stream_seed`,
+// through a Box-Muller transform of its own, so values do not depend on the standard library's
+// distribution code. Each weight row is one such stream.
+void fill_standard_normal(uint64_t stream_seed, float* out, int64_t n);
+
+}  // namespace glacier::model
