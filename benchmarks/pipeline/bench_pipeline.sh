@@ -7,6 +7,8 @@ set -euo pipefail
 BUILD=${1:-build}
 MODEL=${2:-}
 THREADS=${THREADS:-2}
+UBATCH=${UBATCH:-128}
+LAYERS=${LAYERS:-}  # e.g. 0:4,4:8 to override the byte-balanced split for np 2
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -34,7 +36,7 @@ run() {  # np threads prompts max_tokens field(prompt|generated) -> tok/s, peak 
   local np=$1 threads=$2 prompts=$3 max=$4 field=$5
   local log=$WORK/run.log
   $MPIRUN -np "$np" "$BUILD/glacier_mpi" --model "$MODEL" --prompts "$WORK/$prompts" --jsonl "$WORK/out.jsonl" \
-    --max-tokens "$max" --threads "$threads" --bind none --ubatch 256 > "$log" 2>&1
+    --max-tokens "$max" --threads "$threads" --bind none --ubatch "$UBATCH" $( [ "$np" = 2 ] && [ -n "$LAYERS" ] && echo --layers "$LAYERS" ) > "$log" 2>&1
   local rate
   if [ "$field" = prompt ]; then
     rate=$(sed -n 's/.*s: \([0-9.]*\) prompt tok\/s.*/\1/p' "$log")

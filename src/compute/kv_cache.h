@@ -3,7 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 namespace glacier::compute {
 
@@ -23,10 +23,11 @@ class KvCache {
  private:
   float* at(int kv, int32_t layer, int32_t slot, int32_t pos) {
     size_t idx = ((static_cast<size_t>(kv) * n_layers_ + layer) * n_slots_ + slot) * n_ctx_ + pos;
-    return data_.data() + idx * kv_dim_;
+    return data_.get() + idx * kv_dim_;
   }
   int32_t n_layers_, n_slots_, n_ctx_, kv_dim_;
-  std::vector<float> data_;
+  // Not zeroed: attention reads only positions already written, and untouched pages cost no memory.
+  std::unique_ptr<float[]> data_;
 };
 
 }  // namespace glacier::compute
