@@ -80,18 +80,6 @@ std::string blk(int32_t layer, const char* what) { return "blk." + std::to_strin
 
 }  // namespace
 
-kernels::WeightType weight_type_of(const gguf::File& f, const gguf::TensorInfo& t) {
-  switch (t.type) {
-    case gguf::TensorType::F32: return kernels::WeightType::F32;
-    case gguf::TensorType::F16: return kernels::WeightType::F16;
-    case gguf::TensorType::BF16: return kernels::WeightType::BF16;
-    case gguf::TensorType::Q8_0: return kernels::WeightType::Q8_0;
-    case gguf::TensorType::Q4_0: return kernels::WeightType::Q4_0;
-    default:
-      throw InputError(f.path() + ": tensor '" + t.name + "': expected a supported weight type (f32, f16, bf16, q8_0, q4_0), found " +
-                       gguf::type_name(t.type));
-  }
-}
 
 ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange layers, bool has_embedding,
                         bool has_head) {
