@@ -8,6 +8,7 @@
 
 #include "common/job_runner.h"
 #include "common/test_env.h"
+#include "io/hdf5_trace.h"
 
 using glacier::testing::read_jsonl;
 using glacier::testing::run_glacier;
@@ -118,6 +119,29 @@ TEST(PipelineSetupErrors, BadLayerSplitFailsFastOnEveryRank) {
     EXPECT_EQ(run.exit_code, 2) << split << "\n" << run.output;
     EXPECT_NE(run.output.find("option --layers '" + split + "'"), std::string::npos) << run.output;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The int8 wire carries n_embd int8 values and one f32 scale a token: the trace's send rows say so.
+TEST(PipelineWire, Int8TraceShowsEmbdPlusFourBytesPerToken) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const std::string dir = glacier::testing::scratch_dir("int8");
+  auto run = run_glacier(3, "--model " + model + " --prompts " + kPrompts + " --out " + dir + "/r.h5 --jsonl " + dir +
+                                "/r.jsonl --max-tokens 16 --wire int8");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const auto& row : read_jsonl(dir + "/r.jsonl")) EXPECT_EQ(row["status"], "ok");
+  const auto trace = glacier::io::read_trace(dir + "/r.h5");
+  constexpr int64_t kEmbd = 64;  // stories260K
+  int forward_sends = 0;
+  for (const auto& t : trace) {
+    if (t.phase != glacier::io::TracePhase::Send || t.rank == 2 || t.tokens == 0) continue;  // rank 2 sends results
+    EXPECT_EQ(t.bytes, t.tokens * (kEmbd + 4)) << "rank " << t.rank << " micro-batch " << t.microbatch;
+    ++forward_sends;
+  }
+  EXPECT_GT(forward_sends, 0);
 }
 
 }  // namespace
