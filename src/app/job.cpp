@@ -26,7 +26,7 @@
 #include "model/model_weights.h"
 #include "model/tokenizer.h"
 #include "pipeline/local_ring.h"
-#include "pipeline/mpi_ring.h"
+#include "pipeline/pipeline_ring.h"
 #include "pipeline/partition.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_loop.h"
@@ -227,12 +227,12 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   int code = kExitOk;
   if (ch.rank() == 0) {
     std::unique_ptr<pipeline::Ring> ring;
-    pipeline::MpiRing* mpi_ring = nullptr;
+    pipeline::PipelineRing* pipeline_ring = nullptr;
     if (ch.size() == 1) {
       ring = std::make_unique<pipeline::LocalRing>(*s.stage, sopt.max_in_flight);
     } else {
-      auto r = std::make_unique<pipeline::MpiRing>(ch, *s.stage, ch.size(), sopt.max_in_flight, codec, trace);
-      mpi_ring = r.get();
+      auto r = std::make_unique<pipeline::PipelineRing>(ch, *s.stage, ch.size(), sopt.max_in_flight, codec, trace);
+      pipeline_ring = r.get();
       ring = std::move(r);
     }
     if (o.mode == "perplexity") {
@@ -251,7 +251,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       prov.mode = o.mode;
       code = drive_prompts(o, *tok, *ring, sopt, prov);
     }
-    if (mpi_ring) mpi_ring->shutdown();
+    if (pipeline_ring) pipeline_ring->shutdown();
   } else {
     pipeline::run_stage_loop(ch, *s.stage, ch.rank(), ch.size(), codec, trace);
   }

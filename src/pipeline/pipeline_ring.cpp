@@ -1,12 +1,12 @@
-// MpiRing: results return in submission order (every stage handles micro-batches in order and each
+// PipelineRing: results return in submission order (every stage handles micro-batches in order and each
 // link is FIFO), so back receives are posted in a ring and completed oldest first.
-#include "pipeline/mpi_ring.h"
+#include "pipeline/pipeline_ring.h"
 
 #include "util/error.h"
 
 namespace glacier::pipeline {
 
-MpiRing::MpiRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight,
+PipelineRing::PipelineRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight,
                  WireCodec codec, TraceLog& trace)
     : ch_(ch), stage_(stage), n_stages_(n_stages), codec_(codec), trace_(trace),
       x_(static_cast<size_t>(stage.max_tokens()) * stage.config().n_embd),
@@ -21,13 +21,13 @@ MpiRing::MpiRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stag
   stage_.set_layer_hook([this] { ch_.progress(); });
 }
 
-MpiRing::~MpiRing() {
+PipelineRing::~PipelineRing() {
   if (!shut_) {
     for (auto& r : back_req_) ch_.cancel(r);
   }
 }
 
-void MpiRing::submit(const compute::MicroBatch& mb) {
+void PipelineRing::submit(const compute::MicroBatch& mb) {
   double t = trace_.now();
   stage_.embed(mb, x_.data());
   stage_.run_layers(mb, x_.data());
@@ -42,7 +42,7 @@ void MpiRing::submit(const compute::MicroBatch& mb) {
   next_send_ = (next_send_ + 1) % send_buf_.size();
 }
 
-bool MpiRing::poll(compute::MicroBatchResult& out, bool wait) {
+bool PipelineRing::poll(compute::MicroBatchResult& out, bool wait) {
   comm::Request& req = back_req_[next_back_];
   size_t bytes = 0;
   const double t = trace_.now();
@@ -60,7 +60,7 @@ bool MpiRing::poll(compute::MicroBatchResult& out, bool wait) {
   return true;
 }
 
-void MpiRing::shutdown() {
+void PipelineRing::shutdown() {
   for (auto& r : send_req_)
     if (r.active()) ch_.wait(r);
   std::vector<uint8_t> msg = encode_shutdown();

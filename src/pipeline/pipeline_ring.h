@@ -1,5 +1,6 @@
-// The driver's view of a pipeline over several ranks: this rank (stage 0) embeds and runs its own
-// layers, then streams the activations to stage 1; results come back from the last stage. Up to
+// The driver's view of a pipeline over several ranks (over any Channel: MPI, or threads in tests):
+// this rank (stage 0) embeds and runs its own layers, then streams the activations to stage 1;
+// results come back from the last stage. Up to
 // `max_in_flight` micro-batches travel at once, each with its own send buffer and a receive posted
 // for its result, so transfers overlap compute on every stage.
 #pragma once
@@ -14,11 +15,11 @@
 
 namespace glacier::pipeline {
 
-class MpiRing : public Ring {
+class PipelineRing : public Ring {
  public:
-  MpiRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight, WireCodec codec,
+  PipelineRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight, WireCodec codec,
           TraceLog& trace);
-  ~MpiRing() override;
+  ~PipelineRing() override;
   int n_stages() const override { return n_stages_; }
   void submit(const compute::MicroBatch& mb) override;
   bool poll(compute::MicroBatchResult& out, bool wait) override;
