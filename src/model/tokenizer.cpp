@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gguf/gguf_file.h"
+#include "model/bpe_tokenizer.h"
 #include "model/spm_tokenizer.h"
 #include "model/vocab.h"
 #include "util/error.h"
@@ -15,10 +16,11 @@ namespace glacier::model {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
   const char* const key = "tokenizer.ggml.model";
-  const char* const supported = "\"llama\" (SentencePiece)";
+  const char* const supported = "\"llama\" (SentencePiece), \"gpt2\" (byte-level BPE)";
   const std::optional<std::string> model = file.find_string(key);
   if (!model) throw InputError(file.path() + ": key '" + key + "' is missing (expected one of " + supported + ")");
   if (*model == "llama") return std::make_unique<SpmTokenizer>(Vocab::load(file, SpmTokenizer::defaults()));
+  if (*model == "gpt2") return BpeTokenizer::load(file);
   throw InputError(file.path() + ": key '" + key + "': expected one of " + supported + ", found \"" + *model +
                    "\" (not supported)");
 }
