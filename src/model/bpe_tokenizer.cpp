@@ -113,7 +113,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const gguf::File& file) {
 }
 
 BpeTokenizer::BpeTokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizerKind kind)
-    : vocab_(std::move(vocab)),
+    : VocabTokenizer(std::move(vocab)),
       kind_(kind),
       pre_(PreTokenizer::get(kind)),
       ignore_merges_(kind == PreTokenizerKind::Llama3) {
@@ -258,30 +258,6 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
       const int32_t byte_id = vocab_.find(std::string_view(&c, 1));
       if (byte_id >= 0) out.push_back(byte_id);
     }
-  }
-}
-
-std::string BpeTokenizer::token_to_piece(int32_t id, bool special) const {
-  check_id(id);
-  const TokenType t = vocab_.type(id);
-  if (!special && (t == TokenType::Control || t == TokenType::Unknown)) return {};
-  return pieces_[static_cast<size_t>(id)];
-}
-
-const std::string& BpeTokenizer::token_text(int32_t id) const {
-  check_id(id);
-  return vocab_.text(id);
-}
-
-TokenType BpeTokenizer::token_type(int32_t id) const {
-  check_id(id);
-  return vocab_.type(id);
-}
-
-void BpeTokenizer::check_id(int32_t id) const {
-  if (!vocab_.contains(id)) {
-    throw InputError(vocab_.source() + ": token id " + std::to_string(id) + " is out of range (expected 0.." +
-                     std::to_string(vocab_.size() - 1) + ")");
   }
 }
 

@@ -77,7 +77,7 @@ VocabDefaults SpmTokenizer::defaults() {
   return d;
 }
 
-SpmTokenizer::SpmTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
+SpmTokenizer::SpmTokenizer(Vocab vocab) : VocabTokenizer(std::move(vocab)) {
   const int32_t n = vocab_.size();
   pieces_.resize(static_cast<size_t>(n));
   for (int32_t id = 0; id < n; ++id) {
@@ -193,30 +193,6 @@ void SpmTokenizer::append_bytes(std::string_view bytes, std::vector<int32_t>& ou
                        " (expected a byte token \"<0xNN>\" or an unknown token, found neither)");
     }
     out.push_back(id);
-  }
-}
-
-std::string SpmTokenizer::token_to_piece(int32_t id, bool special) const {
-  check_id(id);
-  const TokenType t = vocab_.type(id);
-  if (!special && (t == TokenType::Control || t == TokenType::Unknown)) return {};
-  return pieces_[static_cast<size_t>(id)];
-}
-
-const std::string& SpmTokenizer::token_text(int32_t id) const {
-  check_id(id);
-  return vocab_.text(id);
-}
-
-TokenType SpmTokenizer::token_type(int32_t id) const {
-  check_id(id);
-  return vocab_.type(id);
-}
-
-void SpmTokenizer::check_id(int32_t id) const {
-  if (!vocab_.contains(id)) {
-    throw InputError(vocab_.source() + ": token id " + std::to_string(id) + " is out of range (expected 0.." +
-                     std::to_string(vocab_.size() - 1) + ")");
   }
 }
 
