@@ -3,10 +3,30 @@
 
 #include <cstring>
 
+#include "kernels/k_quant_layout.h"
 #include "kernels/quant_blocks.h"
 #include "util/error.h"
 
 namespace glacier::kernels {
+
+namespace {
+
+// Q4_K/Q5_K: x = (d * scale) * q - dmin * min per 32-element sub-block.
+template <class Block>
+void dequantize_k4(const Block* b, int64_t n, int (*level)(const Block&, int), float* out) {
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = fp16_to_f32(b[i].d), dmin = fp16_to_f32(b[i].dmin);
+    for (int s = 0; s < 8; ++s) {
+      int scale, min;
+      k4_scale_min(b[i].scales, s, scale, min);
+      const float ds = d * static_cast<float>(scale), ms = dmin * static_cast<float>(min);
+      for (int j = 32 * s; j < 32 * s + 32; ++j)
+        out[i * kQK_K + j] = ds * static_cast<float>(level(b[i], j)) - ms;
+    }
+  }
+}
+
+}  // namespace
 
 void dequantize_row(const Matrix& w, int64_t row, float* out) {
   GLACIER_ASSERT(row >= 0 && row < w.rows, "row index within the matrix");
@@ -40,6 +60,22 @@ void dequantize_row(const Matrix& w, int64_t row, float* out) {
           out[i * kQK4_0 + j] = d * static_cast<float>((b[i].qs[j] & 0x0f) - 8);
           out[i * kQK4_0 + j + kQK4_0 / 2] = d * static_cast<float>((b[i].qs[j] >> 4) - 8);
         }
+      }
+      return;
+    }
+    case WeightType::Q4_K:
+      dequantize_k4(reinterpret_cast<const BlockQ4_K*>(src), n, q4_k_level, out);
+      return;
+    case WeightType::Q5_K:
+      dequantize_k4(reinterpret_cast<const BlockQ5_K*>(src), n, q5_k_level, out);
+      return;
+    case WeightType::Q6_K: {
+      const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        // (d * scale) * q, left to right, as ggml's row dequantizer rounds it.
+        for (int j = 0; j < kQK_K; ++j)
+          out[i * kQK_K + j] = d * static_cast<float>(b[i].scales[j / 16]) * static_cast<float>(q6_k_level(b[i], j));
       }
       return;
     }

@@ -13,7 +13,21 @@ namespace glacier::kernels {
 
 namespace {
 
-bool is_block_type(WeightType t) { return t == WeightType::Q8_0 || t == WeightType::Q4_0; }
+// Elements per block of the weight type (and of the activation blocks it is multiplied with).
+int64_t block_elements(WeightType t) {
+  switch (t) {
+    case WeightType::F32:
+    case WeightType::F16:
+    case WeightType::BF16: return 1;
+    case WeightType::Q8_0:
+    case WeightType::Q4_0: return kQK8_0;
+    case WeightType::Q4_K:
+    case WeightType::Q5_K:
+    case WeightType::Q6_K: return kQK_K;
+  }
+  GLACIER_ASSERT(false, "unknown weight type");
+  return 1;
+}
 
 size_t prepared_row_bytes(WeightType t, int64_t cols) {
   switch (t) {
@@ -22,6 +36,9 @@ size_t prepared_row_bytes(WeightType t, int64_t cols) {
     case WeightType::BF16: return static_cast<size_t>(cols) * sizeof(uint16_t);
     case WeightType::Q8_0:
     case WeightType::Q4_0: return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
+    case WeightType::Q4_K:
+    case WeightType::Q5_K:
+    case WeightType::Q6_K: return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ8_K);
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 0;
@@ -29,9 +46,9 @@ size_t prepared_row_bytes(WeightType t, int64_t cols) {
 
 void check_cols(WeightType t, int64_t cols) {
   GLACIER_ASSERT(cols >= 0, "negative column count");
-  GLACIER_ASSERT(!is_block_type(t) || cols % kQK8_0 == 0,
-                 std::string(weight_type_name(t)) + " needs cols a multiple of 32, got " +
-                     std::to_string(cols));
+  GLACIER_ASSERT(cols % block_elements(t) == 0,
+                 std::string(weight_type_name(t)) + " needs cols a multiple of " +
+                     std::to_string(block_elements(t)) + ", got " + std::to_string(cols));
 }
 
 DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
@@ -42,6 +59,9 @@ DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
     case WeightType::BF16: return k.bf16_bf16_tile;
     case WeightType::Q8_0: return k.q8_0_q8_0_tile;
     case WeightType::Q4_0: return k.q4_0_q8_0_tile;
+    case WeightType::Q4_K: return k.q4_k_q8_k_tile;
+    case WeightType::Q5_K: return k.q5_k_q8_k_tile;
+    case WeightType::Q6_K: return k.q6_k_q8_k_tile;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return nullptr;
@@ -59,6 +79,9 @@ const char* weight_type_name(WeightType t) {
     case WeightType::BF16: return "BF16";
     case WeightType::Q8_0: return "Q8_0";
     case WeightType::Q4_0: return "Q4_0";
+    case WeightType::Q4_K: return "Q4_K";
+    case WeightType::Q5_K: return "Q5_K";
+    case WeightType::Q6_K: return "Q6_K";
   }
   return "?";
 }
@@ -102,6 +125,11 @@ PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_
       case WeightType::Q4_0:
         // Every variant's quantizer is bit-identical to the reference, so the ISA cannot leak in.
         k.quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0*>(dst), cols);
+        break;
+      case WeightType::Q4_K:
+      case WeightType::Q5_K:
+      case WeightType::Q6_K:
+        k.quantize_row_q8_k(src, reinterpret_cast<BlockQ8_K*>(dst), cols);
         break;
     }
   }

@@ -8,7 +8,7 @@
 
 namespace glacier::kernels {
 
-enum class WeightType { F32, F16, BF16, Q8_0, Q4_0 };
+enum class WeightType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
 const char* weight_type_name(WeightType t);
 
 // A weight matrix: `rows` output features, each a contiguous row of `cols` input features.
@@ -25,8 +25,8 @@ struct Matrix {
 };
 
 // Activations converted once per batch into the form the weight type's dot product consumes
-// (as ggml-cpu does: Q8_0 rows for Q8_0/Q4_0 weights, f16 rows for F16, bf16 rows for BF16,
-// f32 rows for F32). Storage is caller-provided: see activation_bytes().
+// (as ggml-cpu does: Q8_0 rows for Q8_0/Q4_0 weights, Q8_K rows for Q4_K/Q5_K/Q6_K, f16 rows for
+// F16, bf16 rows for BF16, f32 rows for F32). Storage is caller-provided: see activation_bytes().
 struct PreparedActivations {
   WeightType for_type = WeightType::F32;
   const void* data = nullptr;

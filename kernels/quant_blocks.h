@@ -24,6 +24,63 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+constexpr int kQK_K = 256;            // elements per K-quant super-block
+constexpr int kKScaleBytes = 12;      // packed 6-bit scales and mins of Q4_K/Q5_K
+
+// Q4_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min (packed, see k4_scale_min);
+// element 64c + l (l < 32) is the low nibble of qs[32c + l], element 64c + 32 + l its high nibble;
+// x = d * scale_s * q - dmin * min_s for sub-block s = element / 32.
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q5_K: Q4_K plus a fifth bit: element 64c + l takes bit 2c of qh[l], element 64c + 32 + l bit 2c + 1.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales; 6-bit q = 4 low bits from ql, 2 high bits from qh,
+// x = d * scales[element / 16] * (q - 32). In half h (128 elements) with l < 32, elements +l, +32+l,
+// +64+l, +96+l take the low nibble of ql[64h + l], of ql[64h + 32 + l], the high nibble of
+// ql[64h + l], of ql[64h + 32 + l], and bits 0-1, 2-3, 4-5, 6-7 of qh[32h + l].
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Q8_K: activations for the K-quant dots; f32 scale (x = d * q) and the sum of each 16 q's.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// Scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block: sub-blocks 0-3 keep them in the low
+// 6 bits of bytes j and j + 4; sub-blocks 4-7 take 4 bits from byte j + 4 and their top 2 bits from
+// the spare top bits of bytes j - 4 (scale) and j (min).
+[[gnu::always_inline]] inline void k4_scale_min(const uint8_t* packed, int j, int& scale, int& min) {
+  if (j < 4) {
+    scale = packed[j] & 63;
+    min = packed[j + 4] & 63;
+  } else {
+    scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
+    min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+  }
+}
+
 // The multiplier that maps a Q8_0 block onto [-127, 127], as ggml-cpu's x86 path computes it:
 // 127 / amax (not 1 / (amax / 127), which rounds differently), 0 for an all-zero block. Values are
 // then rounded half to even. Matching this exactly matters: one quantized value off by one moves the

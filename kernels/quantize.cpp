@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "util/error.h"
 
@@ -23,6 +24,14 @@ size_t encoded_bytes(WeightType t, int64_t n) {
     case WeightType::Q4_0:
       GLACIER_ASSERT(n % kQK4_0 == 0, "q4_0 row length is not a multiple of 32");
       return count / kQK4_0 * sizeof(BlockQ4_0);
+    case WeightType::Q4_K:
+    case WeightType::Q5_K:
+    case WeightType::Q6_K: {
+      GLACIER_ASSERT(n % kQK_K == 0, "k-quant row length is not a multiple of 256");
+      const size_t block = t == WeightType::Q4_K ? sizeof(BlockQ4_K)
+                           : t == WeightType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+      return count / kQK_K * block;
+    }
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 0;
@@ -92,6 +101,12 @@ void encode_row(WeightType t, const float* x, void* out, int64_t n) {
       return;
     case WeightType::Q4_0:
       encode_row_q4_0(x, static_cast<BlockQ4_0*>(out), n);
+      return;
+    case WeightType::Q4_K:
+    case WeightType::Q5_K:
+    case WeightType::Q6_K:
+      // K-quant files come from llama-quantize; writing them needs its scale search, not done here.
+      GLACIER_ASSERT(false, std::string("no encoder for ") + weight_type_name(t) + " weights");
       return;
   }
   GLACIER_ASSERT(false, "unknown weight type");

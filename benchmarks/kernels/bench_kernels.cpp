@@ -29,6 +29,9 @@ size_t row_bytes(WeightType t, int64_t cols) {
     case WeightType::BF16: return size_t(cols) * 2;
     case WeightType::Q8_0: return size_t(cols / 32) * sizeof(kernels::BlockQ8_0);
     case WeightType::Q4_0: return size_t(cols / 32) * sizeof(kernels::BlockQ4_0);
+    case WeightType::Q4_K: return size_t(cols / 256) * 144;  // super-block sizes of the GGUF layout
+    case WeightType::Q5_K: return size_t(cols / 256) * 176;
+    case WeightType::Q6_K: return size_t(cols / 256) * 210;
   }
   return 0;
 }
@@ -87,6 +90,9 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
       case WeightType::BF16: return k.bf16_bf16_tile;
       case WeightType::Q8_0: return k.q8_0_q8_0_tile;
       case WeightType::Q4_0: return k.q4_0_q8_0_tile;
+      case WeightType::Q4_K: return k.q4_k_q8_k_tile;
+      case WeightType::Q5_K: return k.q5_k_q8_k_tile;
+      case WeightType::Q6_K: return k.q6_k_q8_k_tile;
     }
     return k.f32_f32_tile;
   }();

@@ -6,6 +6,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/f32_dot_order.h"
+#include "kernels/ref/dot_k_quant_ref.h"
 
 namespace glacier::kernels {
 
@@ -117,6 +118,13 @@ const DotKernels& ref_kernels() {
       tile_by_rows<BlockQ8_0, BlockQ8_0, dot_q8_0_ref>,
       tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_ref>,
       tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_block_sums_ref>,
+      dot_q4_k_q8_k_ref,
+      dot_q5_k_q8_k_ref,
+      dot_q6_k_q8_k_ref,
+      quantize_row_q8_k_ref,
+      tile_by_rows<BlockQ4_K, BlockQ8_K, dot_q4_k_q8_k_ref>,
+      tile_by_rows<BlockQ5_K, BlockQ8_K, dot_q5_k_q8_k_ref>,
+      tile_by_rows<BlockQ6_K, BlockQ8_K, dot_q6_k_q8_k_ref>,
   };
   return table;
 }

@@ -1,4 +1,4 @@
-// AVX2 + FMA + F16C variants of the dot kernels and Q8_0 row quantization.
+// AVX2 + FMA + F16C variants of the dot kernels and Q8_0 row quantization (K-quants: k_quant_avx2.h).
 // Int8 products use maddubs with |w| and x carrying w's sign (exact while x stays in [-127, 127],
 // which quantize_row_q8_0 guarantees); each activation row keeps its own accumulators (dot_tile.h).
 #include <immintrin.h>
@@ -7,6 +7,7 @@
 
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
+#include "kernels/x86/k_quant_avx2.h"
 
 namespace glacier::kernels {
 
@@ -222,6 +223,13 @@ const DotKernels& avx2_kernels() {
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
       simd::dot_tile<Q4BlockSumDot>,
+      simd::dot_single<kquant::Q4KDot>,
+      simd::dot_single<kquant::Q5KDot>,
+      simd::dot_single<kquant::Q6KDot>,
+      kquant::quantize_row_q8_k,
+      simd::dot_tile<kquant::Q4KDot>,
+      simd::dot_tile<kquant::Q5KDot>,
+      simd::dot_tile<kquant::Q6KDot>,
   };
   return table;
 }

@@ -1,6 +1,7 @@
 // AVX-512 (F/BW/DQ/VL/VNNI/BF16) variants of the dot kernels and Q8_0 row quantization.
 // Int8 blocks go two to a zmm through VNNI dpbusd (unsigned x signed bytes); bf16 uses dpbf16ps,
 // which treats subnormal bf16 inputs and results as zero (covered by the tests' absolute tolerance).
+// K-quants reuse the 256-bit code of k_quant_avx2.h: ggml's order is defined on 8 lanes anyway.
 #include <immintrin.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
+#include "kernels/x86/k_quant_avx2.h"
 
 namespace glacier::kernels {
 
@@ -254,6 +256,13 @@ const DotKernels& avx512_kernels() {
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
       simd::dot_tile<Q4BlockSumDot>,
+      simd::dot_single<kquant::Q4KDot>,
+      simd::dot_single<kquant::Q5KDot>,
+      simd::dot_single<kquant::Q6KDot>,
+      kquant::quantize_row_q8_k,
+      simd::dot_tile<kquant::Q4KDot>,
+      simd::dot_tile<kquant::Q5KDot>,
+      simd::dot_tile<kquant::Q6KDot>,
   };
   return table;
 }

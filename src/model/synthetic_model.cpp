@@ -52,6 +52,9 @@ gguf::TensorType gguf_type(kernels::WeightType t) {
     case kernels::WeightType::BF16: return gguf::TensorType::BF16;
     case kernels::WeightType::Q8_0: return gguf::TensorType::Q8_0;
     case kernels::WeightType::Q4_0: return gguf::TensorType::Q4_0;
+    case kernels::WeightType::Q4_K: return gguf::TensorType::Q4_K;
+    case kernels::WeightType::Q5_K: return gguf::TensorType::Q5_K;
+    case kernels::WeightType::Q6_K: return gguf::TensorType::Q6_K;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return gguf::TensorType::F32;
@@ -64,6 +67,9 @@ const char* lower_type_name(kernels::WeightType t) {
     case kernels::WeightType::BF16: return "bf16";
     case kernels::WeightType::Q8_0: return "q8_0";
     case kernels::WeightType::Q4_0: return "q4_0";
+    case kernels::WeightType::Q4_K: return "q4_k";
+    case kernels::WeightType::Q5_K: return "q5_k";
+    case kernels::WeightType::Q6_K: return "q6_k";
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return "";
@@ -77,6 +83,9 @@ uint32_t file_type_code(kernels::WeightType t) {
     case kernels::WeightType::Q4_0: return 2;
     case kernels::WeightType::Q8_0: return 7;
     case kernels::WeightType::BF16: return 32;
+    case kernels::WeightType::Q4_K: return 15;  // "mostly Q4_K_M"
+    case kernels::WeightType::Q5_K: return 17;  // "mostly Q5_K_M"
+    case kernels::WeightType::Q6_K: return 18;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 0;

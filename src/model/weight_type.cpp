@@ -13,8 +13,12 @@ kernels::WeightType weight_type_of(const gguf::File& f, const gguf::TensorInfo& 
     case gguf::TensorType::BF16: return kernels::WeightType::BF16;
     case gguf::TensorType::Q8_0: return kernels::WeightType::Q8_0;
     case gguf::TensorType::Q4_0: return kernels::WeightType::Q4_0;
+    case gguf::TensorType::Q4_K: return kernels::WeightType::Q4_K;
+    case gguf::TensorType::Q5_K: return kernels::WeightType::Q5_K;
+    case gguf::TensorType::Q6_K: return kernels::WeightType::Q6_K;
     default:
-      throw InputError(f.path() + ": tensor '" + t.name + "': expected a supported weight type (f32, f16, bf16, q8_0, q4_0), found " +
+      throw InputError(f.path() + ": tensor '" + t.name +
+                       "': expected a supported weight type (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k), found " +
                        gguf::type_name(t.type));
   }
 }

@@ -1,0 +1,146 @@
+// K-quant dots in ggml-cpu's x86 (AVX2) arithmetic order: per super-block, lane l (0..7) holds the
+// exact integer sum over elements with (i mod 32) in [4l, 4l + 4) of scale * q * q8; the lanes are
+// fused into an 8-lane float accumulator with d = q8.d * fp16(w.d) and summed by hsum8 at the end.
+// The mins term of Q4_K/Q5_K comes from the Q8_K block sums and is accumulated apart (4 lanes for
+// Q4_K, one scalar for Q5_K), as there.
+#include "kernels/ref/dot_k_quant_ref.h"
+
+#include <cmath>
+
+#include "kernels/k_quant_layout.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+float hsum8(const float (&acc)[8]) {
+  float t4[4];
+  for (int l = 0; l < 4; ++l) t4[l] = acc[4 + l] + acc[l];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+// Sum of the 32 activation q's of sub-block s, from the two 16-element block sums.
+int32_t sub_block_sum(const BlockQ8_K& x, int s) { return int32_t{x.bsums[2 * s]} + int32_t{x.bsums[2 * s + 1]}; }
+
+// mins_k * sum(q8 of sub-block) paired two sub-blocks a lane: lane k covers sub-blocks 2k and 2k + 1.
+void mins_lanes(const uint8_t* packed, const BlockQ8_K& x, int32_t (&lanes)[4]) {
+  for (int k = 0; k < 4; ++k) {
+    int s0, m0, s1, m1;
+    k4_scale_min(packed, 2 * k, s0, m0);
+    k4_scale_min(packed, 2 * k + 1, s1, m1);
+    lanes[k] = m0 * sub_block_sum(x, 2 * k) + m1 * sub_block_sum(x, 2 * k + 1);
+  }
+}
+
+// Integer lanes of one Q4_K/Q5_K super-block: scale of each 32-element sub-block times its q * q8.
+template <class Block, int (*Level)(const Block&, int)>
+void scaled_lanes_k4(const Block& w, const BlockQ8_K& x, int32_t (&lanes)[8]) {
+  for (int32_t& l : lanes) l = 0;
+  for (int s = 0; s < 8; ++s) {
+    int scale, min;
+    k4_scale_min(w.scales, s, scale, min);
+    for (int l = 0; l < 8; ++l) {
+      int32_t quad = 0;
+      for (int e = 0; e < 4; ++e) {
+        const int i = 32 * s + 4 * l + e;
+        quad += Level(w, i) * int32_t{x.qs[i]};
+      }
+      lanes[l] += scale * quad;
+    }
+  }
+}
+
+}  // namespace
+
+float dot_q4_k_q8_k_ref(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n) {
+  float acc[8] = {};
+  float acc_m[4] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = x[b].d * fp16_to_f32(w[b].d);
+    const float dmin = -x[b].d * fp16_to_f32(w[b].dmin);
+    int32_t mins[4];
+    mins_lanes(w[b].scales, x[b], mins);
+    for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, static_cast<float>(mins[k]), acc_m[k]);
+    int32_t lanes[8];
+    scaled_lanes_k4<BlockQ4_K, q4_k_level>(w[b], x[b], lanes);
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+  }
+  return hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+}
+
+float dot_q5_k_q8_k_ref(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n) {
+  float acc[8] = {};
+  float summs = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = x[b].d * fp16_to_f32(w[b].d);
+    const float dmin = -x[b].d * fp16_to_f32(w[b].dmin);
+    int32_t mins[4];
+    mins_lanes(w[b].scales, x[b], mins);
+    const int32_t mins_total = (mins[0] + mins[1]) + (mins[2] + mins[3]);
+    summs = std::fma(dmin, static_cast<float>(mins_total), summs);
+    int32_t lanes[8];
+    scaled_lanes_k4<BlockQ5_K, q5_k_level>(w[b], x[b], lanes);
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+  }
+  return hsum8(acc) + summs;
+}
+
+float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = x[b].d * fp16_to_f32(w[b].d);
+    int32_t lanes[8] = {};
+    for (int s = 0; s < 16; ++s) {  // 16-element sub-blocks: lanes 0-3 or 4-7 of a 32-element chunk
+      const int32_t scale = w[b].scales[s];
+      for (int l = 4 * (s % 2); l < 4 * (s % 2) + 4; ++l) {
+        int32_t quad = 0;
+        for (int e = 0; e < 4; ++e) {
+          const int i = 32 * (s / 2) + 4 * l + e;
+          quad += q6_k_level(w[b], i) * int32_t{x[b].qs[i]};
+        }
+        lanes[l] += scale * quad;
+      }
+    }
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+  }
+  return hsum8(acc);
+}
+
+void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    float amax = 0.0f, max = 0.0f;  // largest magnitude and its signed value (first on ties)
+    for (int j = 0; j < kQK_K; ++j) {
+      if (std::fabs(xb[j]) > amax) {
+        amax = std::fabs(xb[j]);
+        max = xb[j];
+      }
+    }
+    BlockQ8_K& out = y[b];
+    // -127/max puts the extreme element at -127 whatever its sign, so q never needs -128.
+    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+    if (amax == 0.0f || !std::isfinite(iscale)) {
+      // All zero, or a subnormal max whose multiplier overflows: ggml's integer rounding trick turns
+      // every q into 0 there, and d = 1/iscale is then a signed zero.
+      out.d = amax == 0.0f ? 0.0f : 1.0f / iscale;
+      for (int8_t& q : out.qs) q = 0;
+      for (int16_t& s : out.bsums) s = 0;
+      continue;
+    }
+    // ggml rounds with nearest_int(iscale * x), i.e. adds 1.5 * 2^23 and keeps the mantissa; its
+    // build contracts that multiply-add into one fma, so the exact product is rounded (half to even)
+    // without first rounding it to float. Matched against the synth-llama-q4_k logits, where the
+    // separately rounded product flips one activation and moves logits by 0.04.
+    constexpr float kMagic = 12582912.0f;
+    for (int j = 0; j < kQK_K; ++j)
+      out.qs[j] = static_cast<int8_t>(std::fmin(127.0f, std::fma(iscale, xb[j], kMagic) - kMagic));
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int sum = 0;
+      for (int j = 16 * g; j < 16 * g + 16; ++j) sum += out.qs[j];
+      out.bsums[g] = static_cast<int16_t>(sum);
+    }
+    out.d = 1.0f / iscale;
+  }
+}
+
+}  // namespace glacier::kernels

@@ -1,0 +1,225 @@
+// K-quant x Q8_K dots and Q8_K row quantization in 256-bit AVX2 registers, in ggml-cpu's AVX2 order
+// (see ref/dot_k_quant_ref.cpp). Included by the AVX2 and the AVX-512 variant: everything sits in an
+// anonymous namespace, so each translation unit keeps its own copy built with its own flags.
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/quant_blocks.h"
+
+namespace glacier::kernels {
+namespace {
+namespace kquant {
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// (hi + lo) per lane, then (t0 + t2) + (t1 + t3): the reference's hsum8.
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hsum4(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+// Decoded Q4_K/Q5_K super-block: 8 vectors of 32 unsigned levels (one per sub-block), each sub-block's
+// scale broadcast to 16 int16 lanes, and the 8 mins as int16.
+struct K4Block {
+  __m256i levels[8];
+  __m256i scale[8];
+  __m128i mins;
+};
+
+inline void unpack_scales(const uint8_t* packed, K4Block& k) {
+  int sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    k4_scale_min(packed, j, sc[j], mn[j]);
+    k.scale[j] = _mm256_set1_epi16(static_cast<int16_t>(sc[j]));
+  }
+  k.mins = _mm_setr_epi16(mn[0], mn[1], mn[2], mn[3], mn[4], mn[5], mn[6], mn[7]);
+}
+
+inline void unpack_nibbles(const uint8_t* qs, K4Block& k) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  for (int c = 0; c < 4; ++c) {
+    const __m256i bits = load256(qs + 32 * c);
+    k.levels[2 * c] = _mm256_and_si256(bits, m4);
+    k.levels[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+  }
+}
+
+inline K4Block decode(const BlockQ4_K& b) {
+  K4Block k;
+  unpack_scales(b.scales, k);
+  unpack_nibbles(b.qs, k);
+  return k;
+}
+
+inline K4Block decode(const BlockQ5_K& b) {
+  K4Block k;
+  unpack_scales(b.scales, k);
+  unpack_nibbles(b.qs, k);
+  const __m256i hbits = load256(b.qh);
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int s = 0; s < 8; ++s) {
+    // 16-bit shifts are per byte here: only bit 0 of each byte survives the mask, and 1 << 4 stays in it.
+    const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(s)), one);
+    k.levels[s] = _mm256_or_si256(k.levels[s], _mm256_slli_epi16(bit, 4));
+  }
+  return k;
+}
+
+// mins_k * (q8 sum of sub-block) in 4 lanes, sub-blocks 2k and 2k + 1 in lane k.
+inline __m128i mins_products(__m128i mins, const BlockQ8_K& x) {
+  const __m256i sums16 = load256(x.bsums);
+  const __m128i per_sub_block = _mm_hadd_epi16(_mm256_castsi256_si128(sums16), _mm256_extracti128_si256(sums16, 1));
+  return _mm_madd_epi16(mins, per_sub_block);
+}
+
+// Lane l: sum over sub-blocks of scale * (levels . q8) over elements 4l..4l+3 of the sub-block.
+inline __m256i scaled_lanes(const K4Block& k, const BlockQ8_K& x) {
+  __m256i sumi = _mm256_setzero_si256();
+  for (int s = 0; s < 8; ++s) {
+    const __m256i pairs = _mm256_maddubs_epi16(k.levels[s], load256(x.qs + 32 * s));
+    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[s], pairs));
+  }
+  return sumi;
+}
+
+template <class Block, bool kScalarMins>
+struct K4Dot {
+  using W = Block;
+  using X = BlockQ8_K;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m256 acc[R];
+    __m128 acc_m[R];  // Q4_K: mins in 4 lanes
+    float summs[R];   // Q5_K: mins in one scalar
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm256_setzero_ps();
+      acc_m[r] = _mm_setzero_ps();
+      summs[r] = 0.0f;
+    }
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      const K4Block k = decode(w[b]);
+      const float wd = _cvtsh_ss(w[b].d), wdmin = _cvtsh_ss(w[b].dmin);
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8_K& xb = x[r][b];
+        const float d = xb.d * wd;
+        const float dmin = -xb.d * wdmin;
+        const __m128i mins = mins_products(k.mins, xb);
+        if constexpr (kScalarMins) {
+          const __m128i pairs = _mm_hadd_epi32(mins, _mm_setzero_si128());
+          const int32_t total = _mm_cvtsi128_si32(_mm_hadd_epi32(pairs, _mm_setzero_si128()));
+          summs[r] = std::fma(dmin, static_cast<float>(total), summs[r]);
+        } else {
+          acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m[r]);
+        }
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(scaled_lanes(k, xb)), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + (kScalarMins ? summs[r] : hsum4(acc_m[r]));
+  }
+};
+
+using Q4KDot = K4Dot<BlockQ4_K, false>;
+using Q5KDot = K4Dot<BlockQ5_K, true>;
+
+struct Q6KDot {
+  using W = BlockQ6_K;
+  using X = BlockQ8_K;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      const BlockQ6_K& wb = w[b];
+      __m256i levels[8], scale[8];  // per 32-element chunk: unsigned 6-bit levels; scales of its two halves
+      for (int h = 0; h < 2; ++h) {
+        const __m256i lo1 = load256(wb.ql + 64 * h), lo2 = load256(wb.ql + 64 * h + 32);
+        const __m256i hb = load256(wb.qh + 32 * h);
+        auto high = [&](int shift) {
+          return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(shift)), m2), 4);
+        };
+        levels[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(lo1, m4), high(0));
+        levels[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(lo2, m4), high(2));
+        levels[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), high(4));
+        levels[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo2, 4), m4), high(6));
+      }
+      for (int c = 0; c < 8; ++c)
+        scale[c] = _mm256_set_m128i(_mm_set1_epi16(wb.scales[2 * c + 1]), _mm_set1_epi16(wb.scales[2 * c]));
+      const float wd = _cvtsh_ss(wb.d);
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8_K& xb = x[r][b];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i q8 = load256(xb.qs + 32 * c);
+          // (level - 32) . q8 as level . q8 - 32 . q8: maddubs needs the unsigned operand.
+          const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(levels[c], q8), _mm256_maddubs_epi16(m32, q8));
+          sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[c], pairs));
+        }
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(xb.d * wd), _mm256_cvtepi32_ps(sumi), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+  }
+};
+
+// Q8_K quantization, bit-identical to quantize_row_q8_k_ref.
+inline void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    BlockQ8_K& out = y[b];
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < kQK_K; k += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign_bit, _mm256_loadu_ps(xb + k)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    int first = 0;  // the first element of largest magnitude gives the sign, as in the reference
+    while (amax != 0.0f && std::fabs(xb[first]) != amax) ++first;
+    const float iscale = amax != 0.0f ? -127.0f / xb[first] : 0.0f;
+    if (amax == 0.0f || !std::isfinite(iscale)) {  // see quantize_row_q8_k_ref
+      out.d = amax == 0.0f ? 0.0f : 1.0f / iscale;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.bsums), _mm256_setzero_si256());
+      for (int k = 0; k < kQK_K; k += 32) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs + k), _mm256_setzero_si256());
+      continue;
+    }
+    const __m256 scale = _mm256_set1_ps(iscale);
+    const __m256i top = _mm256_set1_epi32(127);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);  // fused rounding, see quantize_row_q8_k_ref
+    for (int k = 0; k < kQK_K; k += 32) {
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i) {
+        const __m256 v = _mm256_sub_ps(_mm256_fmadd_ps(scale, _mm256_loadu_ps(xb + k + 8 * i), magic), magic);
+        q[i] = _mm256_min_epi32(_mm256_cvttps_epi32(v), top);
+      }
+      // packs interleave 128-bit lanes; the permute restores element order.
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs + k),
+                          _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      // 16 bytes widened to int16 and summed pairwise: exact (|sum| <= 16 * 127).
+      const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(out.qs + 16 * g)));
+      __m128i s = _mm_add_epi16(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
+      s = _mm_add_epi16(s, _mm_shuffle_epi32(s, 0x4e));
+      s = _mm_add_epi16(s, _mm_shuffle_epi32(s, 0xb1));
+      s = _mm_add_epi16(s, _mm_srli_epi32(s, 16));
+      out.bsums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(s));
+    }
+    out.d = 1.0f / iscale;
+  }
+}
+
+}  // namespace kquant
+}  // namespace
+}  // namespace glacier::kernels
