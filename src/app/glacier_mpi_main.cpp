@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
       auto channel = glacier::comm::make_mpi_channel();
       code = glacier::app::run_job(*options, *channel);
     }
+  } catch (const glacier::app::JobFailed& e) {
+    if (rank == 0) GLACIER_LOG_ERROR("%s", e.what());
+    code = e.code();
   } catch (const glacier::InputError& e) {
     if (rank == 0) GLACIER_LOG_ERROR("%s", e.what());
     code = glacier::app::kExitInputError;

@@ -150,7 +150,11 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ri
   };
   pipeline::Scheduler sched(
       sopt, ring, [&](const pipeline::SequenceOutcome& out) { return ends_generation(tok, plans[out.seq], out); },
-      [&](pipeline::SequenceOutcome&& out) { emit(make_result(tok, plans[out.seq], out)); });
+      [&](pipeline::SequenceOutcome&& out) {
+        io::ResultRecord r = make_result(tok, plans[out.seq], out);
+        if (r.status == "error") r.error = o.prompts + ":" + std::to_string(plans[out.seq].record.line) + ": " + r.error;
+        emit(r);
+      });
   // Polled every scheduling round: keeps the file and the progress line fresh, and drains on SIGTERM.
   sched.set_drain_check([&] {
     sink.tick();
@@ -191,12 +195,29 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ri
   return kExitOk;
 }
 
+Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const std::vector<std::string>& hosts);
+
 std::string tensor_type_summary(const gguf::File& f) {
   std::map<std::string, int> counts;
   for (const auto& t : f.tensors()) counts[gguf::type_name(t.type)]++;
   std::string s;
   for (const auto& [name, n] : counts) s += (s.empty() ? "" : ",") + name + ":" + std::to_string(n);
   return s;
+}
+
+Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const std::vector<std::string>& hosts) {
+  Provenance prov;
+  prov.model_path = o.model;
+  prov.model_bytes = s.file->file_size();
+  prov.model_sha256 = sha256_file(o.model);
+  prov.tensor_types = tensor_type_summary(*s.file);
+  prov.layer_split = pipeline::format_layer_split(s.split);
+  prov.ranks = ranks;
+  for (const std::string& h : hosts) prov.hosts += (prov.hosts.empty() ? "" : ",") + h;
+  prov.options = describe_options(o);
+  prov.version = kVersion;
+  prov.mode = o.mode;
+  return prov;
 }
 
 }  // namespace
@@ -225,6 +246,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(s, ch.size());
   int code = kExitOk;
+  std::optional<std::string> driver_error;
   if (ch.rank() == 0) {
     std::unique_ptr<pipeline::Ring> ring;
     pipeline::PipelineRing* pipeline_ring = nullptr;
@@ -235,27 +257,29 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       pipeline_ring = r.get();
       ring = std::move(r);
     }
-    if (o.mode == "perplexity") {
-      code = drive_perplexity(o, *tok, *ring, sopt);
-    } else {
-      Provenance prov;
-      prov.model_path = o.model;
-      prov.model_bytes = s.file->file_size();
-      prov.model_sha256 = sha256_file(o.model);
-      prov.tensor_types = tensor_type_summary(*s.file);
-      prov.layer_split = pipeline::format_layer_split(s.split);
-      prov.ranks = ch.size();
-      for (const std::string& h : hosts) prov.hosts += (prov.hosts.empty() ? "" : ",") + h;
-      prov.options = describe_options(o);
-      prov.version = kVersion;
-      prov.mode = o.mode;
-      code = drive_prompts(o, *tok, *ring, sopt, prov);
+    // A failure while driving (a refused --resume, an unreadable prompt file, a full disk) must still
+    // end the ring cleanly, or the other ranks would wait forever for the shutdown message.
+    try {
+      if (o.mode == "perplexity") {
+        code = drive_perplexity(o, *tok, *ring, sopt);
+      } else {
+        code = drive_prompts(o, *tok, *ring, sopt, provenance(o, s, ch.size(), hosts));
+      }
+    } catch (const InputError& e) {
+      driver_error = e.what();
+      code = kExitInputError;
+    } catch (const std::exception& e) {
+      driver_error = e.what();
+      code = kExitFailure;
     }
     if (pipeline_ring) pipeline_ring->shutdown();
   } else {
     pipeline::run_stage_loop(ch, *s.stage, ch.rank(), ch.size(), codec, trace);
   }
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
+  // Every rank learns whether the driver failed; then nobody touches the output file again.
+  const std::vector<int64_t> codes = ch.allgather(code);
+  if (auto failed = ch.agree_on_error(driver_error)) throw JobFailed(*failed, static_cast<int>(codes[0]));
   ch.barrier();
   if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace);
   return code;

@@ -40,6 +40,7 @@ void PipelineRing::submit(const compute::MicroBatch& mb) {
   req = ch_.isend(buf.data(), buf.size(), 1, kTagForward);
   trace_.add(mb.id, Phase::Send, t_compute, trace_.now(), mb.n_tokens(), static_cast<int64_t>(payload));
   next_send_ = (next_send_ + 1) % send_buf_.size();
+  ++in_flight_;
 }
 
 bool PipelineRing::poll(compute::MicroBatchResult& out, bool wait) {
@@ -57,10 +58,13 @@ bool PipelineRing::poll(compute::MicroBatchResult& out, bool wait) {
   trace_.add(out.id, Phase::Recv, t_arrived, trace_.now(), 0, static_cast<int64_t>(bytes));
   req = ch_.irecv(back_buf_[next_back_].data(), back_buf_[next_back_].size(), n_stages_ - 1, kTagBack);
   next_back_ = (next_back_ + 1) % back_buf_.size();
+  --in_flight_;
   return true;
 }
 
 void PipelineRing::shutdown() {
+  compute::MicroBatchResult discard;
+  while (in_flight_ > 0) poll(discard, /*wait=*/true);
   for (auto& r : send_req_)
     if (r.active()) ch_.wait(r);
   std::vector<uint8_t> msg = encode_shutdown();

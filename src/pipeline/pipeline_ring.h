@@ -23,7 +23,8 @@ class PipelineRing : public Ring {
   int n_stages() const override { return n_stages_; }
   void submit(const compute::MicroBatch& mb) override;
   bool poll(compute::MicroBatchResult& out, bool wait) override;
-  // Sends the shutdown message down the ring (after every result came back) and releases buffers.
+  // Takes back every result still in flight (a driver that stopped early discards them), then sends the
+  // shutdown message down the ring and releases buffers.
   void shutdown();
 
  private:
@@ -40,6 +41,7 @@ class PipelineRing : public Ring {
   std::vector<comm::Request> back_req_;
   size_t next_back_ = 0;
   bool shut_ = false;
+  int64_t in_flight_ = 0;
 };
 
 }  // namespace glacier::pipeline

@@ -1,0 +1,302 @@
+// A stories260K job over 300 prompts that is stopped part way (SIGUSR1 drains it, SIGKILL kills every
+// process) and finished with --resume must give the uninterrupted run's JSONL byte for byte and the same
+// HDF5 rows; a --resume whose model or options differ is refused without touching the earlier outputs.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "common/job_runner.h"
+#include "common/process.h"
+#include "common/test_env.h"
+#include "io/hdf5_results.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using glacier::io::ResultRecord;
+using glacier::testing::BackgroundProcess;
+using glacier::testing::read_text;
+using glacier::testing::run_glacier;
+
+constexpr int kPromptCount = 300;
+constexpr int kMaxTokens = 48;
+constexpr int kFlushEvery = 4;
+constexpr int kExitInterrupted = 75;  // src/app/job.h: stopped by a signal after flushing
+constexpr int kExitInputError = 2;
+// One job takes a few seconds here; the limit only stops a hung job (each must stay under ~60 s).
+constexpr int kJobTimeLimitS = 60;
+// A refusal comes before any prompt runs: seconds at most, so a hang is cut short.
+constexpr int kRefusalTimeLimitS = 20;
+constexpr double kPartWayTimeoutS = 30.0;
+// Results arrive in bursts of up to one per KV slot (32 by default): past the first burst, with
+// several --flush-every flushes on disk and most prompts still to come.
+constexpr long kPartWayLines = 50;
+
+// Varied short prompts; every fifth one is sampled (temperature 0.8, its own seed) so that resuming a
+// sampled request is covered as well as greedy ones.
+std::string write_prompts(const std::string& dir) {
+  static const char* const subjects[] = {"a little cat", "the old dog", "a small girl", "Tom", "Lily",
+                                         "a big bear", "the king", "a happy bird", "Ben", "the red ball",
+                                         "Sue and her mom"};
+  static const char* const actions[] = {"went to the park", "found a box", "wanted to play", "was very sad",
+                                        "saw a tall tree", "had a new toy", "liked to sing", "ran very fast",
+                                        "said \"hello\""};
+  const std::string path = dir + "/prompts.jsonl";
+  std::ofstream out(path);
+  for (int i = 1; i <= kPromptCount; ++i) {
+    std::string id = "p";  // built with += (GCC 12 warns falsely on "p" + std::to_string(i))
+    id += std::to_string(i);
+    nlohmann::json line = {{"id", id}};
+    const std::string subject = subjects[i % std::size(subjects)];
+    const std::string action = actions[i % std::size(actions)];
+    if (i % 7 == 0)
+      line["prompt"] = "Once upon a time, " + subject;
+    else if (i % 11 == 0)
+      line["prompt"] = subject + " " + action + ". Then";
+    else
+      line["prompt"] = subject + " " + action;
+    if (i % 5 == 0) {
+      line["temperature"] = 0.8;
+      line["seed"] = 1000 + 17 * i;
+    }
+    out << line.dump() << "\n";
+  }
+  return path;
+}
+
+struct Paths {
+  std::string dir, model, prompts;
+  std::string h5() const { return dir + "/run.h5"; }
+  std::string jsonl() const { return dir + "/run.jsonl"; }
+};
+
+// --flush-seconds is far beyond a run's length so that every flush before the end is a count flush:
+// a killed run then holds a multiple of --flush-every rows.
+std::string job_args(const Paths& p, const std::string& h5, const std::string& jsonl, int max_tokens = kMaxTokens,
+                     const std::string& model = "") {
+  return "--model " + (model.empty() ? p.model : model) + " --prompts " + p.prompts + " --out " + h5 + " --jsonl " +
+         jsonl + " --max-tokens " + std::to_string(max_tokens) + " --flush-every " + std::to_string(kFlushEvery) +
+         " --flush-seconds 600";
+}
+
+struct Reference {
+  std::string jsonl_text;
+  std::vector<nlohmann::json> lines;
+  std::map<std::string, ResultRecord> rows;  // by id
+};
+
+Reference run_reference(int np, const Paths& p) {
+  Reference ref;
+  const std::string h5 = p.dir + "/ref.h5", jsonl = p.dir + "/ref.jsonl";
+  const auto run = run_glacier(np, job_args(p, h5, jsonl), kJobTimeLimitS);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  if (run.exit_code != 0) return ref;
+  ref.jsonl_text = read_text(jsonl);
+  ref.lines = glacier::testing::read_jsonl(jsonl);
+  EXPECT_EQ(ref.lines.size(), size_t{kPromptCount});
+  for (const auto& line : ref.lines) EXPECT_EQ(line["status"], "ok") << line.dump();
+  for (auto& row : glacier::io::read_finished(h5).rows) ref.rows.emplace(row.id, std::move(row));
+  EXPECT_EQ(ref.rows.size(), size_t{kPromptCount});
+  return ref;
+}
+
+std::vector<uint32_t> float_bits(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  if (!values.empty()) std::memcpy(bits.data(), values.data(), 4 * values.size());
+  return bits;
+}
+
+// Every row has a unique id and equals the reference row of that id in everything that does not
+// depend on timing.
+void expect_rows_match(const std::vector<ResultRecord>& rows, const Reference& ref, const std::string& what) {
+  std::set<std::string> seen;
+  for (const ResultRecord& row : rows) {
+    EXPECT_TRUE(seen.insert(row.id).second) << what << ": id " << row.id << " appears twice";
+    auto it = ref.rows.find(row.id);
+    if (it == ref.rows.end()) {
+      ADD_FAILURE() << what << ": row id " << row.id << " is not in the reference run";
+      continue;
+    }
+    const ResultRecord& want = it->second;
+    EXPECT_EQ(row.index, want.index) << what << " " << row.id;
+    EXPECT_EQ(row.status, want.status) << what << " " << row.id;
+    EXPECT_EQ(row.error, want.error) << what << " " << row.id;
+    EXPECT_EQ(row.prompt_tokens, want.prompt_tokens) << what << " " << row.id;
+    EXPECT_EQ(row.tokens, want.tokens) << what << " " << row.id;
+    EXPECT_EQ(float_bits(row.logprobs), float_bits(want.logprobs)) << what << " " << row.id;
+    EXPECT_EQ(row.text, want.text) << what << " " << row.id;
+    EXPECT_EQ(row.finish_reason, want.finish_reason) << what << " " << row.id;
+  }
+}
+
+// A finished (resumed) run: JSONL byte for byte the reference's, one HDF5 row per prompt, equal to the
+// reference's, and the file counts the resume.
+void expect_same_as_reference(const Paths& p, const Reference& ref) {
+  const auto lines = glacier::testing::read_jsonl(p.jsonl());
+  ASSERT_EQ(lines.size(), ref.lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i], ref.lines[i]) << "JSONL line " << i + 1;
+  EXPECT_TRUE(read_text(p.jsonl()) == ref.jsonl_text) << "the resumed JSONL differs from the reference in its bytes";
+  const auto finished = glacier::io::read_finished(p.h5());
+  EXPECT_EQ(finished.rows.size(), size_t{kPromptCount});
+  expect_rows_match(finished.rows, ref, "resumed " + p.h5());
+  auto resumes = finished.attributes.find("resumes");
+  ASSERT_NE(resumes, finished.attributes.end());
+  EXPECT_EQ(std::get<int64_t>(resumes->second), 1);
+}
+
+// Waits until the job is part way: its JSONL (written in input order as results arrive) holds
+// kPartWayLines lines. The HDF5 file cannot be polled instead: the writer holds HDF5's file lock.
+// Returns false when the job ended first or never got there.
+bool wait_until_part_way(BackgroundProcess& job, const std::string& jsonl) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kPartWayTimeoutS);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(jsonl, std::ios::binary);
+    const auto lines = std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+    if (lines >= kPartWayLines) return job.running();
+    if (!job.running()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// Row count as h5py sees it (the shortest /results column), or -1 when h5py is not installed.
+long long h5py_row_count(const std::string& h5, std::string& output) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) return -1;
+  const std::string cmd = "/usr/bin/python3 -c 'import sys, h5py\n"
+                          "with h5py.File(sys.argv[1], \"r\") as f:\n"
+                          "    print(min(len(d) for d in f[\"results\"].values()))' " +
+                          h5 + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return -2;
+  char buf[512];
+  while (fgets(buf, sizeof buf, pipe)) output += buf;
+  const int status = pclose(pipe);
+  if (status != 0) return -2;
+  return std::atoll(output.c_str());
+}
+
+class JobResume : public ::testing::TestWithParam<int> {
+ protected:
+  // Fills paths_ and the reference run; false (with the test skipped or failed) when that is impossible.
+  bool set_up(const std::string& model, const std::string& name) {
+    paths_.model = model;
+    paths_.dir = glacier::testing::scratch_dir(name + "-np" + std::to_string(GetParam()));
+    paths_.prompts = write_prompts(paths_.dir);
+    ref_ = run_reference(GetParam(), paths_);
+    return !::testing::Test::HasFailure();
+  }
+
+  Paths paths_;
+  Reference ref_;
+};
+
+TEST_P(JobResume, StopSignalDrainsThenResumeMatchesUninterruptedRun) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  ASSERT_TRUE(set_up(model, "resume-usr1")) << "the reference run failed";
+  const int np = GetParam();
+  const Paths& p = paths_;
+  {
+    BackgroundProcess job(glacier::testing::glacier_argv(np, job_args(p, p.h5(), p.jsonl())), p.dir + "/usr1.log");
+    ASSERT_TRUE(wait_until_part_way(job, p.jsonl()))
+        << "the job ended (or stalled) before it was part way: nothing to interrupt\n" << job.output();
+    job.signal(SIGUSR1);  // mpiexec forwards SIGUSR1 to every rank
+    const auto code = job.wait_for(kJobTimeLimitS);
+    ASSERT_TRUE(code.has_value()) << "the job did not stop within " << kJobTimeLimitS << " s of SIGUSR1\n"
+                                  << job.output();
+    EXPECT_EQ(*code, kExitInterrupted) << job.output();
+    EXPECT_NE(job.output().find("--resume"), std::string::npos) << "the message should say how to finish\n"
+                                                                   << job.output();
+  }
+  const auto interrupted = glacier::io::read_finished(p.h5());
+  EXPECT_GT(interrupted.rows.size(), 0u) << "no rows were flushed before the stop";
+  EXPECT_LT(interrupted.rows.size(), size_t{kPromptCount}) << "the stop came too late to test resuming";
+  expect_rows_match(interrupted.rows, ref_, "interrupted " + p.h5());
+  // The drained run wrote every result it finished to both outputs.
+  EXPECT_EQ(glacier::testing::read_jsonl(p.jsonl()).size(), interrupted.rows.size());
+  std::printf("np %d: SIGUSR1 left %zu of %d rows\n", np, interrupted.rows.size(), kPromptCount);
+
+  const auto resumed = run_glacier(np, job_args(p, p.h5(), p.jsonl()) + " --resume", kJobTimeLimitS);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_as_reference(p, ref_);
+}
+
+TEST_P(JobResume, KilledJobLeavesReadablePrefixThenResumeMatchesUninterruptedRun) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  ASSERT_TRUE(set_up(model, "resume-kill")) << "the reference run failed";
+  const int np = GetParam();
+  const Paths& p = paths_;
+  {
+    BackgroundProcess job(glacier::testing::glacier_argv(np, job_args(p, p.h5(), p.jsonl())), p.dir + "/kill.log");
+    ASSERT_TRUE(wait_until_part_way(job, p.jsonl()))
+        << "the job ended (or stalled) before it was part way: nothing to kill\n" << job.output();
+    const std::vector<pid_t> tree = glacier::testing::descendants_of(job.pid());
+    EXPECT_GE(tree.size(), size_t(np)) << "expected mpiexec to have started " << np << " ranks";
+    job.kill_tree();
+    for (pid_t rank : tree) {
+      for (int tries = 0; tries < 250 && glacier::testing::is_alive(rank); ++tries)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      EXPECT_FALSE(glacier::testing::is_alive(rank)) << "process " << rank << " survived SIGKILL";
+    }
+  }
+  const auto killed = glacier::io::read_finished(p.h5());
+  EXPECT_GT(killed.rows.size(), 0u) << "no rows were flushed before the kill";
+  EXPECT_LT(killed.rows.size(), size_t{kPromptCount}) << "the kill came too late to test resuming";
+  EXPECT_EQ(killed.rows.size() % kFlushEvery, 0u) << "only whole flushes of --flush-every rows may be on disk";
+  expect_rows_match(killed.rows, ref_, "killed " + p.h5());
+  std::printf("np %d: SIGKILL left %zu of %d rows\n", np, killed.rows.size(), kPromptCount);
+  std::string h5py_output;
+  const long long h5py_rows = h5py_row_count(p.h5(), h5py_output);
+  if (h5py_rows == -1) {
+    std::printf("h5py is not installed: the file was checked with read_finished only\n");
+  } else {
+    EXPECT_EQ(h5py_rows, static_cast<long long>(killed.rows.size())) << "h5py: " << h5py_output;
+  }
+
+  const auto resumed = run_glacier(np, job_args(p, p.h5(), p.jsonl()) + " --resume", kJobTimeLimitS);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_as_reference(p, ref_);
+}
+
+TEST_P(JobResume, ResumeWithOtherModelOrOptionsIsRefusedAndTouchesNothing) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  ASSERT_TRUE(set_up(model, "resume-refuse")) << "the reference run failed";
+  GLACIER_REQUIRE_SHARED(other_model, "models/stories260K-q8_0.gguf");
+  const int np = GetParam();
+  const Paths& p = paths_;
+  const std::string h5 = p.dir + "/ref.h5", jsonl = p.dir + "/ref.jsonl";
+  const std::string h5_before = read_text(h5);
+  struct Case {
+    std::string args, attribute, then, now;
+  };
+  const Case cases[] = {
+      {job_args(p, h5, jsonl, 32), "attribute options", "max-tokens = 48", "max-tokens = 32"},
+      {job_args(p, h5, jsonl, kMaxTokens, other_model), "attribute model_sha256", "", ""},
+  };
+  for (const Case& c : cases) {
+    const auto run = run_glacier(np, c.args + " --resume", kRefusalTimeLimitS);
+    EXPECT_EQ(run.exit_code, kExitInputError) << c.args << "\n" << run.output;
+    EXPECT_NE(run.output.find("--resume: cannot resume from " + h5), std::string::npos) << run.output;
+    EXPECT_NE(run.output.find(c.attribute), std::string::npos) << run.output;
+    if (!c.then.empty()) {
+      EXPECT_NE(run.output.find("'" + c.then + "' in the file"), std::string::npos) << run.output;
+      EXPECT_NE(run.output.find("'" + c.now + "' now"), std::string::npos) << run.output;
+    }
+    EXPECT_TRUE(read_text(h5) == h5_before) << "a refused --resume changed " << h5;
+    EXPECT_TRUE(read_text(jsonl) == ref_.jsonl_text) << "a refused --resume changed " << jsonl;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, JobResume, ::testing::Values(2, 3),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+}  // namespace
