@@ -34,10 +34,17 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   if (rec.is_score()) {
     if (opt.mode != "score") return "a context/continuation record needs --mode score";
     req.mode = pipeline::SeqMode::Score;
-    req.tokens = tok.encode(*rec.context, add_special, false);
-    // The continuation is tokenized on its own (no BOS, no dummy-prefix change), as evaluation harnesses do.
-    plan.continuation = tok.encode(*rec.continuation, false, false);
-    if (req.tokens.empty()) return "the context tokenizes to nothing, so the continuation's first token has no position to be predicted from";
+    // As evaluation harnesses do: tokenize context + continuation as one text and take the tokens past
+    // the context's own tokenization as the continuation (so a leading space joins its word, and no
+    // dummy-prefix space is invented at the boundary).
+    const std::vector<int32_t> context = tok.encode(*rec.context, add_special, false);
+    req.tokens = tok.encode(*rec.context + *rec.continuation, add_special, false);
+    size_t n_context = 0;
+    while (n_context < context.size() && n_context < req.tokens.size() && context[n_context] == req.tokens[n_context])
+      ++n_context;
+    if (n_context == 0) return "the context tokenizes to nothing, so the continuation's first token has no position to be predicted from";
+    plan.continuation.assign(req.tokens.begin() + static_cast<std::ptrdiff_t>(n_context), req.tokens.end());
+    req.tokens.resize(n_context);
     if (plan.continuation.empty()) return "the continuation tokenizes to nothing";
     plan.n_prompt = static_cast<int32_t>(req.tokens.size());
     req.tokens.insert(req.tokens.end(), plan.continuation.begin(), plan.continuation.end());
