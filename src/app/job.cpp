@@ -201,7 +201,12 @@ std::string tensor_type_summary(const gguf::File& f) {
   std::map<std::string, int> counts;
   for (const auto& t : f.tensors()) counts[gguf::type_name(t.type)]++;
   std::string s;
-  for (const auto& [name, n] : counts) s += (s.empty() ? "" : ",") + name + ":" + std::to_string(n);
+  for (const auto& [name, n] : counts) {
+    if (!s.empty()) s += ',';
+    s += name;
+    s += ':';
+    s += std::to_string(n);
+  }
   return s;
 }
 
@@ -213,7 +218,10 @@ Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const 
   prov.tensor_types = tensor_type_summary(*s.file);
   prov.layer_split = pipeline::format_layer_split(s.split);
   prov.ranks = ranks;
-  for (const std::string& h : hosts) prov.hosts += (prov.hosts.empty() ? "" : ",") + h;
+  for (const std::string& h : hosts) {
+    if (!prov.hosts.empty()) prov.hosts += ',';
+    prov.hosts += h;
+  }
   prov.options = describe_options(o);
   prov.version = kVersion;
   prov.mode = o.mode;

@@ -84,7 +84,12 @@ std::vector<model::LayerRange> parse_layer_split(const std::string& spec, int32_
 
 std::string format_layer_split(const std::vector<model::LayerRange>& split) {
   std::string s;
-  for (const auto& r : split) s += (s.empty() ? "" : ",") + std::to_string(r.first) + ":" + std::to_string(r.last);
+  for (const auto& r : split) {  // += only: GCC 12 warns falsely on "literal" + std::string chains
+    if (!s.empty()) s += ',';
+    s += std::to_string(r.first);
+    s += ':';
+    s += std::to_string(r.last);
+  }
   return s;
 }
 
