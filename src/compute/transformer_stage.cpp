@@ -1,12 +1,14 @@
 // Forward pass of a stage. Within a layer every token's keys and values are stored before any
 // attention is computed, so a chunk attends to its own earlier tokens and to earlier chunks of its
-// sequence (which reached this stage first: stages process micro-batches in order).
+// sequence (which reached this stage first: stages process micro-batches in order). What differs
+// between architectures is read from cfg_.spec (the arch table) and the shard's weights.
 #include "compute/transformer_stage.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "compute/ffn_activation.h"
 #include "kernels/dequantize.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
@@ -17,40 +19,81 @@ namespace glacier::compute {
 TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWeights weights, int32_t n_slots,
                                    int32_t n_ctx, int32_t max_tokens, ThreadPool& pool)
     : cfg_(cfg), w_(std::move(weights)), max_tokens_(max_tokens), pool_(pool),
-      kv_(w_.layers.size(), n_slots, n_ctx, cfg.kv_dim()) {
+      kv_(w_.layers.size(), n_slots, n_ctx, cfg.kv_dim()), matmul_(pool) {
   const size_t t = static_cast<size_t>(max_tokens);
   xn_.resize(t * std::max(cfg.n_embd, cfg.q_dim()));
   q_.resize(t * cfg.q_dim());
   k_.resize(t * cfg.kv_dim());
   v_.resize(t * cfg.kv_dim());
   attn_out_.resize(t * cfg.q_dim());
-  gate_.resize(t * cfg.n_ff);
-  up_.resize(t * cfg.n_ff);
+  if (!cfg.is_moe()) {
+    gate_.resize(t * cfg.n_ff);
+    up_.resize(t * cfg.n_ff);
+  } else if (!w_.layer.empty()) {
+    moe_ = std::make_unique<MoeFfn>(cfg, max_tokens);
+  }
   tmp_.resize(t * cfg.n_embd);
   scores_.resize(static_cast<size_t>(pool.size()) * n_ctx);
   // Prepared activations for the widest input of any of the shard's matrices, in its type.
-  size_t act = 0;
-  auto fit = [&](const kernels::Matrix& m) {
-    if (m.data) act = std::max(act, kernels::activation_bytes(m.type, max_tokens, m.cols));
-  };
-  for (const model::LayerWeights& L : w_.layer)
-    for (const kernels::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fit(*m);
-  fit(w_.output);
-  act_storage_.resize(act);
+  for (const model::LayerWeights& L : w_.layer) {
+    for (const kernels::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
+                                     &L.gate_shexp, &L.up_shexp, &L.down_shexp, &L.shexp_gate})
+      matmul_.reserve(*m, max_tokens);
+    for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      if (!experts->empty()) matmul_.reserve(experts->front(), max_tokens);
+  }
+  matmul_.reserve(w_.output, max_tokens);
+  if (cfg.spec.ffn_act == model::FfnActivation::GeluTanh) gelu_tanh_f16_table(0.0f);  // builds the table now
   token_pos_.resize(t);
   token_slot_.resize(t);
-}
-
-void TransformerStage::matmul(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx, float* y) {
-  kernels::PreparedActivations a =
-      kernels::prepare_activations(w.type, x, n_rows, w.cols, ldx, act_storage_.data());
-  pool_.parallel_for(w.rows, [&](int64_t b, int64_t e, int) { kernels::matmul(w, a, y, w.rows, b, e); });
 }
 
 void TransformerStage::embed(const MicroBatch& mb, float* x) {
   GLACIER_ASSERT(w_.has_embedding, "embed() on a stage without the token embedding");
   for (int32_t i = 0; i < mb.n_tokens(); ++i)
     kernels::dequantize_row(w_.token_embd, mb.tokens[i], x + static_cast<size_t>(i) * cfg_.n_embd);
+  if (cfg_.spec.scale_embedding)
+    kernels::scale(std::sqrt(static_cast<float>(cfg_.n_embd)), static_cast<int64_t>(mb.n_tokens()) * cfg_.n_embd, x);
+}
+
+// q, k, v of every token (biases, per-head q/k norms and RoPE applied); k and v go into the KV cache.
+void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int32_t li) {
+  const int32_t E = cfg_.n_embd, Q = cfg_.q_dim(), KV = cfg_.kv_dim(), hd = cfg_.head_dim;
+  matmul_(L.wq, xn_.data(), n, E, q_.data());
+  matmul_(L.wk, xn_.data(), n, E, k_.data());
+  matmul_(L.wv, xn_.data(), n, E, v_.data());
+  auto rope = cfg_.rope_mode == model::RopeMode::Normal ? kernels::rope_normal : kernels::rope_neox;
+  for (int32_t i = 0; i < n; ++i) {
+    float* q = q_.data() + static_cast<size_t>(i) * Q;
+    float* k = k_.data() + static_cast<size_t>(i) * KV;
+    float* v = v_.data() + static_cast<size_t>(i) * KV;
+    if (!L.bq.empty()) {
+      kernels::add(q, L.bq.data(), Q, q);
+      kernels::add(k, L.bk.data(), KV, k);
+      kernels::add(v, L.bv.data(), KV, v);
+    }
+    if (!L.q_norm.empty()) {
+      for (int32_t h = 0; h < cfg_.n_head; ++h) kernels::rmsnorm(q + h * hd, L.q_norm.data(), hd, cfg_.rms_eps, q + h * hd);
+      for (int32_t h = 0; h < cfg_.n_head_kv; ++h) kernels::rmsnorm(k + h * hd, L.k_norm.data(), hd, cfg_.rms_eps, k + h * hd);
+    }
+    const int32_t pos = token_pos_[i];
+    for (int32_t h = 0; h < cfg_.n_head; ++h) rope(q + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
+    for (int32_t h = 0; h < cfg_.n_head_kv; ++h) rope(k + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
+    std::memcpy(kv_.key(li, token_slot_[i], pos), k, KV * sizeof(float));
+    std::memcpy(kv_.value(li, token_slot_[i], pos), v, KV * sizeof(float));
+  }
+}
+
+// Dense FFN on xn_: tmp_ = down(act(gate . x) * (up . x)).
+void TransformerStage::dense_ffn(const model::LayerWeights& L, int32_t n) {
+  const int32_t E = cfg_.n_embd, F = cfg_.n_ff;
+  matmul_(L.w_gate, xn_.data(), n, E, gate_.data());
+  matmul_(L.w_up, xn_.data(), n, E, up_.data());
+  for (int32_t i = 0; i < n; ++i) {
+    float* g = gate_.data() + static_cast<size_t>(i) * F;
+    gated_activation(cfg_.spec.ffn_act, g, up_.data() + static_cast<size_t>(i) * F, F, g);
+  }
+  matmul_(L.w_down, gate_.data(), n, F, tmp_.data());
 }
 
 void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
@@ -64,29 +107,20 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
       token_slot_[c.token_offset + j] = c.slot;
     }
   }
-  const int32_t E = cfg_.n_embd, F = cfg_.n_ff, Q = cfg_.q_dim(), KV = cfg_.kv_dim(), hd = cfg_.head_dim;
+  const int32_t E = cfg_.n_embd, Q = cfg_.q_dim();
   for (int32_t li = 0; li < w_.layers.size(); ++li) {
     const model::LayerWeights& L = w_.layer[li];
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.attn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
-    matmul(L.wq, xn_.data(), n, E, q_.data());
-    matmul(L.wk, xn_.data(), n, E, k_.data());
-    matmul(L.wv, xn_.data(), n, E, v_.data());
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = token_pos_[i];
-      auto rope = cfg_.rope_mode == model::RopeMode::Normal ? kernels::rope_normal : kernels::rope_neox;
-      for (int32_t h = 0; h < cfg_.n_head; ++h) rope(q_.data() + i * Q + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
-      for (int32_t h = 0; h < cfg_.n_head_kv; ++h) rope(k_.data() + i * KV + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
-      std::memcpy(kv_.key(li, token_slot_[i], pos), k_.data() + i * KV, KV * sizeof(float));
-      std::memcpy(kv_.value(li, token_slot_[i], pos), v_.data() + i * KV, KV * sizeof(float));
-    }
+    project_qkv(L, n, li);
     attention(mb, li);
-    matmul(L.wo, attn_out_.data(), n, Q, tmp_.data());
+    matmul_(L.wo, attn_out_.data(), n, Q, tmp_.data());
     for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.ffn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
-    matmul(L.w_gate, xn_.data(), n, E, gate_.data());
-    matmul(L.w_up, xn_.data(), n, E, up_.data());
-    for (int32_t i = 0; i < n; ++i) kernels::swiglu(gate_.data() + i * F, up_.data() + i * F, F, gate_.data() + i * F);
-    matmul(L.w_down, gate_.data(), n, F, tmp_.data());
+    if (moe_) {
+      moe_->forward(L, xn_.data(), n, tmp_.data(), matmul_);
+    } else {
+      dense_ffn(L, n);
+    }
     for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
     if (layer_hook_) layer_hook_();
   }
@@ -102,17 +136,19 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
     for (int64_t task = b; task < e; ++task) {
       const int32_t i = static_cast<int32_t>(task / cfg_.n_head), h = static_cast<int32_t>(task % cfg_.n_head);
       const int32_t pos = token_pos_[i], slot = token_slot_[i], kvh = h / group;
+      // With a sliding window, key t is visible from pos only when pos - t < n_swa.
+      const int32_t first = cfg_.n_swa > 0 ? std::max(0, pos - cfg_.n_swa + 1) : 0;
       const float* q = q_.data() + static_cast<size_t>(i) * Q + h * hd;
-      for (int32_t t = 0; t <= pos; ++t) {
+      for (int32_t t = first; t <= pos; ++t) {
         const float* k = kv_.key(li, slot, t) + kvh * hd;
         float s = 0.0f;
         for (int32_t d = 0; d < hd; ++d) s += q[d] * k[d];
         scores[t] = s * scale;
       }
-      kernels::softmax(scores, pos + 1);
+      kernels::softmax(scores + first, pos + 1 - first);
       float* out = attn_out_.data() + static_cast<size_t>(i) * Q + h * hd;
       std::fill(out, out + hd, 0.0f);
-      for (int32_t t = 0; t <= pos; ++t) kernels::axpy(scores[t], kv_.value(li, slot, t) + kvh * hd, hd, out);
+      for (int32_t t = first; t <= pos; ++t) kernels::axpy(scores[t], kv_.value(li, slot, t) + kvh * hd, hd, out);
     }
   });
 }
@@ -124,7 +160,7 @@ void TransformerStage::head(const float* x, const std::vector<int32_t>& rows, fl
   if (n == 0) return;
   for (int64_t r = 0; r < n; ++r)
     kernels::rmsnorm(x + static_cast<size_t>(rows[r]) * E, w_.output_norm.data(), E, cfg_.rms_eps, xn_.data() + r * E);
-  matmul(w_.output, xn_.data(), n, E, logits);
+  matmul_(w_.output, xn_.data(), n, E, logits);
 }
 
 }  // namespace glacier::compute

@@ -4,10 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "compute/kv_cache.h"
 #include "compute/microbatch.h"
+#include "compute/moe_ffn.h"
+#include "compute/stage_matmul.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "util/thread_pool.h"
@@ -34,8 +37,9 @@ class TransformerStage {
   void head(const float* x, const std::vector<int32_t>& rows, float* logits);
 
  private:
+  void project_qkv(const model::LayerWeights& L, int32_t n, int32_t layer_local);
   void attention(const MicroBatch& mb, int32_t layer_local);
-  void matmul(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx, float* y);
+  void dense_ffn(const model::LayerWeights& L, int32_t n);
 
   model::ModelConfig cfg_;
   model::ShardWeights w_;
@@ -43,10 +47,11 @@ class TransformerStage {
   ThreadPool& pool_;
   std::function<void()> layer_hook_;
   KvCache kv_;
+  StageMatmul matmul_;
+  std::unique_ptr<MoeFfn> moe_;            // MoE models only
   // Scratch, [max_tokens x width] each.
   std::vector<float> xn_, q_, k_, v_, attn_out_, gate_, up_, tmp_;
   std::vector<float> scores_;              // per thread: n_ctx attention scores
-  std::vector<uint8_t> act_storage_;       // prepared (quantized) activations
   std::vector<int32_t> token_pos_, token_slot_;
 };
 

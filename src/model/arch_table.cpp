@@ -1,5 +1,6 @@
 // Rows of the architecture table. Only what the compute code implements is listed: a model of
 // another architecture is refused with the list below instead of computing something wrong.
+// MoE gating choices are hard-wired per architecture (GGUF files carry no key for them).
 #include "model/arch_table.h"
 
 #include "util/error.h"
@@ -7,8 +8,22 @@
 namespace glacier::model {
 
 const std::vector<ArchSpec>& supported_archs() {
+  using R = RopeMode;
+  using O = OutputTensor;
   static const std::vector<ArchSpec> table = {
-      {"llama", RopeMode::Normal, true},
+      // llama, and Mixtral-style MoE (arch llama + expert_count): softmax, top-k, renormalized.
+      {.name = "llama", .moe = MoeUse::IfExpertCount, .renormalize_expert_weights = true},
+      {.name = "qwen2", .rope_mode = R::NeoX, .qkv_bias = true},
+      // Qwen1.5/2-MoE: the top-k probabilities are used as they are, plus the gated shared expert.
+      {.name = "qwen2moe", .rope_mode = R::NeoX, .output = O::Required, .qkv_bias = true, .moe = MoeUse::Always,
+       .shared_expert = true, .expert_ff_key = "expert_feed_forward_length"},
+      {.name = "gemma", .rope_mode = R::NeoX, .output = O::AlwaysTied, .ffn_act = FfnActivation::GeluTanh,
+       .scale_embedding = true},
+      {.name = "phi3", .rope_mode = R::NeoX, .output = O::Required, .qkv = QkvLayout::Fused,
+       .ffn = FfnLayout::FusedGateUp, .sliding_window_key = "attention.sliding_window"},
+      {.name = "qwen3", .rope_mode = R::NeoX, .qk_norm = true},
+      {.name = "qwen3moe", .rope_mode = R::NeoX, .output = O::Required, .qk_norm = true, .moe = MoeUse::Always,
+       .renormalize_expert_weights = true, .expert_ff_key = "expert_feed_forward_length"},
   };
   return table;
 }

@@ -4,14 +4,38 @@
 #include <string>
 #include <vector>
 
-#include "model/model_config.h"
-
 namespace glacier::model {
 
+enum class RopeMode { Normal, NeoX };  // Normal rotates adjacent pairs, NeoX the two halves of a head
+
+// Where the logits' projection comes from.
+enum class OutputTensor {
+  OptionalTied,  // output.weight, or the token embedding when it is absent
+  Required,      // output.weight must be present
+  AlwaysTied,    // the token embedding is always reused (gemma)
+};
+
+enum class QkvLayout { Separate, Fused };     // Fused: one attn_qkv whose output rows are Q | K | V
+enum class FfnLayout { Separate, FusedGateUp };  // FusedGateUp: ffn_up's output rows are gate | up
+enum class FfnActivation { Silu, GeluTanh };  // applied to the gate before it multiplies up
+enum class MoeUse { Never, IfExpertCount, Always };
+
+// One row of the table. The defaults describe plain llama; a row states only where its arch differs.
 struct ArchSpec {
-  const char* name;
-  RopeMode rope_mode;
-  bool tied_output_allowed;  // output.weight may be absent (then the token embedding is reused)
+  const char* name = "";
+  RopeMode rope_mode = RopeMode::Normal;
+  OutputTensor output = OutputTensor::OptionalTied;
+  QkvLayout qkv = QkvLayout::Separate;
+  bool qkv_bias = false;         // attn_q/k/v.bias added after the projections
+  bool qk_norm = false;          // per-head RMSNorm of q and k (weights [head_dim]) before RoPE
+  FfnLayout ffn = FfnLayout::Separate;
+  FfnActivation ffn_act = FfnActivation::Silu;
+  bool scale_embedding = false;  // token embedding rows multiplied by sqrt(n_embd)
+  MoeUse moe = MoeUse::Never;
+  bool renormalize_expert_weights = false;  // top-k softmax probabilities divided by their sum
+  bool shared_expert = false;    // an always-on expert gated by sigmoid(ffn_gate_inp_shexp . x)
+  const char* expert_ff_key = nullptr;       // ARCH.<key> of one expert's width; nullptr: feed_forward_length
+  const char* sliding_window_key = nullptr;  // ARCH.<key> of the attention window; nullptr: none
 };
 
 const std::vector<ArchSpec>& supported_archs();

@@ -2,6 +2,7 @@
 // consistent with the vocabulary), so compute never sees a nonsensical shape.
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gguf/gguf_file.h"
@@ -17,6 +18,20 @@ int32_t positive_key(const gguf::File& f, const std::string& key, int64_t max_va
     throw InputError(f.path() + ": key '" + key + "': expected an integer in 1.." + std::to_string(max_value) +
                      ", found " + std::to_string(v));
   return static_cast<int32_t>(v);
+}
+
+// Expert counts and widths. A MoE architecture must name its experts; llama has them only when
+// expert_count is present (Mixtral).
+void read_experts(const gguf::File& f, const std::string& p, const ArchSpec& spec, ModelConfig& c) {
+  const bool has_count = f.find_uint(p + "expert_count").has_value() && f.get_uint(p + "expert_count") > 0;
+  if (spec.moe == MoeUse::Never || (spec.moe == MoeUse::IfExpertCount && !has_count)) return;
+  c.n_expert = positive_key(f, p + "expert_count", 4096);
+  c.n_expert_used = positive_key(f, p + "expert_used_count", 4096);
+  if (c.n_expert_used > c.n_expert)
+    throw InputError(f.path() + ": key '" + p + "expert_used_count': expected at most expert_count (" +
+                     std::to_string(c.n_expert) + "), found " + std::to_string(c.n_expert_used));
+  c.n_ff_expert = spec.expert_ff_key ? positive_key(f, p + spec.expert_ff_key) : c.n_ff;
+  if (spec.shared_expert) c.n_ff_shexp = positive_key(f, p + "expert_shared_feed_forward_length");
 }
 
 }  // namespace
@@ -57,6 +72,14 @@ ModelConfig read_model_config(const gguf::File& f) {
     throw InputError(f.path() + ": key '" + p + "rope.freq_base': expected a value > 1, found " +
                      std::to_string(c.rope_base));
   c.rope_mode = spec.rope_mode;
+  c.spec = spec;
+  if (auto vlen = f.find_uint(p + "attention.value_length"); vlen && *vlen != static_cast<uint64_t>(c.head_dim))
+    throw InputError(f.path() + ": key '" + p + "attention.value_length': expected the key length " +
+                     std::to_string(c.head_dim) + " (distinct value widths are not supported), found " +
+                     std::to_string(*vlen));
+  if (spec.sliding_window_key && f.find_uint(p + spec.sliding_window_key))
+    c.n_swa = static_cast<int32_t>(std::min<uint64_t>(f.get_uint(p + spec.sliding_window_key), 1u << 30));
+  read_experts(f, p, spec, c);
   // The vocabulary size is the token list's length; the embedding's shape is checked against it on load.
   const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != gguf::ValueType::ARRAY)

@@ -4,16 +4,17 @@
 #include <cstdint>
 #include <string>
 
+#include "model/arch_table.h"
+
 namespace glacier::gguf {
 class File;
 }
 
 namespace glacier::model {
 
-enum class RopeMode { Normal, NeoX };  // Normal rotates adjacent pairs, NeoX the two halves of a head
-
 struct ModelConfig {
   std::string arch;
+  ArchSpec spec{};          // the architecture's row of the table (per-arch behaviour)
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layer = 0;
@@ -26,9 +27,16 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   RopeMode rope_mode = RopeMode::Normal;
+  int32_t n_swa = 0;          // sliding attention window (key j visible from i iff i - j < n_swa); 0 = none
+  // Mixture of experts (n_expert == 0: a dense FFN of width n_ff).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;  // experts each token is routed to (top-k)
+  int32_t n_ff_expert = 0;    // width of one expert's FFN
+  int32_t n_ff_shexp = 0;     // width of the shared expert (0: none)
 
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
+  bool is_moe() const { return n_expert > 0; }
 };
 
 // Reads and checks the config; throws InputError naming the file and key (missing key, bad value, an

@@ -1,5 +1,6 @@
-// Shard loading: tensor lookup by the llama naming scheme, shape and type checks with messages that
-// name the tensor, and views (no copies) into the mapped file for the matrices.
+// Shard loading: tensor lookup by the llama naming scheme (which tensors a layer has comes from the
+// architecture table), shape and type checks with messages that name the tensor, and views (no copies)
+// into the mapped file for the matrices.
 #include "model/model_weights.h"
 
 #include <cmath>
@@ -76,7 +77,115 @@ std::vector<float> norm_vector(const gguf::File& f, const std::string& name, int
   return v;
 }
 
-std::string blk(int32_t layer, const char* what) { return "blk." + std::to_string(layer) + "." + what + ".weight"; }
+// A view of rows [first, first + n) of m (fused tensors are split this way, without copies).
+kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n) {
+  GLACIER_ASSERT(first >= 0 && n >= 0 && first + n <= m.rows, "row view inside the matrix");
+  kernels::Matrix v = m;
+  v.data = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(first) * m.row_bytes;
+  v.rows = n;
+  return v;
+}
+
+// One matrix per expert of a 3-D tensor [cols, rows, n_expert]: expert e starts e * rows rows in.
+std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows,
+                                             int64_t n_expert, uint64_t* bytes) {
+  const gguf::TensorInfo& t = require_tensor(f, name);
+  check_shape(f, t, {cols, rows, n_expert});
+  kernels::Matrix all;
+  all.type = weight_type_of(f, t);
+  all.data = t.data;
+  all.rows = rows * n_expert;
+  all.cols = cols;
+  all.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows * n_expert));
+  all.block_sum_order = all.type == kernels::WeightType::Q4_0 && rows % 8 == 0;
+  f.prefetch(t);
+  *bytes += t.n_bytes;
+  std::vector<kernels::Matrix> out;
+  for (int64_t e = 0; e < n_expert; ++e) out.push_back(row_view(all, e * rows, rows));
+  return out;
+}
+
+// A 1-D weight [cols] used as a one-row matrix (qwen2moe's shared-expert gate).
+kernels::Matrix one_row_matrix(const gguf::File& f, const std::string& name, int64_t cols, uint64_t* bytes) {
+  const gguf::TensorInfo& t = require_tensor(f, name);
+  check_shape(f, t, {cols});
+  kernels::Matrix m;
+  m.type = weight_type_of(f, t);
+  m.data = t.data;
+  m.rows = 1;
+  m.cols = cols;
+  m.row_bytes = static_cast<size_t>(t.n_bytes);
+  *bytes += t.n_bytes;
+  return m;
+}
+
+std::string blk(int32_t layer, const char* what, const char* kind = "weight") {
+  return "blk." + std::to_string(layer) + "." + what + "." + kind;
+}
+
+void load_attention(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, uint64_t* bytes) {
+  const ArchSpec& a = c.spec;
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim();
+  if (a.qkv == QkvLayout::Fused) {
+    const kernels::Matrix qkv = matrix(f, blk(l, "attn_qkv"), E, Q + 2 * KV, bytes);
+    lw.wq = row_view(qkv, 0, Q);
+    lw.wk = row_view(qkv, Q, KV);
+    lw.wv = row_view(qkv, Q + KV, KV);
+  } else {
+    lw.wq = matrix(f, blk(l, "attn_q"), E, Q, bytes);
+    lw.wk = matrix(f, blk(l, "attn_k"), E, KV, bytes);
+    lw.wv = matrix(f, blk(l, "attn_v"), E, KV, bytes);
+  }
+  if (a.qkv_bias) {
+    lw.bq = norm_vector(f, blk(l, "attn_q", "bias"), Q, bytes);
+    lw.bk = norm_vector(f, blk(l, "attn_k", "bias"), KV, bytes);
+    lw.bv = norm_vector(f, blk(l, "attn_v", "bias"), KV, bytes);
+  }
+  if (a.qk_norm) {
+    lw.q_norm = norm_vector(f, blk(l, "attn_q_norm"), c.head_dim, bytes);
+    lw.k_norm = norm_vector(f, blk(l, "attn_k_norm"), c.head_dim, bytes);
+  }
+  lw.wo = matrix(f, blk(l, "attn_output"), Q, E, bytes);
+}
+
+void load_ffn(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, uint64_t* bytes) {
+  const int64_t E = c.n_embd;
+  if (c.is_moe()) {
+    const int64_t F = c.n_ff_expert, X = c.n_expert;
+    lw.router = matrix(f, blk(l, "ffn_gate_inp"), E, X, bytes);
+    lw.gate_exps = expert_matrices(f, blk(l, "ffn_gate_exps"), E, F, X, bytes);
+    lw.up_exps = expert_matrices(f, blk(l, "ffn_up_exps"), E, F, X, bytes);
+    lw.down_exps = expert_matrices(f, blk(l, "ffn_down_exps"), F, E, X, bytes);
+    if (c.spec.shared_expert) {
+      const int64_t S = c.n_ff_shexp;
+      lw.shexp_gate = one_row_matrix(f, blk(l, "ffn_gate_inp_shexp"), E, bytes);
+      lw.gate_shexp = matrix(f, blk(l, "ffn_gate_shexp"), E, S, bytes);
+      lw.up_shexp = matrix(f, blk(l, "ffn_up_shexp"), E, S, bytes);
+      lw.down_shexp = matrix(f, blk(l, "ffn_down_shexp"), S, E, bytes);
+    }
+    return;
+  }
+  const int64_t F = c.n_ff;
+  if (c.spec.ffn == FfnLayout::FusedGateUp) {
+    const kernels::Matrix gate_up = matrix(f, blk(l, "ffn_up"), E, 2 * F, bytes);
+    lw.w_gate = row_view(gate_up, 0, F);
+    lw.w_up = row_view(gate_up, F, F);
+  } else {
+    lw.w_gate = matrix(f, blk(l, "ffn_gate"), E, F, bytes);
+    lw.w_up = matrix(f, blk(l, "ffn_up"), E, F, bytes);
+  }
+  lw.w_down = matrix(f, blk(l, "ffn_down"), F, E, bytes);
+}
+
+// Whether the logits' projection is the token embedding.
+bool head_is_tied(const gguf::File& f, const ModelConfig& c) {
+  switch (c.spec.output) {
+    case OutputTensor::AlwaysTied: return true;
+    case OutputTensor::Required: return false;
+    case OutputTensor::OptionalTied: return f.find_tensor("output.weight") == nullptr;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -92,19 +201,14 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
   for (int32_t l = layers.first; l < layers.last; ++l) {
     LayerWeights lw;
     lw.attn_norm = norm_vector(f, blk(l, "attn_norm"), c.n_embd, &w.bytes);
-    lw.wq = matrix(f, blk(l, "attn_q"), c.n_embd, c.q_dim(), &w.bytes);
-    lw.wk = matrix(f, blk(l, "attn_k"), c.n_embd, c.kv_dim(), &w.bytes);
-    lw.wv = matrix(f, blk(l, "attn_v"), c.n_embd, c.kv_dim(), &w.bytes);
-    lw.wo = matrix(f, blk(l, "attn_output"), c.q_dim(), c.n_embd, &w.bytes);
+    load_attention(f, c, l, lw, &w.bytes);
     lw.ffn_norm = norm_vector(f, blk(l, "ffn_norm"), c.n_embd, &w.bytes);
-    lw.w_gate = matrix(f, blk(l, "ffn_gate"), c.n_embd, c.n_ff, &w.bytes);
-    lw.w_up = matrix(f, blk(l, "ffn_up"), c.n_embd, c.n_ff, &w.bytes);
-    lw.w_down = matrix(f, blk(l, "ffn_down"), c.n_ff, c.n_embd, &w.bytes);
+    load_ffn(f, c, l, lw, &w.bytes);
     w.layer.push_back(std::move(lw));
   }
   if (has_head) {
     w.output_norm = norm_vector(f, "output_norm.weight", c.n_embd, &w.bytes);
-    const char* head_name = f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
+    const char* head_name = head_is_tied(f, c) ? "token_embd.weight" : "output.weight";
     w.output = matrix(f, head_name, c.n_embd, c.n_vocab, &w.bytes);
   }
   return w;
@@ -114,14 +218,15 @@ WeightBytes weight_bytes(const gguf::File& f, const ModelConfig& c) {
   WeightBytes b;
   b.per_layer.assign(static_cast<size_t>(c.n_layer), 0);
   const std::string prefix = "blk.";
+  const bool tied = head_is_tied(f, c);
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.name.rfind(prefix, 0) == 0) {
       long layer = std::strtol(t.name.c_str() + prefix.size(), nullptr, 10);
       if (layer >= 0 && layer < c.n_layer) b.per_layer[static_cast<size_t>(layer)] += t.n_bytes;
     } else if (t.name == "token_embd.weight") {
       b.embedding += t.n_bytes;
-      if (!f.find_tensor("output.weight")) b.head += t.n_bytes;
-    } else if (t.name == "output.weight" || t.name == "output_norm.weight") {
+      if (tied) b.head += t.n_bytes;
+    } else if ((t.name == "output.weight" && !tied) || t.name == "output_norm.weight") {
       b.head += t.n_bytes;
     }
   }

@@ -22,11 +22,20 @@ struct LayerRange {
   int32_t size() const { return last - first; }
 };
 
+// One layer's weights. Fused tensors (phi3's attn_qkv, gate|up ffn_up) are split into row views here,
+// so compute sees the same matrices for every architecture.
 struct LayerWeights {
   std::vector<float> attn_norm;
   kernels::Matrix wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;          // projection biases; empty when the arch has none
+  std::vector<float> q_norm, k_norm;      // per-head RMSNorm weights [head_dim]; empty when none
   std::vector<float> ffn_norm;
-  kernels::Matrix w_gate, w_up, w_down;
+  kernels::Matrix w_gate, w_up, w_down;   // dense FFN (unset in a MoE layer)
+  // MoE: the router [n_expert rows x n_embd] and one view per expert into the 3-D expert tensors.
+  kernels::Matrix router;
+  std::vector<kernels::Matrix> gate_exps, up_exps, down_exps;
+  // Shared expert (qwen2moe) and its one-row gate; unset when the arch has none.
+  kernels::Matrix gate_shexp, up_shexp, down_shexp, shexp_gate;
 };
 
 struct ShardWeights {

@@ -1,0 +1,118 @@
+// MoE block. The weighted expert outputs of a token are summed in top-k order (best expert first)
+// and the shared-expert gate is sigmoid(z) written as silu(z) / z, the forms the references use,
+// so rounding matches them as closely as plain float arithmetic allows.
+#include "compute/moe_ffn.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "compute/ffn_activation.h"
+#include "kernels/ops.h"
+#include "util/error.h"
+
+namespace glacier::compute {
+
+MoeFfn::MoeFfn(const model::ModelConfig& cfg, int32_t max_tokens) : cfg_(cfg) {
+  GLACIER_ASSERT(cfg.is_moe() && cfg.n_expert_used <= cfg.n_expert, "MoE block of a MoE model");
+  const size_t t = static_cast<size_t>(max_tokens), k = static_cast<size_t>(cfg.n_expert_used);
+  const size_t E = static_cast<size_t>(cfg.n_embd), F = static_cast<size_t>(cfg.n_ff_expert);
+  logits_.resize(t * static_cast<size_t>(cfg.n_expert));
+  probs_.resize(t * static_cast<size_t>(cfg.n_expert));
+  chosen_.resize(t * k);
+  weight_.resize(t * k);
+  rows_.resize(t);
+  rank_.resize(t);
+  x_.resize(t * E);
+  gate_.resize(t * F);
+  up_.resize(t * F);
+  y_.resize(t * E);
+  per_rank_.resize(t * k * E);
+  if (cfg.n_ff_shexp > 0) {
+    const size_t S = static_cast<size_t>(cfg.n_ff_shexp);
+    sh_gate_.resize(t);
+    sh_ff_gate_.resize(t * S);
+    sh_ff_up_.resize(t * S);
+    sh_out_.resize(t * E);
+  }
+}
+
+// Softmax over all experts, then the k largest probabilities (lowest id first on ties), optionally
+// renormalized to sum to one.
+void MoeFfn::route(const float* router_logits, int32_t t) {
+  const int32_t X = cfg_.n_expert, k = cfg_.n_expert_used;
+  float* p = probs_.data() + static_cast<size_t>(t) * X;
+  std::memcpy(p, router_logits, static_cast<size_t>(X) * sizeof(float));
+  kernels::softmax(p, X);
+  int32_t* chosen = chosen_.data() + static_cast<size_t>(t) * k;
+  float* w = weight_.data() + static_cast<size_t>(t) * k;
+  for (int32_t r = 0; r < k; ++r) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < X; ++e) {
+      if (std::find(chosen, chosen + r, e) != chosen + r) continue;
+      if (best < 0 || p[e] > p[best]) best = e;
+    }
+    chosen[r] = best;
+    w[r] = p[best];
+  }
+  if (cfg_.spec.renormalize_expert_weights) {
+    float sum = 0.0f;
+    for (int32_t r = 0; r < k; ++r) sum += w[r];
+    for (int32_t r = 0; r < k; ++r) w[r] /= sum;
+  }
+}
+
+void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul) {
+  const int32_t E = cfg_.n_embd, F = cfg_.n_ff_expert, X = cfg_.n_expert, k = cfg_.n_expert_used;
+  matmul(L.router, xn, n, E, logits_.data());
+  for (int32_t t = 0; t < n; ++t) route(logits_.data() + static_cast<size_t>(t) * X, t);
+  for (int32_t e = 0; e < X; ++e) {
+    int32_t m = 0;
+    for (int32_t t = 0; t < n; ++t)
+      for (int32_t r = 0; r < k; ++r)
+        if (chosen_[static_cast<size_t>(t) * k + r] == e) {
+          rows_[m] = t;
+          rank_[m] = r;
+          std::memcpy(x_.data() + static_cast<size_t>(m) * E, xn + static_cast<size_t>(t) * E, E * sizeof(float));
+          ++m;
+        }
+    if (m == 0) continue;
+    matmul(L.gate_exps[e], x_.data(), m, E, gate_.data());
+    matmul(L.up_exps[e], x_.data(), m, E, up_.data());
+    for (int32_t i = 0; i < m; ++i) {
+      float* g = gate_.data() + static_cast<size_t>(i) * F;
+      gated_activation(cfg_.spec.ffn_act, g, up_.data() + static_cast<size_t>(i) * F, F, g);
+    }
+    matmul(L.down_exps[e], gate_.data(), m, F, y_.data());
+    for (int32_t i = 0; i < m; ++i) {
+      const size_t slot = static_cast<size_t>(rows_[i]) * k + rank_[i];
+      const float* y = y_.data() + static_cast<size_t>(i) * E;
+      float* dst = per_rank_.data() + slot * E;
+      for (int32_t d = 0; d < E; ++d) dst[d] = y[d] * weight_[slot];
+    }
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    float* o = out + static_cast<size_t>(t) * E;
+    const float* first = per_rank_.data() + static_cast<size_t>(t) * k * E;
+    std::memcpy(o, first, E * sizeof(float));
+    for (int32_t r = 1; r < k; ++r) kernels::add(o, first + static_cast<size_t>(r) * E, E, o);
+  }
+  if (cfg_.n_ff_shexp == 0) return;
+  const int32_t S = cfg_.n_ff_shexp;
+  matmul(L.shexp_gate, xn, n, E, sh_gate_.data());
+  matmul(L.gate_shexp, xn, n, E, sh_ff_gate_.data());
+  matmul(L.up_shexp, xn, n, E, sh_ff_up_.data());
+  for (int32_t t = 0; t < n; ++t) {
+    float* g = sh_ff_gate_.data() + static_cast<size_t>(t) * S;
+    gated_activation(cfg_.spec.ffn_act, g, sh_ff_up_.data() + static_cast<size_t>(t) * S, S, g);
+  }
+  matmul(L.down_shexp, sh_ff_gate_.data(), n, S, sh_out_.data());
+  for (int32_t t = 0; t < n; ++t) {
+    const float z = sh_gate_[t];
+    const float gate = z != 0.0f ? kernels::silu(z) / z : 0.5f;
+    float* s = sh_out_.data() + static_cast<size_t>(t) * E;
+    kernels::scale(gate, E, s);
+    kernels::add(out + static_cast<size_t>(t) * E, s, E, out + static_cast<size_t>(t) * E);
+  }
+}
+
+}  // namespace glacier::compute

@@ -1,0 +1,88 @@
+// The steady-state decode loop allocates nothing on the heap for the architectures with their own
+// compute paths (MoE routing and experts, the shared expert, the GELU table). This binary counts
+// calls to the global operator new (as tests/unit/decode_alloc_test.cpp does for llama).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "common/stage_harness.h"
+#include "common/test_env.h"
+#include "pipeline/local_ring.h"
+#include "pipeline/scheduler.h"
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+// Records the allocation count at every submit, so the test sees each scheduling round.
+class CountingRing : public glacier::pipeline::Ring {
+ public:
+  explicit CountingRing(glacier::pipeline::Ring& inner) : inner_(inner) { counts.reserve(4096); }
+  int n_stages() const override { return inner_.n_stages(); }
+  void submit(const glacier::compute::MicroBatch& mb) override {
+    counts.push_back(g_allocations.load());
+    inner_.submit(mb);
+  }
+  bool poll(glacier::compute::MicroBatchResult& out, bool wait) override { return inner_.poll(out, wait); }
+  std::vector<int64_t> counts;
+
+ private:
+  glacier::pipeline::Ring& inner_;
+};
+
+// Plain TESTs calling this (not TEST_P): gtest's parameter registry, inlined next to the replaced
+// operator new, trips g++ 12's -Wmismatched-new-delete.
+void expect_no_decode_allocations(const char* name) {
+  GLACIER_REQUIRE_SHARED(model, std::string("models/synthetic/") + name + ".gguf");
+  {  // the counter sees allocations at all (else the check below could not fail)
+    const int64_t before = g_allocations.load();
+    auto* probe = new std::vector<int>(3);
+    delete probe;
+    ASSERT_GE(g_allocations.load() - before, 2);
+  }
+  constexpr int32_t kSeqs = 4, kNewTokens = 80;
+  glacier::testing::StageHarness h(model, {}, 64, kSeqs, 256);
+  glacier::pipeline::LocalRing local(*h.stages.front(), 4);
+  CountingRing ring(local);
+  glacier::pipeline::SchedulerOptions opt;
+  opt.n_slots = kSeqs;
+  opt.n_ctx = 256;
+  opt.ubatch = 64;
+  opt.max_in_flight = 2;
+  opt.decode_groups = 2;
+  glacier::pipeline::Scheduler sched(opt, ring, [](const glacier::pipeline::SequenceOutcome&) { return false; },
+                                     [](glacier::pipeline::SequenceOutcome&&) {});
+  for (int32_t i = 0; i < kSeqs; ++i) {
+    glacier::pipeline::SequenceRequest r;
+    r.seq = i;
+    r.tokens = {1, 40 + i, 300, 7, 99 + 3 * i};
+    r.max_new_tokens = kNewTokens;
+    sched.add(std::move(r));
+  }
+  sched.run();
+  // Rounds 10..100 are pure decode: every sequence is past its prompt and none has finished.
+  ASSERT_GT(ring.counts.size(), 110u);
+  const int64_t during = ring.counts[100] - ring.counts[10];
+  std::printf("%s: heap allocations in 90 decode rounds: %lld\n", name, static_cast<long long>(during));
+  EXPECT_EQ(during, 0);
+}
+
+TEST(SyntheticArchDecodeAllocations, MixtralQ8_0) { expect_no_decode_allocations("synth-mixtral-q8_0"); }
+TEST(SyntheticArchDecodeAllocations, Qwen2MoeSharedExpert) { expect_no_decode_allocations("synth-qwen2moe-f32"); }
+TEST(SyntheticArchDecodeAllocations, Qwen3Moe) { expect_no_decode_allocations("synth-qwen3moe-f32"); }
+TEST(SyntheticArchDecodeAllocations, GemmaGeluTable) { expect_no_decode_allocations("synth-gemma-f32"); }
+TEST(SyntheticArchDecodeAllocations, Phi3FusedViews) { expect_no_decode_allocations("synth-phi3-f32"); }
+
+}  // namespace
