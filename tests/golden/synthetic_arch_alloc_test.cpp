@@ -3,54 +3,27 @@
 // calls to the global operator new (as tests/unit/decode_alloc_test.cpp does for llama).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 
 #include "common/stage_harness.h"
+#include "common/alloc_counter.h"
 #include "common/test_env.h"
 #include "pipeline/local_ring.h"
 #include "pipeline/scheduler.h"
 
 namespace {
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
 
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-
-namespace {
-
-// Records the allocation count at every submit, so the test sees each scheduling round.
-class CountingRing : public glacier::pipeline::Ring {
- public:
-  explicit CountingRing(glacier::pipeline::Ring& inner) : inner_(inner) { counts.reserve(4096); }
-  int n_stages() const override { return inner_.n_stages(); }
-  void submit(const glacier::compute::MicroBatch& mb) override {
-    counts.push_back(g_allocations.load());
-    inner_.submit(mb);
-  }
-  bool poll(glacier::compute::MicroBatchResult& out, bool wait) override { return inner_.poll(out, wait); }
-  std::vector<int64_t> counts;
-
- private:
-  glacier::pipeline::Ring& inner_;
-};
+using glacier::testing::allocation_count;
+using glacier::testing::CountingRing;
 
 // Plain TESTs calling this (not TEST_P): gtest's parameter registry, inlined next to the replaced
 // operator new, trips g++ 12's -Wmismatched-new-delete.
 void expect_no_decode_allocations(const char* name) {
   GLACIER_REQUIRE_SHARED(model, std::string("models/synthetic/") + name + ".gguf");
   {  // the counter sees allocations at all (else the check below could not fail)
-    const int64_t before = g_allocations.load();
+    const int64_t before = allocation_count();
     auto* probe = new std::vector<int>(3);
     delete probe;
-    ASSERT_GE(g_allocations.load() - before, 2);
+    ASSERT_GE(allocation_count() - before, 2);
   }
   constexpr int32_t kSeqs = 4, kNewTokens = 80;
   glacier::testing::StageHarness h(model, {}, 64, kSeqs, 256);
