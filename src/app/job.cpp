@@ -130,7 +130,7 @@ int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline:
 }
 
 // Rank 0's part of a generate or score job.
-int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ring& ring,
+int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
                   const pipeline::SchedulerOptions& sopt, const Provenance& provenance) {
   std::vector<io::PromptRecord> records = io::read_prompts(o.prompts);
   ResultSink sink(o, provenance, records);
@@ -169,7 +169,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ri
       continue;
     }
     pipeline::SequenceRequest req;
-    if (auto err = build_request(rec, o, tok, static_cast<int32_t>(i), req, plans[i])) {
+    if (auto err = build_request(rec, o, tok, chat, static_cast<int32_t>(i), req, plans[i])) {
       emit(make_error_result(rec, o.prompts + ":" + std::to_string(rec.line) + ": " + *err));
       continue;
     }
@@ -271,7 +271,8 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       if (o.mode == "perplexity") {
         code = drive_perplexity(o, *tok, *ring, sopt);
       } else {
-        code = drive_prompts(o, *tok, *ring, sopt, provenance(o, s, ch.size(), hosts));
+        const ChatSetup chat = choose_chat_template(o, s.file->find_string("tokenizer.chat_template"));
+        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(o, s, ch.size(), hosts));
       }
     } catch (const InputError& e) {
       driver_error = e.what();

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "model/chat_template.h"
 #include "util/error.h"
 
 namespace po = boost::program_options;
@@ -34,7 +35,9 @@ po::options_description describe(JobOptions& o) {
       ("min-p", po::value(&o.min_p)->default_value(o.min_p, "0"), "drop tokens below min-p x the best probability (0 = off)")
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed (draws are keyed by seed, prompt id and step)")
       ("stop", po::value(&o.stop)->composing(), "stop string (repeatable)")
-      ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts");
+      ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts")
+      ("chat-template", po::value(&o.chat_template), "template for \"messages\" prompts: chatml | llama3 | llama2 | mistral | "
+                                                     "deepseek (default: recognized from the model file)");
   po::options_description engine("Engine");
   engine.add_options()
       ("ctx", po::value(&o.ctx)->default_value(o.ctx), "context length per sequence (0 = the model's, at most 4096); "
@@ -75,6 +78,7 @@ void check(const JobOptions& o) {
   if (o.bind != "core" && o.bind != "numa" && o.bind != "none") bad("bind", "core, numa or none", "'" + o.bind + "'");
   if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
     bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
+  if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
   if (o.flush_every < 1) bad("flush-every", "a count >= 1", std::to_string(o.flush_every));
   if (o.resume && o.h5_out.empty()) bad("resume", "an --out HDF5 file to resume from", "no --out");
   if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warn" && o.log_level != "error")
@@ -123,7 +127,7 @@ std::string describe_options(const JobOptions& o) {
   std::ostringstream s;
   s << "mode = " << o.mode << "\nmax-tokens = " << o.max_tokens << "\ntemperature = " << o.temperature
     << "\ntop-k = " << o.top_k << "\ntop-p = " << o.top_p << "\nmin-p = " << o.min_p << "\nseed = " << o.seed
-    << "\nctx = " << o.ctx << "\nno-bos = " << o.no_bos << "\n";
+    << "\nctx = " << o.ctx << "\nno-bos = " << o.no_bos << "\nchat-template = " << o.chat_template << "\n";
   for (const auto& st : o.stop) s << "stop = " << st << "\n";
   return s.str();
 }

@@ -32,6 +32,7 @@ struct JobOptions {
   double flush_seconds = 30.0;
   bool resume = false;
   bool no_bos = false;
+  std::string chat_template;  // empty: recognized from the model's tokenizer.chat_template
   std::string log_level = "info";
   std::string config_file;
 };

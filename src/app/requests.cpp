@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "util/error.h"
+
 namespace glacier::app {
 
 uint64_t prompt_key(const std::string& id) {
@@ -15,9 +17,21 @@ uint64_t prompt_key(const std::string& id) {
   return h;
 }
 
+ChatSetup choose_chat_template(const JobOptions& opt, const std::optional<std::string>& jinja) {
+  ChatSetup c;
+  if (!opt.chat_template.empty()) {
+    c.chat_template = model::parse_chat_template_name(opt.chat_template);
+  } else if (!jinja) {
+    c.unavailable_reason = "the model has no tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek)";
+  } else if (!(c.chat_template = model::detect_chat_template(*jinja))) {
+    c.unavailable_reason = "unknown chat template in the model's tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek)";
+  }
+  return c;
+}
+
 std::optional<std::string> build_request(const io::PromptRecord& rec, const JobOptions& opt,
-                                         const model::Tokenizer& tok, int32_t seq, pipeline::SequenceRequest& req,
-                                         PromptPlan& plan) {
+                                         const model::Tokenizer& tok, const ChatSetup& chat, int32_t seq,
+                                         pipeline::SequenceRequest& req, PromptPlan& plan) {
   plan.record = rec;
   plan.stop = rec.stop ? *rec.stop : opt.stop;
   req = {};
@@ -30,7 +44,23 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   req.sampling.min_p = static_cast<float>(rec.min_p ? *rec.min_p : opt.min_p);
   req.sampling.seed = rec.seed ? *rec.seed : opt.seed;
   const bool add_special = !opt.no_bos;
-  if (rec.is_chat()) return "chat messages need a chat template, which this version does not render yet";
+  if (rec.is_chat()) {
+    if (opt.mode != "generate") return "\"messages\" records need --mode generate";
+    if (!chat.chat_template) return chat.unavailable_reason;
+    std::string text;
+    try {
+      const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string();
+      text = model::render_chat(*chat.chat_template, model::parse_chat_messages(*rec.messages_json), bos);
+    } catch (const InputError& e) {
+      return std::string("messages: ") + e.what();
+    }
+    // The rendered text carries its own BOS and control tokens (e.g. <|im_start|>): parse them as such.
+    req.tokens = tok.encode(text, false, true);
+    if (req.tokens.empty()) return "the chat template rendered an empty prompt";
+    plan.n_prompt = static_cast<int32_t>(req.tokens.size());
+    plan.prompt_tokens = req.tokens;
+    return std::nullopt;
+  }
   if (rec.is_score()) {
     if (opt.mode != "score") return "a context/continuation record needs --mode score";
     req.mode = pipeline::SeqMode::Score;

@@ -9,6 +9,7 @@
 #include "app/options.h"
 #include "io/prompt_record.h"
 #include "io/result_record.h"
+#include "model/chat_template.h"
 #include "model/tokenizer.h"
 #include "pipeline/scheduler.h"
 
@@ -23,11 +24,19 @@ struct PromptPlan {
   std::vector<int32_t> prompt_tokens;
 };
 
+// How "messages" prompts become text: the template from --chat-template or recognized from the
+// model's tokenizer.chat_template (nullopt with a reason when neither gives one).
+struct ChatSetup {
+  std::optional<model::ChatTemplate> chat_template;
+  std::string unavailable_reason;
+};
+ChatSetup choose_chat_template(const JobOptions& opt, const std::optional<std::string>& model_template_jinja);
+
 // Builds the request for a valid record; returns an error message instead when the record cannot run
 // (a token id outside the vocabulary, a score record in generate mode, ...).
 std::optional<std::string> build_request(const io::PromptRecord& rec, const JobOptions& opt,
-                                         const model::Tokenizer& tok, int32_t seq, pipeline::SequenceRequest& req,
-                                         PromptPlan& plan);
+                                         const model::Tokenizer& tok, const ChatSetup& chat, int32_t seq,
+                                         pipeline::SequenceRequest& req, PromptPlan& plan);
 
 // A stable 64-bit key of the prompt id (FNV-1a): the random generator's per-prompt key.
 uint64_t prompt_key(const std::string& id);

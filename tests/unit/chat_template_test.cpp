@@ -1,0 +1,194 @@
+// Chat prompt rendering: each format against text written by hand from the format's definition, template
+// detection from short Jinja snippets, template names, JSON message parsing and the errors for bad input.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "model/chat_template.h"
+#include "util/error.h"
+
+namespace glacier::model {
+namespace {
+
+// A system message, two user turns and one assistant turn: exercises every role and a second round.
+const std::vector<ChatMessage> kConversation = {
+    {"system", "You are terse."},
+    {"user", "Hi"},
+    {"assistant", "Hello!"},
+    {"user", "Name a color."},
+};
+
+// Runs fn, expects an InputError, and returns its message so the test can check what it names.
+template <typename Fn>
+std::string input_error_message(Fn fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return "";
+}
+
+TEST(ChatTemplate, RendersChatML) {
+  const std::string expected =
+      "<|im_start|>system\nYou are terse.<|im_end|>\n"
+      "<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\nHello!<|im_end|>\n"
+      "<|im_start|>user\nName a color.<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  EXPECT_EQ(render_chat(ChatTemplate::ChatML, kConversation, "<s>"), expected);
+}
+
+TEST(ChatTemplate, RendersLlama3) {
+  const std::string expected =
+      "<|begin_of_text|>"
+      "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nName a color.<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  EXPECT_EQ(render_chat(ChatTemplate::Llama3, kConversation, "<|begin_of_text|>"), expected);
+}
+
+TEST(ChatTemplate, Llama3TrimsContent) {
+  const std::vector<ChatMessage> messages = {{"user", " \n Hi there \t\n"}};
+  const std::string expected =
+      "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  EXPECT_EQ(render_chat(ChatTemplate::Llama3, messages, ""), expected);
+}
+
+TEST(ChatTemplate, RendersLlama2) {
+  const std::string expected =
+      "<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello! </s>"
+      "<s>[INST] Name a color. [/INST]";
+  EXPECT_EQ(render_chat(ChatTemplate::Llama2, kConversation, "<s>"), expected);
+}
+
+TEST(ChatTemplate, RendersLlama2WithoutSystem) {
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}};
+  EXPECT_EQ(render_chat(ChatTemplate::Llama2, messages, "<s>"), "<s>[INST] Hi [/INST]");
+}
+
+TEST(ChatTemplate, RendersMistral) {
+  const std::string expected =
+      "<s>[INST] You are terse.\n\nHi [/INST] Hello!</s>"
+      "[INST] Name a color. [/INST]";
+  EXPECT_EQ(render_chat(ChatTemplate::Mistral, kConversation, "<s>"), expected);
+}
+
+TEST(ChatTemplate, RendersDeepSeek) {
+  const std::string expected =
+      "<｜begin▁of▁sentence｜>You are terse."
+      "<｜User｜>Hi"
+      "<｜Assistant｜>Hello!<｜end▁of▁sentence｜>"
+      "<｜User｜>Name a color."
+      "<｜Assistant｜>";
+  EXPECT_EQ(render_chat(ChatTemplate::DeepSeek, kConversation, "<｜begin▁of▁sentence｜>"), expected);
+}
+
+TEST(ChatTemplate, DetectsFormatsFromJinjaMarkers) {
+  EXPECT_EQ(detect_chat_template("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                                 "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"),
+            ChatTemplate::ChatML);
+  EXPECT_EQ(detect_chat_template("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + "
+                                 "message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + "
+                                 "'<|eot_id|>' }}{% endfor %}"),
+            ChatTemplate::Llama3);
+  EXPECT_EQ(detect_chat_template("{% if messages[0]['role'] == 'system' %}{% set sys = '<<SYS>>\\n' + "
+                                 "messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}{% endif %}"
+                                 "{{ bos_token + '[INST] ' + sys + content + ' [/INST]' }}"),
+            ChatTemplate::Llama2);
+  EXPECT_EQ(detect_chat_template("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+                                 "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}"
+                                 "{{ message['content'] + eos_token }}{% endif %}{% endfor %}"),
+            ChatTemplate::Mistral);
+  EXPECT_EQ(detect_chat_template("{% if message['role'] == 'user' %}{{'<｜User｜>' + message['content']}}"
+                                 "{% endif %}"),
+            ChatTemplate::DeepSeek);
+  EXPECT_EQ(detect_chat_template("{% if add_generation_prompt %}{{'<｜Assistant｜><think>\\n'}}{% endif %}"),
+            ChatTemplate::DeepSeek);
+}
+
+TEST(ChatTemplate, UnknownJinjaIsNotDetected) {
+  EXPECT_EQ(detect_chat_template("{% for message in messages %}<start_of_turn>{{ message['role'] }}\n"
+                                 "{{ message['content'] }}<end_of_turn>\n{% endfor %}"),
+            std::nullopt);
+  EXPECT_EQ(detect_chat_template(""), std::nullopt);
+}
+
+TEST(ChatTemplate, ParsesNamesAndRoundTrips) {
+  for (ChatTemplate t : {ChatTemplate::ChatML, ChatTemplate::Llama3, ChatTemplate::Llama2, ChatTemplate::Mistral,
+                         ChatTemplate::DeepSeek}) {
+    EXPECT_EQ(parse_chat_template_name(chat_template_name(t)), t);
+  }
+  EXPECT_EQ(parse_chat_template_name("qwen"), ChatTemplate::ChatML);
+  EXPECT_EQ(parse_chat_template_name("Llama3"), ChatTemplate::Llama3);
+  const std::string message = input_error_message([] { parse_chat_template_name("gemma"); });
+  EXPECT_NE(message.find("\"gemma\""), std::string::npos) << message;
+  EXPECT_NE(message.find("chatml"), std::string::npos) << message;
+  EXPECT_NE(message.find("deepseek"), std::string::npos) << message;
+}
+
+TEST(ChatTemplate, RejectsUnknownRole) {
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}, {"bot", "Hello"}};
+  const std::string message = input_error_message([&] { render_chat(ChatTemplate::ChatML, messages, ""); });
+  EXPECT_NE(message.find("message 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("\"bot\""), std::string::npos) << message;
+}
+
+TEST(ChatTemplate, RejectsEmptyConversation) {
+  const std::string message = input_error_message([] { render_chat(ChatTemplate::Llama3, {}, ""); });
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+}
+
+TEST(ChatTemplate, InstFormatsRequireAlternationEndingWithUser) {
+  const std::vector<ChatMessage> two_users = {{"user", "a"}, {"user", "b"}};
+  std::string message = input_error_message([&] { render_chat(ChatTemplate::Llama2, two_users, "<s>"); });
+  EXPECT_NE(message.find("message 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("alternate"), std::string::npos) << message;
+
+  const std::vector<ChatMessage> ends_with_assistant = {{"user", "a"}, {"assistant", "b"}};
+  message = input_error_message([&] { render_chat(ChatTemplate::Mistral, ends_with_assistant, "<s>"); });
+  EXPECT_NE(message.find("last message"), std::string::npos) << message;
+
+  const std::vector<ChatMessage> late_system = {{"user", "a"}, {"assistant", "b"}, {"system", "c"}};
+  message = input_error_message([&] { render_chat(ChatTemplate::DeepSeek, late_system, ""); });
+  EXPECT_NE(message.find("message 2"), std::string::npos) << message;
+}
+
+TEST(ChatTemplate, ParsesJsonMessages) {
+  const std::vector<ChatMessage> messages = parse_chat_messages(
+      R"([{"role": "system", "content": "Be brief."},
+          {"role": "user", "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]}])");
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[0].role, "system");
+  EXPECT_EQ(messages[0].content, "Be brief.");
+  EXPECT_EQ(messages[1].role, "user");
+  EXPECT_EQ(messages[1].content, "first\nsecond");
+}
+
+TEST(ChatTemplate, RejectsMalformedJson) {
+  std::string message = input_error_message([] { parse_chat_messages(R"([{"role": "user", "content": )"); });
+  EXPECT_NE(message.find("chat messages JSON"), std::string::npos) << message;
+  EXPECT_NE(message.find("valid JSON"), std::string::npos) << message;
+
+  message = input_error_message([] { parse_chat_messages(R"({"role": "user", "content": "x"})"); });
+  EXPECT_NE(message.find("expected an array"), std::string::npos) << message;
+
+  message = input_error_message([] { parse_chat_messages(R"([{"role": "user"}])"); });
+  EXPECT_NE(message.find("element 0 key \"content\""), std::string::npos) << message;
+
+  message = input_error_message([] { parse_chat_messages(R"([{"role": 3, "content": "x"}])"); });
+  EXPECT_NE(message.find("key \"role\""), std::string::npos) << message;
+
+  message = input_error_message(
+      [] { parse_chat_messages(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])"); });
+  EXPECT_NE(message.find("part 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("\"image_url\""), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace glacier::model
