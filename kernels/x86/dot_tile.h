@@ -25,9 +25,9 @@ void dot_tile(const void* w, const void* x, size_t x_stride, int nx, int64_t n, 
   using X = typename K::X;
   const auto* wp = static_cast<const typename K::W*>(w);
   const auto* xb = static_cast<const unsigned char*>(x);
-  const X* xs[kMaxTileRows];
+  const X* xs[kMaxTileRows] = {};
   for (int i = 0; i < nx; ++i) xs[i] = reinterpret_cast<const X*>(xb + i * x_stride);
-  float results[kMaxTileRows];
+  float results[kMaxTileRows] = {};
   switch (nx) {
     case 4: K::template rows<4>(wp, xs, n, results); break;
     case 3: K::template rows<3>(wp, xs, n, results); break;
