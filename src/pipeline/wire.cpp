@@ -39,12 +39,14 @@ static_assert(std::is_trivially_copyable_v<compute::ChunkResult>);
 
 template <typename T>
 void put(std::vector<uint8_t>& out, size_t& at, const T* src, size_t n) {
+  if (n == 0) return;  // an empty vector's data() may be null, which memcpy must not see
   std::memcpy(out.data() + at, src, n * sizeof(T));
   at += n * sizeof(T);
 }
 template <typename T>
 void get(const uint8_t* data, size_t bytes, size_t& at, T* dst, size_t n) {
   GLACIER_ASSERT(at + n * sizeof(T) <= bytes, "pipeline message shorter than its header says");
+  if (n == 0) return;
   std::memcpy(dst, data + at, n * sizeof(T));
   at += n * sizeof(T);
 }
