@@ -2,6 +2,8 @@
 // every tensor's offset, known from the declared shapes), then tensor bytes pass straight to disk.
 #include "gguf/gguf_stream_writer.h"
 
+#include "gguf/gguf_encoding.h"
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -15,117 +17,10 @@ namespace glacier::gguf {
 static_assert(std::endian::native == std::endian::little,
               "the GGUF stream writer stores little-endian fields with plain copies");
 
+using namespace encoding;
+
 namespace {
-
-constexpr uint32_t kVersion = 3;
-constexpr uint64_t kDefaultAlignment = 32;
-constexpr const char* kAlignmentKey = "general.alignment";
 constexpr size_t kFileBufferBytes = size_t{4} << 20;  // few large writes instead of many small ones
-
-uint64_t round_up(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
-
-class HeaderBytes {
- public:
-  std::vector<uint8_t> bytes;
-
-  template <typename T>
-  void put(T v) {
-    put_raw(&v, sizeof(T));
-  }
-  void put_raw(const void* p, size_t n) {
-    const size_t at = bytes.size();
-    bytes.resize(at + n);
-    if (n) std::memcpy(bytes.data() + at, p, n);
-  }
-  void put_string(const std::string& s) {
-    put<uint64_t>(s.size());
-    put_raw(s.data(), s.size());
-  }
-  void put_value(const Value& v);
-
- private:
-  template <typename T>
-  void put_integer(const Value& v) {
-    // The reader widens integers to 64 bits; a payload outside the declared width is a caller bug.
-    if constexpr (std::numeric_limits<T>::is_signed) {
-      const int64_t* i = std::get_if<int64_t>(&v.data);
-      GLACIER_ASSERT(i && *i >= std::numeric_limits<T>::min() && *i <= std::numeric_limits<T>::max(),
-                     std::string("GGUF value declared ") + value_type_name(v.type) + " holds no fitting payload");
-      put(static_cast<T>(*i));
-    } else {
-      const uint64_t* u = std::get_if<uint64_t>(&v.data);
-      GLACIER_ASSERT(u && *u <= std::numeric_limits<T>::max(),
-                     std::string("GGUF value declared ") + value_type_name(v.type) + " holds no fitting payload");
-      put(static_cast<T>(*u));
-    }
-  }
-  double float_payload(const Value& v) {
-    const double* d = std::get_if<double>(&v.data);
-    GLACIER_ASSERT(d, std::string("GGUF value declared ") + value_type_name(v.type) + " holds no float payload");
-    return *d;
-  }
-};
-
-void HeaderBytes::put_value(const Value& v) {
-  switch (v.type) {
-    case ValueType::UINT8: return put_integer<uint8_t>(v);
-    case ValueType::INT8: return put_integer<int8_t>(v);
-    case ValueType::UINT16: return put_integer<uint16_t>(v);
-    case ValueType::INT16: return put_integer<int16_t>(v);
-    case ValueType::UINT32: return put_integer<uint32_t>(v);
-    case ValueType::INT32: return put_integer<int32_t>(v);
-    case ValueType::UINT64: return put_integer<uint64_t>(v);
-    case ValueType::INT64: return put_integer<int64_t>(v);
-    case ValueType::FLOAT32: return put(static_cast<float>(float_payload(v)));
-    case ValueType::FLOAT64: return put(float_payload(v));
-    case ValueType::BOOL: {
-      const bool* b = std::get_if<bool>(&v.data);
-      GLACIER_ASSERT(b, "GGUF value declared bool holds no bool payload");
-      return put<uint8_t>(*b ? 1 : 0);
-    }
-    case ValueType::STRING: {
-      const std::string* s = std::get_if<std::string>(&v.data);
-      GLACIER_ASSERT(s, "GGUF value declared string holds no string payload");
-      return put_string(*s);
-    }
-    case ValueType::ARRAY: {
-      const Array* a = std::get_if<Array>(&v.data);
-      GLACIER_ASSERT(a, "GGUF value declared array holds no array payload");
-      put(static_cast<uint32_t>(a->elem_type));
-      put<uint64_t>(a->items.size());
-      for (const Value& item : a->items) {
-        GLACIER_ASSERT(item.type == a->elem_type, std::string("array of ") + value_type_name(a->elem_type) +
-                                                      " holds a " + value_type_name(item.type));
-        put_value(item);
-      }
-      return;
-    }
-  }
-  GLACIER_ASSERT(false, "unknown GGUF value type");
-}
-
-Value make_value(ValueType t, decltype(Value::data) payload) {
-  Value v;
-  v.type = t;
-  v.data = std::move(payload);
-  return v;
-}
-
-template <typename Payload, typename T>
-Value make_array(ValueType elem, const std::vector<T>& items) {
-  Array a;
-  a.elem_type = elem;
-  a.items.reserve(items.size());
-  for (const T& x : items) a.items.push_back(make_value(elem, Payload(x)));
-  return make_value(ValueType::ARRAY, std::move(a));
-}
-
-std::string shape_string(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 StreamWriter::StreamWriter(uint64_t alignment) : alignment_(alignment) {
@@ -200,7 +95,7 @@ void StreamWriter::open(const std::string& path) {
   bool add_alignment_key = alignment_ != kDefaultAlignment;
   for (const auto& kv : kv_) add_alignment_key = add_alignment_key && kv.first != kAlignmentKey;
 
-  HeaderBytes h;
+  ByteSink h;
   h.put_raw("GGUF", 4);
   h.put<uint32_t>(kVersion);
   h.put<uint64_t>(tensors_.size());
