@@ -12,6 +12,8 @@ PACKAGES=(
   libbenchmark-dev libgtest-dev
   nlohmann-json3-dev libpcre2-dev
   python3-numpy python3-h5py-mpi python3-matplotlib
+  clang libclang-rt-14-dev
+  slurm-wlm munge iproute2
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
