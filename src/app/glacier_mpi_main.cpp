@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
       auto channel = glacier::comm::make_mpi_channel();
       code = glacier::app::run_job(*options, *channel);
     }
+  } catch (const glacier::comm::StallError& e) {
+    // Results are already saved (rank 0 closes its files before rethrowing); only an abort ends a ring
+    // one of whose ranks no longer answers.
+    GLACIER_LOG_ERROR("%s", e.what());
+    glacier::comm::abort_job(glacier::app::kExitFailure);
   } catch (const glacier::app::JobFailed& e) {
     if (rank == 0) GLACIER_LOG_ERROR("%s", e.what());
     code = e.code();

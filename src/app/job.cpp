@@ -176,7 +176,12 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     sched.add(std::move(req));
   }
   const double t0 = now_seconds();
-  sched.run();
+  try {
+    sched.run();
+  } catch (const comm::StallError&) {
+    sink.finish();  // a stalled rank ends the job by abort: save every result computed so far first
+    throw;
+  }
   const double seconds = now_seconds() - t0;
   sink.finish();
   progress.update(sink.done(), generated_tokens);
@@ -244,6 +249,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     error = e.what();
   }
   if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
+  ch.configure_faults({o.stall_timeout, o.inject_latency_ms / 1000.0});
   // Every stage must hold the same slots: the smallest any rank's memory allows.
   const std::vector<int64_t> slots = ch.allgather(s.n_slots);
   s.n_slots = static_cast<int32_t>(*std::min_element(slots.begin(), slots.end()));
@@ -274,6 +280,8 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
         const ChatSetup chat = choose_chat_template(o, s.file->find_string("tokenizer.chat_template"));
         code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(o, s, ch.size(), hosts));
       }
+    } catch (const comm::StallError&) {
+      throw;  // the ring cannot be shut down through a stalled rank: main aborts the job
     } catch (const InputError& e) {
       driver_error = e.what();
       code = kExitInputError;

@@ -50,6 +50,11 @@ po::options_description describe(JobOptions& o) {
       ("wire", po::value(&o.wire)->default_value(o.wire), "activation codec between ranks: f32 | f16 | bf16 | int8")
       ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "flush results after this many")
       ("flush-seconds", po::value(&o.flush_seconds)->default_value(o.flush_seconds, "30"), "... or after this many seconds")
+      ("stall-timeout", po::value(&o.stall_timeout)->default_value(o.stall_timeout, "300"),
+       "seconds with no message arriving before every rank is checked; a rank that does not answer (stopped, hung) "
+       "ends the job, naming it (0 = off)")
+      ("inject-latency-ms", po::value(&o.inject_latency_ms)->default_value(o.inject_latency_ms, "0"),
+       "hold every message between ranks this long before sending it (simulates a slow link)")
       ("log-level", po::value(&o.log_level)->default_value(o.log_level), "debug | info | warn | error");
   po::options_description all;
   all.add(job).add(sampling).add(engine);
@@ -79,6 +84,9 @@ void check(const JobOptions& o) {
   if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
     bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
+  if (!(o.stall_timeout >= 0.0)) bad("stall-timeout", "seconds >= 0", std::to_string(o.stall_timeout));
+  if (!(o.inject_latency_ms >= 0.0 && o.inject_latency_ms <= 60000.0))
+    bad("inject-latency-ms", "milliseconds in [0, 60000]", std::to_string(o.inject_latency_ms));
   if (o.flush_every < 1) bad("flush-every", "a count >= 1", std::to_string(o.flush_every));
   if (o.resume && o.h5_out.empty()) bad("resume", "an --out HDF5 file to resume from", "no --out");
   if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warn" && o.log_level != "error")

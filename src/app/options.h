@@ -30,6 +30,8 @@ struct JobOptions {
   std::string wire = "f32";
   int32_t flush_every = 16;
   double flush_seconds = 30.0;
+  double stall_timeout = 300.0;  // seconds without a completed transfer before the ranks are checked (0 = off)
+  double inject_latency_ms = 0.0;  // held before every point-to-point send (scaling studies)
   bool resume = false;
   bool no_bos = false;
   std::string chat_template;  // empty: recognized from the model's tokenizer.chat_template

@@ -5,10 +5,28 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace glacier::comm {
+
+// Thrown by wait() when the stall watchdog finds a rank that makes no progress (stopped, hung, or
+// dead without the launcher noticing). The job cannot end collectively then: the caller saves what it
+// has and aborts every rank.
+class StallError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The watchdog and fault-injection settings of a channel (both off by default).
+struct ChannelFaultSettings {
+  // A wait with no completion for this long starts a liveness check of every rank (0 = off).
+  double stall_timeout_s = 0.0;
+  // Every point-to-point send leaves this much later than asked, without blocking the sender: it stands
+  // in for a slow link (a scaling study's injected hop latency).
+  double send_delay_s = 0.0;
+};
 
 // Handle of an outstanding transfer; `id` is the channel's own bookkeeping index.
 struct Request {
@@ -33,6 +51,10 @@ class Channel {
   virtual void cancel(Request& r) = 0;
   // Drives progress of outstanding transfers (called between layers while computing).
   virtual void progress() = 0;
+
+  // Applies watchdog and delay settings; call before the first transfer. A transport whose ranks
+  // cannot stall independently (threads of one process in tests) may ignore them.
+  virtual void configure_faults(const ChannelFaultSettings& settings) = 0;
 
   // Collectives over all ranks.
   // Every rank learns the lowest-ranked error message, or nullopt when no rank had one.

@@ -132,6 +132,9 @@ class InProcessChannel final : public Channel {
     r.id = -1;
   }
   void progress() override {}
+  // Threads of one process stop and die together, so there is no stalled rank to find; an injected
+  // delay would only slow the unit tests.
+  void configure_faults(const ChannelFaultSettings&) override {}
 
   std::optional<std::string> agree_on_error(const std::optional<std::string>& local) override {
     {
