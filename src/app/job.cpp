@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/memory_fit.h"
 #include "app/perplexity.h"
 #include "app/progress.h"
 #include "app/result_sink.h"
@@ -53,34 +54,69 @@ std::string read_file(const std::string& path) {
 struct RankSetup {
   std::unique_ptr<gguf::File> file;
   model::ModelConfig cfg;
+  model::WeightBytes bytes;
   std::vector<model::LayerRange> split;
   int32_t n_ctx = 0;
   int32_t n_slots = 0;
   int32_t ubatch = 0;
+  uint64_t memory_budget = 0;  // bytes this rank may use: its share of the host's (or --max-memory-gib's)
   std::unique_ptr<ThreadPool> pool;
   model::ShardWeights shard;  // moved into the stage once the slot count is agreed
   std::unique_ptr<compute::TransformerStage> stage;
 };
 
-// KV slots when --slots is not given: what half of the free memory holds, at most kDefaultSlots.
-int32_t default_slots(const model::ModelConfig& cfg, model::LayerRange layers, int32_t n_ctx) {
+// The memory the job may use on this host.
+uint64_t host_memory_budget(const JobOptions& o) {
+  const uint64_t available = sys::available_memory_bytes();
+  if (o.max_memory_gib <= 0) return available;
+  return std::min(available, static_cast<uint64_t>(o.max_memory_gib * 1024.0 * 1024.0 * 1024.0));
+}
+
+// KV slots when --slots is not given: what half of the rank's memory budget holds, at most kDefaultSlots.
+int32_t default_slots(const model::ModelConfig& cfg, model::LayerRange layers, int32_t n_ctx, uint64_t budget) {
   const uint64_t per_slot = compute::KvCache::bytes_needed(std::max(1, layers.size()), 1, n_ctx, cfg.kv_dim());
-  const uint64_t fit = sys::available_memory_bytes() / 2 / std::max<uint64_t>(per_slot, 1);
+  const uint64_t fit = budget / 2 / std::max<uint64_t>(per_slot, 1);
   return static_cast<int32_t>(std::clamp<uint64_t>(fit, 1, kDefaultSlots));
 }
 
-RankSetup set_up_rank(const JobOptions& o, comm::Channel& ch) {
+MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
+  return {s.cfg, s.bytes, o.slots > 0 ? o.slots : 1, s.n_ctx, s.ubatch};
+}
+
+// Reads the model's metadata and plans this rank's part; no weight is read yet.
+RankSetup plan_rank(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
   if (ch.rank() == 0) ResultSink::check_outputs(o);
   s.file = gguf::File::open(o.model);
   s.cfg = model::read_model_config(*s.file);
-  const model::WeightBytes bytes = model::weight_bytes(*s.file, s.cfg);
-  s.split = o.layers.empty() ? pipeline::partition_by_bytes(bytes, ch.size())
+  s.bytes = model::weight_bytes(*s.file, s.cfg);
+  s.split = o.layers.empty() ? pipeline::partition_by_bytes(s.bytes, ch.size())
                              : pipeline::parse_layer_split(o.layers, s.cfg.n_layer, ch.size());
   s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
   s.ubatch = std::min(o.ubatch, s.n_ctx);
+  return s;
+}
+
+// Refuses, on every rank alike, a model whose shards do not fit their hosts' memory (collective).
+std::optional<std::string> check_fit(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
+  const uint64_t host_budget = host_memory_budget(o);
+  const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
+  const std::vector<int64_t> budgets = ch.allgather(static_cast<int64_t>(host_budget));
+  std::map<std::string, uint64_t> smallest;  // a host offers what its most pessimistic rank measured
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    auto [it, fresh] = smallest.emplace(hosts[r], static_cast<uint64_t>(budgets[r]));
+    if (!fresh) it->second = std::min(it->second, static_cast<uint64_t>(budgets[r]));
+  }
+  std::vector<uint64_t> host_available(hosts.size());
+  for (size_t r = 0; r < hosts.size(); ++r) host_available[r] = smallest[hosts[r]];
+  s.memory_budget = host_available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
+  return check_memory_fit(o.model, memory_shape(o, s), s.split, hosts, host_available);
+}
+
+// Pins the rank, starts its threads and maps its shard.
+void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   const int r = ch.rank(), p = ch.size();
-  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[r], s.n_ctx);
+  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[r], s.n_ctx, s.memory_budget);
   const sys::BindingPlan plan = sys::plan_binding(o.bind, ch.local_rank(), ch.local_size(), o.threads);
   sys::bind_this_process(plan);
   const int threads = o.threads > 0 ? o.threads : sys::default_threads(plan, ch.local_rank(), ch.local_size());
@@ -90,7 +126,6 @@ RankSetup set_up_rank(const JobOptions& o, comm::Channel& ch) {
                    ch.host_name().c_str(), plan.description.c_str(), threads, s.split[r].first, s.split[r].last,
                    shard.bytes / 1048576.0, s.n_ctx);
   s.shard = std::move(shard);
-  return s;
 }
 
 pipeline::SchedulerOptions scheduler_options(const RankSetup& s, int n_stages) {
@@ -243,7 +278,14 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   std::unique_ptr<model::Tokenizer> tok;
   std::optional<std::string> error;
   try {
-    s = set_up_rank(o, ch);
+    s = plan_rank(o, ch);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
+  if (auto agreed = ch.agree_on_error(check_fit(o, ch, s))) throw InputError(*agreed);
+  try {
+    load_rank(o, ch, s);
     if (ch.rank() == 0) tok = model::Tokenizer::from_gguf(*s.file);
   } catch (const InputError& e) {
     error = e.what();

@@ -50,6 +50,9 @@ po::options_description describe(JobOptions& o) {
       ("wire", po::value(&o.wire)->default_value(o.wire), "activation codec between ranks: f32 | f16 | bf16 | int8")
       ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "flush results after this many")
       ("flush-seconds", po::value(&o.flush_seconds)->default_value(o.flush_seconds, "30"), "... or after this many seconds")
+      ("max-memory-gib", po::value(&o.max_memory_gib)->default_value(o.max_memory_gib, "0"),
+       "memory the job may use on each host, in GiB (0 = what /proc/meminfo and cgroup limits allow); "
+       "a model whose shards do not fit is refused before loading")
       ("stall-timeout", po::value(&o.stall_timeout)->default_value(o.stall_timeout, "300"),
        "seconds with no message arriving before every rank is checked; a rank that does not answer (stopped, hung) "
        "ends the job, naming it (0 = off)")
@@ -84,6 +87,7 @@ void check(const JobOptions& o) {
   if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
     bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
+  if (!(o.max_memory_gib >= 0.0)) bad("max-memory-gib", "GiB >= 0", std::to_string(o.max_memory_gib));
   if (!(o.stall_timeout >= 0.0)) bad("stall-timeout", "seconds >= 0", std::to_string(o.stall_timeout));
   if (!(o.inject_latency_ms >= 0.0 && o.inject_latency_ms <= 60000.0))
     bad("inject-latency-ms", "milliseconds in [0, 60000]", std::to_string(o.inject_latency_ms));

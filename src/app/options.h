@@ -30,6 +30,7 @@ struct JobOptions {
   std::string wire = "f32";
   int32_t flush_every = 16;
   double flush_seconds = 30.0;
+  double max_memory_gib = 0.0;  // memory the job may use on each host (0 = what the host and its cgroups allow)
   double stall_timeout = 300.0;  // seconds without a completed transfer before the ranks are checked (0 = off)
   double inject_latency_ms = 0.0;  // held before every point-to-point send (scaling studies)
   bool resume = false;

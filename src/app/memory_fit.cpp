@@ -1,0 +1,100 @@
+// Memory fit: sums the needs of the ranks sharing a host, compares them with what the host offers, and
+// when one does not fit searches the smallest pipeline (byte-balanced split, ranks as small as the
+// tightest one here) that would.
+#include "app/memory_fit.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "compute/kv_cache.h"
+#include "pipeline/partition.h"
+
+namespace glacier::app {
+namespace {
+
+// Floats a token keeps in a stage's working buffers: the residual stream and its normed copy, q/k/v
+// and the attention output (about 4 x n_embd), the FFN's gate/up/act (3 x n_ff), with room to spare.
+constexpr uint64_t kBufferFloatsPerEmbd = 8;
+constexpr uint64_t kBufferFloatsPerFf = 3;
+
+// GiB for real models, MiB for the small ones tests and home labs use.
+std::string format_bytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+RankMemoryNeed rank_memory_need(const MemoryShape& s, model::LayerRange layers, bool first, bool last) {
+  RankMemoryNeed need;
+  for (int32_t l = layers.first; l < layers.last; ++l) need.weights += s.bytes.per_layer[static_cast<size_t>(l)];
+  if (first) need.weights += s.bytes.embedding;
+  if (last) need.weights += s.bytes.head;
+  need.kv_cache = compute::KvCache::bytes_needed(layers.size(), s.min_slots, s.n_ctx, s.cfg.kv_dim());
+  const int32_t ff = std::max({s.cfg.n_ff, s.cfg.n_ff_expert, s.cfg.n_ff_shexp});
+  uint64_t floats_per_token = kBufferFloatsPerEmbd * static_cast<uint64_t>(s.cfg.n_embd) +
+                              kBufferFloatsPerFf * static_cast<uint64_t>(ff);
+  if (last) floats_per_token += static_cast<uint64_t>(s.cfg.n_vocab);  // the logits of a micro-batch
+  need.buffers = floats_per_token * static_cast<uint64_t>(s.ubatch) * sizeof(float);
+  return need;
+}
+
+std::optional<std::string> check_memory_fit(const std::string& model_path, const MemoryShape& shape,
+                                            const std::vector<model::LayerRange>& split,
+                                            const std::vector<std::string>& hosts,
+                                            const std::vector<uint64_t>& host_available) {
+  const int n = static_cast<int>(split.size());
+  struct Host {
+    uint64_t need = 0, available = 0;
+    int ranks = 0;
+    std::string layers;
+  };
+  std::map<std::string, Host> by_host;
+  for (int r = 0; r < n; ++r) {
+    Host& h = by_host[hosts[static_cast<size_t>(r)]];
+    h.need += rank_memory_need(shape, split[static_cast<size_t>(r)], r == 0, r == n - 1).total();
+    h.available = host_available[static_cast<size_t>(r)];
+    h.ranks += 1;
+    if (!h.layers.empty()) h.layers += ',';
+    h.layers += pipeline::format_layer_split({split[static_cast<size_t>(r)]});
+  }
+  const Host* worst = nullptr;
+  std::string worst_name;
+  uint64_t per_rank_capacity = UINT64_MAX;  // what the tightest host gives each of its ranks
+  for (const auto& [name, h] : by_host) {
+    per_rank_capacity = std::min(per_rank_capacity, h.available / static_cast<uint64_t>(h.ranks));
+    if (h.need > h.available && (!worst || h.need - h.available > worst->need - worst->available)) {
+      worst = &h;
+      worst_name = name;
+    }
+  }
+  if (!worst) return std::nullopt;
+
+  std::string advice;
+  for (int stages = 1; stages <= shape.cfg.n_layer; ++stages) {
+    const auto trial = pipeline::partition_by_bytes(shape.bytes, stages);
+    uint64_t heaviest = 0;
+    for (int r = 0; r < stages; ++r)
+      heaviest = std::max(heaviest, rank_memory_need(shape, trial[static_cast<size_t>(r)], r == 0, r == stages - 1).total());
+    if (heaviest <= per_rank_capacity) {
+      advice = "it would fit on " + std::to_string(stages) + " ranks of " + format_bytes(per_rank_capacity) +
+               " each (one rank a host, or hosts with more memory)";
+      break;
+    }
+  }
+  if (advice.empty())
+    advice = "it does not fit even with one layer a rank on ranks of " + format_bytes(per_rank_capacity) +
+             ": use a smaller quantization, a shorter --ctx, or hosts with more memory";
+  return model_path + ": the model does not fit in memory: host " + worst_name + " runs " +
+         std::to_string(worst->ranks) + (worst->ranks == 1 ? " rank" : " ranks") + " (layers " + worst->layers +
+         ") that need " + format_bytes(worst->need) + " (weights, KV cache for " + std::to_string(shape.min_slots) +
+         (shape.min_slots == 1 ? " sequence" : " sequences") + " of " + std::to_string(shape.n_ctx) +
+         " positions, buffers) but the host offers " + format_bytes(worst->available) + "; " + advice;
+}
+
+}  // namespace glacier::app

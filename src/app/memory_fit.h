@@ -1,0 +1,42 @@
+// Whether the ranks' shards fit the memory of the hosts they run on, checked before any weight is read:
+// a model that does not fit is refused with the number of ranks that would hold it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace glacier::app {
+
+// What one rank will hold: its weights (mapped file pages that must stay resident to run at speed),
+// its KV cache at the smallest useful slot count, and its working buffers.
+struct RankMemoryNeed {
+  uint64_t weights = 0;
+  uint64_t kv_cache = 0;
+  uint64_t buffers = 0;
+  uint64_t total() const { return weights + kv_cache + buffers; }
+};
+
+// The job's shape as far as memory is concerned.
+struct MemoryShape {
+  model::ModelConfig cfg;
+  model::WeightBytes bytes;
+  int32_t min_slots = 1;  // --slots when given, else one sequence: the least a stage can run with
+  int32_t n_ctx = 0;
+  int32_t ubatch = 0;
+};
+
+RankMemoryNeed rank_memory_need(const MemoryShape& shape, model::LayerRange layers, bool first, bool last);
+
+// Every rank's need, host name and the memory its host offers (the smallest any rank of the host
+// measured); `split` is the layer split in use. Returns the refusal message naming the most
+// overcommitted host and the smallest rank count of the byte-balanced split that would fit, or nullopt.
+std::optional<std::string> check_memory_fit(const std::string& model_path, const MemoryShape& shape,
+                                            const std::vector<model::LayerRange>& split,
+                                            const std::vector<std::string>& hosts,
+                                            const std::vector<uint64_t>& host_available);
+
+}  // namespace glacier::app

@@ -1,0 +1,83 @@
+// The memory fit check: per-rank needs add up per host, a host that cannot hold its ranks' shards is
+// refused with the smallest pipeline that would fit, and a fitting layout passes.
+#include <gtest/gtest.h>
+
+#include "app/memory_fit.h"
+#include "compute/kv_cache.h"
+
+namespace {
+
+using glacier::app::check_memory_fit;
+using glacier::app::MemoryShape;
+using glacier::app::rank_memory_need;
+using glacier::model::LayerRange;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// Eight equal layers of 1 GiB, a 256 MiB embedding and head, a small KV and buffers.
+MemoryShape eight_gib_model() {
+  MemoryShape s;
+  s.cfg.n_layer = 8;
+  s.cfg.n_embd = 64;
+  s.cfg.n_head = 1;
+  s.cfg.n_head_kv = 1;
+  s.cfg.head_dim = 64;
+  s.cfg.n_ff = 128;
+  s.cfg.n_vocab = 1000;
+  s.bytes.per_layer.assign(8, kGiB);
+  s.bytes.embedding = 256 * kMiB;
+  s.bytes.head = 256 * kMiB;
+  s.min_slots = 1;
+  s.n_ctx = 128;
+  s.ubatch = 16;
+  return s;
+}
+
+TEST(MemoryFit, RankNeedCountsItsLayersEmbeddingHeadKvAndBuffers) {
+  const MemoryShape s = eight_gib_model();
+  const auto first = rank_memory_need(s, LayerRange{0, 3}, true, false);
+  EXPECT_EQ(first.weights, 3 * kGiB + 256 * kMiB);
+  EXPECT_EQ(first.kv_cache, glacier::compute::KvCache::bytes_needed(3, 1, 128, 64));
+  const auto last = rank_memory_need(s, LayerRange{3, 8}, false, true);
+  EXPECT_EQ(last.weights, 5 * kGiB + 256 * kMiB);
+  EXPECT_GT(last.buffers, first.buffers) << "the last rank also holds a micro-batch's logits";
+  EXPECT_EQ(last.total(), last.weights + last.kv_cache + last.buffers);
+}
+
+TEST(MemoryFit, FittingLayoutPasses) {
+  const MemoryShape s = eight_gib_model();
+  const std::vector<LayerRange> split = {{0, 4}, {4, 8}};
+  EXPECT_FALSE(check_memory_fit("m.gguf", s, split, {"a", "b"}, {5 * kGiB, 5 * kGiB}).has_value());
+}
+
+TEST(MemoryFit, OvercommittedHostIsNamedWithTheRankCountThatWouldFit) {
+  const MemoryShape s = eight_gib_model();
+  const std::vector<LayerRange> split = {{0, 4}, {4, 8}};
+  // Both ranks on one host with 6 GiB: 3 GiB a rank, so stages of at most 2 layers plus extras: 4 ranks.
+  const auto error = check_memory_fit("m.gguf", s, split, {"node1", "node1"}, {6 * kGiB, 6 * kGiB});
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->find("m.gguf: the model does not fit in memory"), std::string::npos) << *error;
+  EXPECT_NE(error->find("host node1 runs 2 ranks (layers 0:4,4:8)"), std::string::npos) << *error;
+  EXPECT_NE(error->find("the host offers 6.0 GiB"), std::string::npos) << *error;
+  EXPECT_NE(error->find("it would fit on 4 ranks of 3.0 GiB"), std::string::npos) << *error;
+}
+
+TEST(MemoryFit, TheTightestHostSetsTheRankSizeOfTheAdvice) {
+  const MemoryShape s = eight_gib_model();
+  const std::vector<LayerRange> split = {{0, 4}, {4, 8}};
+  // One roomy host and one with 1.5 GiB: every rank must make do with 1.5 GiB, one layer each.
+  const auto error = check_memory_fit("m.gguf", s, split, {"big", "small"}, {64 * kGiB, 3 * kGiB / 2});
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->find("host small runs 1 rank (layers 4:8)"), std::string::npos) << *error;
+  EXPECT_NE(error->find("it would fit on 8 ranks of 1.5 GiB"), std::string::npos) << *error;
+}
+
+TEST(MemoryFit, ModelTooBigForAnySplitSaysSo) {
+  const MemoryShape s = eight_gib_model();
+  const auto error = check_memory_fit("m.gguf", s, {{0, 8}}, {"a"}, {512 * kMiB});
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->find("does not fit even with one layer a rank on ranks of 512.0 MiB"), std::string::npos) << *error;
+}
+
+}  // namespace
