@@ -2,6 +2,8 @@
 // specific one, and the choice is made once (a function-local static) unless a test overrides it.
 #include "kernels/dispatch.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -13,11 +15,16 @@ namespace glacier::kernels {
 
 namespace {
 
+// CPUID.1:ECX bit 29, read directly: clang before 16 does not accept "f16c" in __builtin_cpu_supports.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 bool cpu_has_avx2() {
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
   }();
   return has;
 }

@@ -46,6 +46,10 @@ class File {
  public:
   // Maps and validates `path`; throws glacier::InputError naming the file and the problem.
   static std::unique_ptr<File> open(const std::string& path);
+  // Validates GGUF bytes already in memory (fuzzing, corrupted-file tests). The caller keeps `bytes`
+  // alive and unchanged while the File lives: tensor data points into them. `name` stands for the
+  // path in messages.
+  static std::unique_ptr<File> parse(const uint8_t* bytes, uint64_t size, const std::string& name);
   ~File();
   File(const File&) = delete;
   File& operator=(const File&) = delete;
@@ -89,6 +93,7 @@ class File {
   uint64_t size_ = 0;
   uint64_t data_offset_ = 0;
   const uint8_t* map_ = nullptr;
+  bool owns_map_ = false;  // true when map_ is our mmap (open), false for the caller's bytes (parse)
   std::vector<std::pair<std::string, Value>> kv_;
   std::map<std::string, size_t> kv_index_;
   std::vector<TensorInfo> tensors_;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -353,8 +354,48 @@ class Parser {
       }
       t.data = base_ + start;
     }
+    check_no_overlap();
+  }
+
+  // Writers lay tensors out one after another; two tensors sharing bytes mean a corrupt offset, and
+  // computing with them would give garbage rather than an error.
+  void check_no_overlap() {
+    std::vector<const TensorInfo*> by_start;
+    for (const TensorInfo& t : f_.tensors_)
+      if (t.n_bytes > 0) by_start.push_back(&t);
+    // Stable: of two tensors with one start, the later in the file is the one named as corrupt.
+    std::stable_sort(by_start.begin(), by_start.end(),
+                     [](const TensorInfo* a, const TensorInfo* b) { return a->data < b->data; });
+    for (size_t i = 1; i < by_start.size(); ++i) {
+      const TensorInfo& prev = *by_start[i - 1];
+      const TensorInfo& t = *by_start[i];
+      if (t.data >= prev.data + prev.n_bytes) continue;
+      where_ = "tensor '" + t.name + "'";
+      fail("data " + file_range(t) + " overlaps the data of tensor '" + prev.name + "' " + file_range(prev) +
+           ": corrupt tensor data offset");
+    }
+  }
+
+  // "[start, end)" of a tensor's data as file offsets.
+  std::string file_range(const TensorInfo& t) const {
+    const uint64_t start = static_cast<uint64_t>(t.data - base_);
+    std::string s = "[";  // built with += (GCC 12 warns falsely on "[" + std::to_string(...))
+    s += std::to_string(start);
+    s += ", ";
+    s += std::to_string(start + t.n_bytes);
+    return s + ")";
   }
 };
+
+namespace {
+
+// Checked before mapping, as mmap refuses an empty file with a less helpful message.
+[[noreturn]] void fail_shorter_than_header(const std::string& path, uint64_t size) {
+  throw InputError(path + ": header: file is " + std::to_string(size) + " bytes, too short for a GGUF header (" +
+                   std::to_string(kHeaderBytes) + " bytes): truncated or not a GGUF file");
+}
+
+}  // namespace
 
 std::unique_ptr<File> File::open(const std::string& path) {
   std::unique_ptr<File> f(new File());
@@ -374,21 +415,30 @@ std::unique_ptr<File> File::open(const std::string& path) {
   f->size_ = static_cast<uint64_t>(st.st_size);
   if (f->size_ < kHeaderBytes) {
     ::close(fd);
-    throw InputError(path + ": header: file is " + std::to_string(f->size_) +
-                     " bytes, too short for a GGUF header (" + std::to_string(kHeaderBytes) +
-                     " bytes): truncated or not a GGUF file");
+    fail_shorter_than_header(path, f->size_);
   }
   void* m = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
   int map_err = errno;
   ::close(fd);  // the mapping keeps the file alive
   if (m == MAP_FAILED) throw InputError(path + ": cannot map: " + std::strerror(map_err));
   f->map_ = static_cast<const uint8_t*>(m);
+  f->owns_map_ = true;
+  Parser(*f).parse();
+  return f;
+}
+
+std::unique_ptr<File> File::parse(const uint8_t* bytes, uint64_t size, const std::string& name) {
+  if (size < kHeaderBytes) fail_shorter_than_header(name, size);
+  std::unique_ptr<File> f(new File());
+  f->path_ = name;
+  f->size_ = size;
+  f->map_ = bytes;
   Parser(*f).parse();
   return f;
 }
 
 File::~File() {
-  if (map_) ::munmap(const_cast<uint8_t*>(map_), size_);
+  if (map_ && owns_map_) ::munmap(const_cast<uint8_t*>(map_), size_);
 }
 
 }  // namespace glacier::gguf

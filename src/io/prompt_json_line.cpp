@@ -19,7 +19,13 @@ struct BadLine : std::runtime_error {
 
 std::string describe(const json& value) {
   static constexpr size_t kMaxShown = 60;  // keep messages one line long for huge values
-  auto clip = [](std::string s) { return s.size() > kMaxShown ? s.substr(0, kMaxShown) + "..." : s; };
+  auto clip = [](std::string s) {
+    if (s.size() <= kMaxShown) return s;
+    // Cut before a character, not inside one, so the message stays valid UTF-8.
+    size_t cut = kMaxShown;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    return s.substr(0, cut) + "...";
+  };
   switch (value.type()) {
     case json::value_t::string: return "the string " + clip(value.dump(-1, ' ', false, json::error_handler_t::replace));
     case json::value_t::array: return "an array with " + std::to_string(value.size()) + " elements";

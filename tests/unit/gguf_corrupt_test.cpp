@@ -190,6 +190,10 @@ std::vector<CorruptCase> cases() {
                  poke<uint64_t>(b, at, off + 4);
                }),
                {"tensor 'blk.0.b'", "not a multiple of the alignment 32"}});
+  // blk.0.c's data moved onto blk.0.a's: both stay inside the file, so only the overlap betrays it.
+  c.push_back({"tensor_offset_overlaps_another",
+               patched([](Bytes& b) { poke<uint64_t>(b, tensor_field(b, "blk.0.c", 4, "offset"), 0); }),
+               {"tensor 'blk.0.c'", "overlaps the data of tensor 'blk.0.a'", "corrupt tensor data offset"}});
   c.push_back({"unknown_tensor_type_4",
                patched([](Bytes& b) { poke<uint32_t>(b, tensor_field(b, "blk.0.a", 2, "type"), 4); }),
                {"tensor 'blk.0.a'", "unknown tensor type id 4"}});

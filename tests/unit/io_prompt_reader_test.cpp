@@ -8,6 +8,7 @@
 
 #include "common/test_env.h"
 #include "io/prompt_reader.h"
+#include "io/utf8.h"
 #include "util/error.h"
 
 namespace glacier::io {
@@ -183,6 +184,19 @@ TEST(IoPromptReader, BadLinesAreIsolatedWithTheirOwnMessages) {
     messages.insert(r.error.substr(where.size()));
   }
   EXPECT_EQ(messages.size(), bad.size()) << "each kind of bad line should have its own message";
+}
+
+// Found by prompt_fuzz: a long non-ASCII value quoted in a message was clipped inside a character,
+// so the message (written to logs, JSON lines and HDF5) was not valid UTF-8.
+TEST(IoPromptReader, ClippedValueInAMessageStaysValidUtf8) {
+  std::string japanese;
+  for (int i = 0; i < 8; ++i) japanese += "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E";  // 日本語, 9 bytes
+  auto records = read_prompts(write_file("clip.jsonl", "{\"prompt\": \"x\", \"temperature\": \"" + japanese + "\"}\n"));
+  ASSERT_EQ(records.size(), 1u);
+  ASSERT_FALSE(records[0].ok);
+  EXPECT_NE(records[0].error.find("\"temperature\""), std::string::npos) << records[0].error;
+  EXPECT_NE(records[0].error.find("..."), std::string::npos) << "the value should be clipped: " << records[0].error;
+  EXPECT_FALSE(find_invalid_utf8(records[0].error).has_value()) << records[0].error;
 }
 
 TEST(IoPromptReader, DuplicateIdIsAnErrorForTheLaterLine) {
