@@ -13,8 +13,9 @@ constexpr const char* kVersion = "0.1.0";
 // Exit codes a job script can act on.
 constexpr int kExitOk = 0;
 constexpr int kExitInputError = 2;     // bad model, prompts or options: do not retry
-constexpr int kExitInterrupted = 75;
-constexpr int kExitFailure = 1;        // a fault while running (I/O error, ...): flushed results are kept   // stopped by SIGTERM/SIGUSR1 after flushing: requeue with --resume
+constexpr int kExitFailure = 1;        // a fault while running (I/O error, ...): flushed results are kept
+constexpr int kExitAllPromptsFailed = 3;  // the job ran, but every prompt it ran ended as an error row
+constexpr int kExitInterrupted = 75;   // stopped by SIGTERM/SIGUSR1 after flushing: requeue with --resume
 
 // Runs the job on this rank; every rank of the world calls it. Throws InputError (the same message on
 // every rank) for a bad model, prompt file or option found before the ring starts.

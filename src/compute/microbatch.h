@@ -54,6 +54,7 @@ struct ChunkResult {
   float logprob = 0.0f;   // Sample: its log-probability under the model
   int32_t first_target = 0;  // Score: index of this chunk's entries in the target arrays below
   int32_t n_targets = 0;
+  int32_t non_finite = 0;    // 1: NaN/Inf in this chunk's hidden state or logits (the prompt fails)
 };
 
 struct MicroBatchResult {
@@ -61,12 +62,10 @@ struct MicroBatchResult {
   std::vector<ChunkResult> chunks;
   std::vector<float> target_logprobs;  // Score: log p(target) per scored position
   std::vector<uint8_t> target_greedy;  // Score: 1 when the target was the argmax
-  bool non_finite = false;             // NaN/Inf seen in the logits
   void clear() {
     chunks.clear();
     target_logprobs.clear();
     target_greedy.clear();
-    non_finite = false;
   }
 };
 

@@ -3,8 +3,21 @@
 #include "compute/output_head.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace glacier::compute {
+namespace {
+
+// Whether the final norm can scale this hidden state. A NaN or Inf in it, or values so large that their
+// sum of squares overflows (RMSNorm then multiplies by 1/sqrt(inf) = 0), leave the head nothing but
+// zeros or NaN, which Q8_0 quantization can turn into finite, uniform logits: junk that looks valid.
+bool normable(const float* x, int32_t n) {
+  float sum_squares = 0.0f;
+  for (int32_t i = 0; i < n; ++i) sum_squares += x[i] * x[i];
+  return std::isfinite(sum_squares);
+}
+
+}  // namespace
 
 OutputHead::OutputHead(TransformerStage& stage)
     : stage_(stage), sampler_(stage.config().n_vocab),
@@ -50,9 +63,11 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
     stage_.head(x, group, logits_.data());
     for (size_t i = 0; i < n; ++i) {
       const float* lg = logits_.data() + i * n_vocab;
-      if (!all_finite(lg, n_vocab)) out.non_finite = true;
+      const int32_t n_embd = stage_.config().n_embd;
       const Chunk& c = mb.chunks[row_chunk_[g + i]];
       ChunkResult& r = out.chunks[row_chunk_[g + i]];
+      if (!all_finite(lg, n_vocab) || !normable(x + static_cast<size_t>(group[i]) * n_embd, n_embd))
+        r.non_finite = 1;
       if (c.output == OutputKind::Sample) {
         TokenChoice t = sampler_.choose(lg, c.sampling, c.prompt_key, c.step);
         r.token = t.token;

@@ -3,13 +3,13 @@
 // into the mapped file for the matrices.
 #include "model/model_weights.h"
 
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "gguf/gguf_file.h"
 #include "kernels/quant_blocks.h"
+#include "model/finite_scan.h"
 #include "util/error.h"
 
 namespace glacier::model {
@@ -32,6 +32,12 @@ const gguf::TensorInfo& require_tensor(const gguf::File& f, const std::string& n
   return *t;
 }
 
+// Records a tensor the shard maps: its bytes count towards the shard, and the finite scan walks it.
+void note_use(ShardWeights* shard, const gguf::TensorInfo& t) {
+  shard->bytes += t.n_bytes;
+  shard->tensors.push_back(&t);
+}
+
 void check_shape(const gguf::File& f, const gguf::TensorInfo& t, const std::vector<int64_t>& expected) {
   bool ok = t.n_dims == static_cast<int>(expected.size());
   for (size_t i = 0; ok && i < expected.size(); ++i) ok = t.ne[i] == expected[i];
@@ -40,7 +46,7 @@ void check_shape(const gguf::File& f, const gguf::TensorInfo& t, const std::vect
                      shape_str(t));
 }
 
-kernels::Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows, uint64_t* bytes) {
+kernels::Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows, ShardWeights* shard) {
   const gguf::TensorInfo& t = require_tensor(f, name);
   check_shape(f, t, {cols, rows});
   kernels::Matrix m;
@@ -51,11 +57,11 @@ kernels::Matrix matrix(const gguf::File& f, const std::string& name, int64_t col
   m.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows));
   m.block_sum_order = m.type == kernels::WeightType::Q4_0 && rows % 8 == 0;
   f.prefetch(t);
-  *bytes += t.n_bytes;
+  note_use(shard, t);
   return m;
 }
 
-std::vector<float> norm_vector(const gguf::File& f, const std::string& name, int64_t n, uint64_t* bytes) {
+std::vector<float> norm_vector(const gguf::File& f, const std::string& name, int64_t n, ShardWeights* shard) {
   const gguf::TensorInfo& t = require_tensor(f, name);
   check_shape(f, t, {n});
   std::vector<float> v(static_cast<size_t>(n));
@@ -71,9 +77,9 @@ std::vector<float> norm_vector(const gguf::File& f, const std::string& name, int
     throw InputError(f.path() + ": tensor '" + name + "': expected type f32, f16 or bf16 for a norm vector, found " +
                      gguf::type_name(t.type));
   }
-  for (float x : v)
-    if (!std::isfinite(x)) throw InputError(f.path() + ": tensor '" + name + "': expected finite values, found " + std::to_string(x));
-  *bytes += t.n_bytes;
+  // Norm weights and biases are copied now and read by every token: always checked, whatever the scan policy.
+  check_tensor_finite(f, t);
+  note_use(shard, t);
   return v;
 }
 
@@ -88,7 +94,7 @@ kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n) {
 
 // One matrix per expert of a 3-D tensor [cols, rows, n_expert]: expert e starts e * rows rows in.
 std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows,
-                                             int64_t n_expert, uint64_t* bytes) {
+                                             int64_t n_expert, ShardWeights* shard) {
   const gguf::TensorInfo& t = require_tensor(f, name);
   check_shape(f, t, {cols, rows, n_expert});
   kernels::Matrix all;
@@ -99,14 +105,14 @@ std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::str
   all.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows * n_expert));
   all.block_sum_order = all.type == kernels::WeightType::Q4_0 && rows % 8 == 0;
   f.prefetch(t);
-  *bytes += t.n_bytes;
+  note_use(shard, t);
   std::vector<kernels::Matrix> out;
   for (int64_t e = 0; e < n_expert; ++e) out.push_back(row_view(all, e * rows, rows));
   return out;
 }
 
 // A 1-D weight [cols] used as a one-row matrix (qwen2moe's shared-expert gate).
-kernels::Matrix one_row_matrix(const gguf::File& f, const std::string& name, int64_t cols, uint64_t* bytes) {
+kernels::Matrix one_row_matrix(const gguf::File& f, const std::string& name, int64_t cols, ShardWeights* shard) {
   const gguf::TensorInfo& t = require_tensor(f, name);
   check_shape(f, t, {cols});
   kernels::Matrix m;
@@ -115,7 +121,7 @@ kernels::Matrix one_row_matrix(const gguf::File& f, const std::string& name, int
   m.rows = 1;
   m.cols = cols;
   m.row_bytes = static_cast<size_t>(t.n_bytes);
-  *bytes += t.n_bytes;
+  note_use(shard, t);
   return m;
 }
 
@@ -123,58 +129,68 @@ std::string blk(int32_t layer, const char* what, const char* kind = "weight") {
   return "blk." + std::to_string(layer) + "." + what + "." + kind;
 }
 
-void load_attention(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, uint64_t* bytes) {
+void load_attention(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, ShardWeights* shard) {
   const ArchSpec& a = c.spec;
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim();
   if (a.qkv == QkvLayout::Fused) {
-    const kernels::Matrix qkv = matrix(f, blk(l, "attn_qkv"), E, Q + 2 * KV, bytes);
+    const kernels::Matrix qkv = matrix(f, blk(l, "attn_qkv"), E, Q + 2 * KV, shard);
     lw.wq = row_view(qkv, 0, Q);
     lw.wk = row_view(qkv, Q, KV);
     lw.wv = row_view(qkv, Q + KV, KV);
   } else {
-    lw.wq = matrix(f, blk(l, "attn_q"), E, Q, bytes);
-    lw.wk = matrix(f, blk(l, "attn_k"), E, KV, bytes);
-    lw.wv = matrix(f, blk(l, "attn_v"), E, KV, bytes);
+    lw.wq = matrix(f, blk(l, "attn_q"), E, Q, shard);
+    lw.wk = matrix(f, blk(l, "attn_k"), E, KV, shard);
+    lw.wv = matrix(f, blk(l, "attn_v"), E, KV, shard);
   }
   if (a.qkv_bias) {
-    lw.bq = norm_vector(f, blk(l, "attn_q", "bias"), Q, bytes);
-    lw.bk = norm_vector(f, blk(l, "attn_k", "bias"), KV, bytes);
-    lw.bv = norm_vector(f, blk(l, "attn_v", "bias"), KV, bytes);
+    lw.bq = norm_vector(f, blk(l, "attn_q", "bias"), Q, shard);
+    lw.bk = norm_vector(f, blk(l, "attn_k", "bias"), KV, shard);
+    lw.bv = norm_vector(f, blk(l, "attn_v", "bias"), KV, shard);
   }
   if (a.qk_norm) {
-    lw.q_norm = norm_vector(f, blk(l, "attn_q_norm"), c.head_dim, bytes);
-    lw.k_norm = norm_vector(f, blk(l, "attn_k_norm"), c.head_dim, bytes);
+    lw.q_norm = norm_vector(f, blk(l, "attn_q_norm"), c.head_dim, shard);
+    lw.k_norm = norm_vector(f, blk(l, "attn_k_norm"), c.head_dim, shard);
   }
-  lw.wo = matrix(f, blk(l, "attn_output"), Q, E, bytes);
+  lw.wo = matrix(f, blk(l, "attn_output"), Q, E, shard);
 }
 
-void load_ffn(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, uint64_t* bytes) {
+void load_ffn(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, ShardWeights* shard) {
   const int64_t E = c.n_embd;
   if (c.is_moe()) {
     const int64_t F = c.n_ff_expert, X = c.n_expert;
-    lw.router = matrix(f, blk(l, "ffn_gate_inp"), E, X, bytes);
-    lw.gate_exps = expert_matrices(f, blk(l, "ffn_gate_exps"), E, F, X, bytes);
-    lw.up_exps = expert_matrices(f, blk(l, "ffn_up_exps"), E, F, X, bytes);
-    lw.down_exps = expert_matrices(f, blk(l, "ffn_down_exps"), F, E, X, bytes);
+    lw.router = matrix(f, blk(l, "ffn_gate_inp"), E, X, shard);
+    lw.gate_exps = expert_matrices(f, blk(l, "ffn_gate_exps"), E, F, X, shard);
+    lw.up_exps = expert_matrices(f, blk(l, "ffn_up_exps"), E, F, X, shard);
+    lw.down_exps = expert_matrices(f, blk(l, "ffn_down_exps"), F, E, X, shard);
     if (c.spec.shared_expert) {
       const int64_t S = c.n_ff_shexp;
-      lw.shexp_gate = one_row_matrix(f, blk(l, "ffn_gate_inp_shexp"), E, bytes);
-      lw.gate_shexp = matrix(f, blk(l, "ffn_gate_shexp"), E, S, bytes);
-      lw.up_shexp = matrix(f, blk(l, "ffn_up_shexp"), E, S, bytes);
-      lw.down_shexp = matrix(f, blk(l, "ffn_down_shexp"), S, E, bytes);
+      lw.shexp_gate = one_row_matrix(f, blk(l, "ffn_gate_inp_shexp"), E, shard);
+      lw.gate_shexp = matrix(f, blk(l, "ffn_gate_shexp"), E, S, shard);
+      lw.up_shexp = matrix(f, blk(l, "ffn_up_shexp"), E, S, shard);
+      lw.down_shexp = matrix(f, blk(l, "ffn_down_shexp"), S, E, shard);
     }
     return;
   }
   const int64_t F = c.n_ff;
   if (c.spec.ffn == FfnLayout::FusedGateUp) {
-    const kernels::Matrix gate_up = matrix(f, blk(l, "ffn_up"), E, 2 * F, bytes);
+    const kernels::Matrix gate_up = matrix(f, blk(l, "ffn_up"), E, 2 * F, shard);
     lw.w_gate = row_view(gate_up, 0, F);
     lw.w_up = row_view(gate_up, F, F);
   } else {
-    lw.w_gate = matrix(f, blk(l, "ffn_gate"), E, F, bytes);
-    lw.w_up = matrix(f, blk(l, "ffn_up"), E, F, bytes);
+    lw.w_gate = matrix(f, blk(l, "ffn_gate"), E, F, shard);
+    lw.w_up = matrix(f, blk(l, "ffn_up"), E, F, shard);
   }
-  lw.w_down = matrix(f, blk(l, "ffn_down"), F, E, bytes);
+  lw.w_down = matrix(f, blk(l, "ffn_down"), F, E, shard);
+}
+
+// The embedding and the output head have one row per token: a row count other than the vocabulary's
+// means the tokenizer and the weights come from different models, which a bare shape message hides.
+void check_vocab_rows(const gguf::File& f, const ModelConfig& c, const std::string& name) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t || t->n_dims != 2 || t->ne[0] != c.n_embd || t->ne[1] == c.n_vocab) return;  // matrix() reports the rest
+  throw InputError(f.path() + ": tensor '" + name + "': expected " + std::to_string(c.n_vocab) +
+                   " rows, one per token of tokenizer.ggml.tokens, found " + std::to_string(t->ne[1]) +
+                   " (the vocabulary and the weights do not belong together)");
 }
 
 // Whether the logits' projection is the token embedding.
@@ -191,26 +207,31 @@ bool head_is_tied(const gguf::File& f, const ModelConfig& c) {
 
 
 ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange layers, bool has_embedding,
-                        bool has_head) {
+                        bool has_head, ThreadPool* scan_pool) {
   GLACIER_ASSERT(layers.first >= 0 && layers.first <= layers.last && layers.last <= c.n_layer, "layer range in model");
   ShardWeights w;
   w.layers = layers;
   w.has_embedding = has_embedding;
   w.has_head = has_head;
-  if (has_embedding) w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, &w.bytes);
+  if (has_embedding) {
+    check_vocab_rows(f, c, "token_embd.weight");
+    w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, &w);
+  }
   for (int32_t l = layers.first; l < layers.last; ++l) {
     LayerWeights lw;
-    lw.attn_norm = norm_vector(f, blk(l, "attn_norm"), c.n_embd, &w.bytes);
-    load_attention(f, c, l, lw, &w.bytes);
-    lw.ffn_norm = norm_vector(f, blk(l, "ffn_norm"), c.n_embd, &w.bytes);
-    load_ffn(f, c, l, lw, &w.bytes);
+    lw.attn_norm = norm_vector(f, blk(l, "attn_norm"), c.n_embd, &w);
+    load_attention(f, c, l, lw, &w);
+    lw.ffn_norm = norm_vector(f, blk(l, "ffn_norm"), c.n_embd, &w);
+    load_ffn(f, c, l, lw, &w);
     w.layer.push_back(std::move(lw));
   }
   if (has_head) {
-    w.output_norm = norm_vector(f, "output_norm.weight", c.n_embd, &w.bytes);
+    w.output_norm = norm_vector(f, "output_norm.weight", c.n_embd, &w);
     const char* head_name = head_is_tied(f, c) ? "token_embd.weight" : "output.weight";
-    w.output = matrix(f, head_name, c.n_embd, c.n_vocab, &w.bytes);
+    check_vocab_rows(f, c, head_name);
+    w.output = matrix(f, head_name, c.n_embd, c.n_vocab, &w);
   }
+  check_weights_finite(f, w.tensors, scan_pool);
   return w;
 }
 

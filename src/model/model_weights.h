@@ -9,6 +9,9 @@
 #include "kernels/matmul.h"
 #include "model/model_config.h"
 
+namespace glacier {
+class ThreadPool;
+}
 namespace glacier::gguf {
 class File;
 struct TensorInfo;
@@ -47,12 +50,14 @@ struct ShardWeights {
   std::vector<float> output_norm;
   kernels::Matrix output;          // [n_vocab rows x n_embd]
   uint64_t bytes = 0;              // weight bytes the shard maps
+  std::vector<const gguf::TensorInfo*> tensors;  // every tensor the shard maps, in load order
 };
 
-// Looks up and checks (type, shape) the shard's tensors; throws InputError naming the file, the tensor,
-// the expected and the found shape or type.
+// Looks up and checks (type, shape) the shard's tensors, then scans them for NaN and Inf (finite_scan.h)
+// on `scan_pool`'s threads (nullptr: on the calling thread); throws InputError naming the file, the
+// tensor, the expected and the found shape, type or values.
 ShardWeights load_shard(const gguf::File& file, const ModelConfig& cfg, LayerRange layers, bool has_embedding,
-                        bool has_head);
+                        bool has_head, ThreadPool* scan_pool = nullptr);
 
 // Weight bytes of each layer, and of the embedding and head parts (for partitioning by bytes).
 struct WeightBytes {

@@ -130,7 +130,7 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
     Active& a = *it;
     a.chunks_in_flight--;
     if (a.finished) continue;
-    if (r.non_finite) {
+    if (cr.non_finite) {
       finish(a, FinishReason::Error, "the model produced non-finite logits (NaN or Inf) for this prompt");
       continue;
     }

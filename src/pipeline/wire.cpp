@@ -28,8 +28,7 @@ struct ForwardHeader {
 };
 struct BackHeader {
   uint32_t magic;
-  uint8_t non_finite;
-  uint8_t reserved[3];
+  uint32_t reserved;
   int64_t mb_id;
   int32_t n_chunks;
   int32_t n_targets;
@@ -187,7 +186,7 @@ MessageKind decode_forward(const uint8_t* data, size_t bytes, int32_t n_embd, co
 }
 
 void encode_back(const compute::MicroBatchResult& r, std::vector<uint8_t>& out) {
-  BackHeader h{kMagic, static_cast<uint8_t>(r.non_finite ? 1 : 0), {0, 0, 0}, r.id,
+  BackHeader h{kMagic, 0, r.id,
                static_cast<int32_t>(r.chunks.size()), static_cast<int32_t>(r.target_logprobs.size())};
   out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1));
   size_t at = 0;
@@ -203,7 +202,6 @@ void decode_back(const uint8_t* data, size_t bytes, compute::MicroBatchResult& r
   get(data, bytes, at, &h, 1);
   GLACIER_ASSERT(h.magic == kMagic && h.n_chunks >= 0 && h.n_targets >= 0, "back message header consistent");
   r.id = h.mb_id;
-  r.non_finite = h.non_finite != 0;
   r.chunks.resize(static_cast<size_t>(h.n_chunks));
   r.target_logprobs.resize(static_cast<size_t>(h.n_targets));
   r.target_greedy.resize(static_cast<size_t>(h.n_targets));

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "app/job.h"
 #include "common/job_runner.h"
 #include "common/test_env.h"
 
@@ -22,9 +23,10 @@ TEST(JobChat, MessagesRenderWithTheChosenTemplate) {
       << R"({"id": "c3", "messages": [{"role": "wizard", "content": "x"}]})" << "\n";
   }
   // This synthetic model carries no tokenizer.chat_template: without --chat-template every chat prompt
-  // fails with a message that says what to do, and the job itself succeeds.
+  // fails with a message that says what to do; the job still writes every row, and as no prompt succeeded
+  // it exits with the all-prompts-failed code.
   auto plain = glacier::testing::run_glacier(2, "--model " + model + " --prompts " + dir + "/chat.jsonl --jsonl " + dir + "/a.jsonl");
-  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(plain.exit_code, glacier::app::kExitAllPromptsFailed) << plain.output;
   for (const auto& r : glacier::testing::read_jsonl(dir + "/a.jsonl")) EXPECT_NE(r.dump().find("--chat-template"), std::string::npos) << r.dump();
 
   auto run = glacier::testing::run_glacier(2, "--model " + model + " --prompts " + dir + "/chat.jsonl --jsonl " + dir +
