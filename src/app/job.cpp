@@ -4,8 +4,11 @@
 #include "app/job.h"
 
 #include <algorithm>
+#include <chrono>
+#include <deque>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,6 +22,7 @@
 #include "app/signals.h"
 #include "app/requests.h"
 #include "app/trace_output.h"
+#include "app/work_queue.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
 #include "io/jsonl_writer.h"
@@ -55,7 +59,11 @@ struct RankSetup {
   std::unique_ptr<gguf::File> file;
   model::ModelConfig cfg;
   model::WeightBytes bytes;
-  std::vector<model::LayerRange> split;
+  int replicas = 1;
+  int n_stages = 1;  // ranks per pipeline replica
+  int replica = 0;   // this rank's replica and its stage in it
+  int stage_index = 0;
+  std::vector<model::LayerRange> split;  // one range per stage
   int32_t n_ctx = 0;
   int32_t n_slots = 0;
   int32_t ubatch = 0;
@@ -83,48 +91,82 @@ MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
   return {s.cfg, s.bytes, o.slots > 0 ? o.slots : 1, s.n_ctx, s.ubatch};
 }
 
-// Reads the model's metadata and plans this rank's part; no weight is read yet.
-RankSetup plan_rank(const JobOptions& o, comm::Channel& ch) {
+// Reads the model's metadata; no weight is read yet.
+RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
   if (ch.rank() == 0) ResultSink::check_outputs(o);
   s.file = gguf::File::open(o.model);
   s.cfg = model::read_model_config(*s.file);
   s.bytes = model::weight_bytes(*s.file, s.cfg);
-  s.split = o.layers.empty() ? pipeline::partition_by_bytes(s.bytes, ch.size())
-                             : pipeline::parse_layer_split(o.layers, s.cfg.n_layer, ch.size());
   s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
   s.ubatch = std::min(o.ubatch, s.n_ctx);
   return s;
 }
 
-// Refuses, on every rank alike, a model whose shards do not fit their hosts' memory (collective).
-std::optional<std::string> check_fit(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
-  const uint64_t host_budget = host_memory_budget(o);
-  const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
-  const std::vector<int64_t> budgets = ch.allgather(static_cast<int64_t>(host_budget));
-  std::map<std::string, uint64_t> smallest;  // a host offers what its most pessimistic rank measured
-  for (size_t r = 0; r < hosts.size(); ++r) {
-    auto [it, fresh] = smallest.emplace(hosts[r], static_cast<uint64_t>(budgets[r]));
+// Each host's memory as its most pessimistic rank measured it, by world rank (collective).
+struct HostMemory {
+  std::vector<std::string> hosts;
+  std::vector<uint64_t> available;
+};
+HostMemory gather_host_memory(const JobOptions& o, comm::Channel& ch) {
+  HostMemory m;
+  m.hosts = ch.allgather_strings(ch.host_name());
+  const std::vector<int64_t> budgets = ch.allgather(static_cast<int64_t>(host_memory_budget(o)));
+  std::map<std::string, uint64_t> smallest;
+  for (size_t r = 0; r < m.hosts.size(); ++r) {
+    auto [it, fresh] = smallest.emplace(m.hosts[r], static_cast<uint64_t>(budgets[r]));
     if (!fresh) it->second = std::min(it->second, static_cast<uint64_t>(budgets[r]));
   }
-  std::vector<uint64_t> host_available(hosts.size());
-  for (size_t r = 0; r < hosts.size(); ++r) host_available[r] = smallest[hosts[r]];
-  s.memory_budget = host_available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
-  return check_memory_fit(o.model, memory_shape(o, s), s.split, hosts, host_available);
+  for (const std::string& h : m.hosts) m.available.push_back(smallest[h]);
+  return m;
+}
+
+std::vector<model::LayerRange> layer_split(const JobOptions& o, const RankSetup& s, int n_stages) {
+  return o.layers.empty() ? pipeline::partition_by_bytes(s.bytes, n_stages)
+                          : pipeline::parse_layer_split(o.layers, s.cfg.n_layer, n_stages);
+}
+
+// --replicas auto: the shortest pipeline (a divisor of the rank count) whose shards fit every host.
+int auto_replicas(const JobOptions& o, const RankSetup& s, const HostMemory& mem, int world) {
+  for (int stages = 1; stages <= world; ++stages) {
+    if (world % stages != 0 || stages > s.cfg.n_layer) continue;
+    const auto split = o.layers.empty() ? pipeline::partition_by_bytes(s.bytes, stages) : layer_split(o, s, stages);
+    if (!check_memory_fit(o.model, memory_shape(o, s), split, mem.hosts, mem.available)) return world / stages;
+  }
+  return 1;  // nothing fits: one pipeline over every rank, refused below with the full explanation
+}
+
+// Chooses replicas and the layer split, and refuses a model whose shards do not fit their hosts'
+// memory, on every rank alike (collective; throws InputError).
+void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
+  const HostMemory mem = gather_host_memory(o, ch);
+  s.memory_budget = mem.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
+  s.replicas = o.replicas == 0 ? auto_replicas(o, s, mem, ch.size()) : o.replicas;
+  if (ch.size() % s.replicas != 0)
+    throw InputError("option --replicas: expected a divisor of the " + std::to_string(ch.size()) +
+                     " ranks in the job, found " + std::to_string(s.replicas));
+  s.n_stages = ch.size() / s.replicas;
+  s.replica = ch.rank() / s.n_stages;
+  s.stage_index = ch.rank() % s.n_stages;
+  s.split = layer_split(o, s, s.n_stages);
+  if (auto error = check_memory_fit(o.model, memory_shape(o, s), s.split, mem.hosts, mem.available))
+    throw InputError(*error);
 }
 
 // Pins the rank, starts its threads and maps its shard.
 void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
-  const int r = ch.rank(), p = ch.size();
-  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[r], s.n_ctx, s.memory_budget);
+  const int i = s.stage_index, p = s.n_stages;
+  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget);
   const sys::BindingPlan plan = sys::plan_binding(o.bind, ch.local_rank(), ch.local_size(), o.threads);
   sys::bind_this_process(plan);
   const int threads = o.threads > 0 ? o.threads : sys::default_threads(plan, ch.local_rank(), ch.local_size());
-  s.pool = std::make_unique<ThreadPool>(threads, [plan](int i) { sys::bind_this_thread(plan, i); });
-  model::ShardWeights shard = model::load_shard(*s.file, s.cfg, s.split[r], r == 0, r == p - 1);
-  GLACIER_LOG_INFO("rank %d of %d on host %s: %s, %d threads; layers %d:%d (%.1f MiB of weights), ctx %d", r, p,
-                   ch.host_name().c_str(), plan.description.c_str(), threads, s.split[r].first, s.split[r].last,
-                   shard.bytes / 1048576.0, s.n_ctx);
+  s.pool = std::make_unique<ThreadPool>(threads, [plan](int t) { sys::bind_this_thread(plan, t); });
+  model::ShardWeights shard = model::load_shard(*s.file, s.cfg, s.split[i], i == 0, i == p - 1, s.pool.get());
+  std::string replica;
+  if (s.replicas > 1) replica = ", replica " + std::to_string(s.replica) + " stage " + std::to_string(i);
+  GLACIER_LOG_INFO("rank %d of %d%s on host %s: %s, %d threads; layers %d:%d (%.1f MiB of weights), ctx %d",
+                   ch.rank(), ch.size(), replica.c_str(), ch.host_name().c_str(), plan.description.c_str(), threads,
+                   s.split[i].first, s.split[i].last, shard.bytes / 1048576.0, s.n_ctx);
   s.shard = std::move(shard);
 }
 
@@ -164,10 +206,59 @@ int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline:
   return kExitOk;
 }
 
-// Rank 0's part of a generate or score job.
+// A replica driver's view of the prompt file: turns prompt indices into scheduler requests and finished
+// sequences into result records. Every driver reads the file itself, so only indices travel.
+class PromptBook {
+ public:
+  PromptBook(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat)
+      : o_(o), tok_(tok), chat_(chat), records_(io::read_prompts(o.prompts)), plans_(records_.size()) {}
+  const std::vector<io::PromptRecord>& records() const { return records_; }
+
+  // Queues prompt i, or returns its error result when it cannot run.
+  std::optional<io::ResultRecord> add(int32_t i, pipeline::Scheduler& sched) {
+    const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
+    if (!rec.ok) return make_error_result(rec, rec.error);
+    pipeline::SequenceRequest req;
+    if (auto err = build_request(rec, o_, tok_, chat_, i, req, plans_[static_cast<size_t>(i)]))
+      return make_error_result(rec, where(rec) + *err);
+    sched.add(std::move(req));
+    return std::nullopt;
+  }
+  bool ends(const pipeline::SequenceOutcome& out) const {
+    return ends_generation(tok_, plans_[static_cast<size_t>(out.seq)], out);
+  }
+  io::ResultRecord result(const pipeline::SequenceOutcome& out) const {
+    const PromptPlan& plan = plans_[static_cast<size_t>(out.seq)];
+    io::ResultRecord r = make_result(tok_, plan, out);
+    if (r.status == "error") r.error = where(plan.record) + r.error;
+    return r;
+  }
+
+ private:
+  std::string where(const io::PromptRecord& rec) const { return o_.prompts + ":" + std::to_string(rec.line) + ": "; }
+
+  const JobOptions& o_;
+  const model::Tokenizer& tok_;
+  const ChatSetup& chat_;
+  std::vector<io::PromptRecord> records_;
+  std::vector<PromptPlan> plans_;
+};
+
+// How many prompts a driver keeps queued beyond its busy slots: one per slot, so every slot that frees
+// finds a prompt at once, while the rest of the file stays in the shared queue for the other replicas.
+int32_t queue_room(const pipeline::SchedulerOptions& sopt, const pipeline::Scheduler& sched) {
+  return sopt.n_slots - static_cast<int32_t>(sched.queued());
+}
+
+void idle_pause() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
+
+// World rank 0's part of a generate or score job: the driver of replica 0, the one queue of prompts for
+// every replica (`clients`: the other replicas' drivers) and the writer of the results.
 int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
-                  const pipeline::SchedulerOptions& sopt, const Provenance& provenance) {
-  std::vector<io::PromptRecord> records = io::read_prompts(o.prompts);
+                  const pipeline::SchedulerOptions& sopt, const Provenance& provenance, comm::Channel& world,
+                  const std::vector<int>& clients) {
+  PromptBook book(o, tok, chat);
+  const std::vector<io::PromptRecord>& records = book.records();
   ResultSink sink(o, provenance, records);
   const std::vector<bool> finished = o.resume ? sink.resume() : std::vector<bool>(records.size(), false);
   const int64_t already = std::count(finished.begin(), finished.end(), true);
@@ -175,7 +266,6 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
                                  records.size(), o.h5_out.c_str());
   Progress progress(static_cast<int64_t>(records.size()));
   progress.set_already_done(already);
-  std::vector<PromptPlan> plans(records.size());
   int64_t prompt_tokens = 0, generated_tokens = 0, failed = 0;
   auto emit = [&](const io::ResultRecord& r) {
     prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
@@ -183,38 +273,76 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     failed += r.status == "ok" ? 0 : 1;
     sink.put(r);
   };
-  pipeline::Scheduler sched(
-      sopt, ring, [&](const pipeline::SequenceOutcome& out) { return ends_generation(tok, plans[out.seq], out); },
-      [&](pipeline::SequenceOutcome&& out) {
-        io::ResultRecord r = make_result(tok, plans[out.seq], out);
-        if (r.status == "error") r.error = o.prompts + ":" + std::to_string(plans[out.seq].record.line) + ": " + r.error;
-        emit(r);
-      });
-  // Polled every scheduling round: keeps the file and the progress line fresh, and drains on SIGTERM.
-  sched.set_drain_check([&] {
-    sink.tick();
-    progress.update(sink.done(), generated_tokens);
-    return stop_requested();
-  });
+  std::deque<int32_t> queue;
   for (size_t i = 0; i < records.size(); ++i) {
     if (finished[i]) continue;
-    const io::PromptRecord& rec = records[i];
-    if (!rec.ok) {
-      emit(make_error_result(rec, rec.error));
-      continue;
+    if (!records[i].ok) {
+      emit(make_error_result(records[i], records[i].error));
+    } else {
+      queue.push_back(static_cast<int32_t>(i));
     }
-    pipeline::SequenceRequest req;
-    if (auto err = build_request(rec, o, tok, chat, static_cast<int32_t>(i), req, plans[i])) {
-      emit(make_error_result(rec, o.prompts + ":" + std::to_string(rec.line) + ": " + *err));
-      continue;
-    }
-    sched.add(std::move(req));
   }
+  WorkCoordinator coord(world, clients, std::move(queue));
+  pipeline::Scheduler sched(
+      sopt, ring, [&](const pipeline::SequenceOutcome& out) { return book.ends(out); },
+      [&](pipeline::SequenceOutcome&& out) {
+        coord.own_result();
+        emit(book.result(out));
+      });
+  auto remote = [&](io::ResultRecord&& r) { emit(r); };
+  auto refill = [&] {
+    for (int32_t i : coord.take(queue_room(sopt, sched))) {
+      if (auto err = book.add(i, sched)) {
+        coord.own_result();
+        emit(*err);
+      }
+    }
+  };
+  bool stopping = false;
+  // Between scheduling rounds: keeps the file and the progress line fresh, serves the other replicas,
+  // and drains on SIGTERM.
+  auto tend = [&] {
+    sink.tick();
+    progress.update(sink.done(), generated_tokens);
+    coord.serve(remote);
+    if (!stopping && stop_requested()) {
+      stopping = true;
+      coord.stop_handing_out();
+    }
+    return stopping;
+  };
+  sched.set_drain_check([&] {
+    if (tend()) return true;
+    refill();
+    return false;
+  });
   const double t0 = now_seconds();
   try {
-    sched.run();
+    while (!stopping) {
+      refill();
+      if (sched.queued() == 0 && coord.queue_empty()) break;
+      if (sched.queued() > 0) {
+        sched.run();
+      } else if (tend()) {  // nothing of ours to run (our share is taken): serve the others meanwhile
+        break;
+      } else {
+        idle_pause();
+      }
+    }
+    while (!coord.clients_done()) {
+      tend();
+      idle_pause();
+    }
   } catch (const comm::StallError&) {
     sink.finish();  // a stalled rank ends the job by abort: save every result computed so far first
+    throw;
+  } catch (...) {
+    // The other replicas must still learn that the job ends, or they would wait for work forever.
+    coord.stop_handing_out();
+    while (!coord.clients_done()) {
+      coord.serve([](io::ResultRecord&&) {});
+      idle_pause();
+    }
     throw;
   }
   const double seconds = now_seconds() - t0;
@@ -227,12 +355,59 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
               records.size(), static_cast<long long>(failed), static_cast<long long>(prompt_tokens),
               static_cast<long long>(generated_tokens), seconds, prompt_tokens / seconds, generated_tokens / seconds,
               static_cast<long long>(sched.micro_batches_sent()));
-  if (sched.drained_early()) {
+  const int64_t total = static_cast<int64_t>(records.size());
+  if (sink.done() < total) {
+    if (!stopping)
+      throw std::runtime_error("internal error: " + std::to_string(total - sink.done()) + " prompts got no result");
     GLACIER_LOG_WARN("stopped by signal %d after %lld of %zu prompts; results are flushed: rerun with --resume to finish",
                      stop_signal(), static_cast<long long>(sink.done()), records.size());
     return kExitInterrupted;
   }
+  const int64_t ran = total - already;
+  if (ran > 0 && failed == ran) {
+    GLACIER_LOG_ERROR("every one of the %lld prompts failed (see their error rows): the model or the prompt file is at fault",
+                      static_cast<long long>(ran));
+    return kExitAllPromptsFailed;
+  }
   return kExitOk;
+}
+
+// The driver of replica k > 0: runs the prompts world rank 0 hands out and sends their results back.
+int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
+                  const pipeline::SchedulerOptions& sopt, comm::Channel& world) {
+  PromptBook book(o, tok, chat);
+  WorkClient client(world, 0);
+  pipeline::Scheduler sched(
+      sopt, ring, [&](const pipeline::SequenceOutcome& out) { return book.ends(out); },
+      [&](pipeline::SequenceOutcome&& out) { client.send_result(book.result(out)); });
+  auto feed = [&](const std::vector<int32_t>& indices) {
+    for (int32_t i : indices)
+      if (auto err = book.add(i, sched)) client.send_result(*err);
+  };
+  bool stopping = false;
+  sched.set_drain_check([&] {
+    if (stop_requested()) stopping = true;
+    if (stopping) return true;
+    feed(client.poll(std::max(0, queue_room(sopt, sched))));
+    return false;
+  });
+  try {
+    while (!stopping) {
+      if (sched.queued() == 0) {
+        const std::vector<int32_t> got = client.wait(sopt.n_slots);
+        if (got.empty()) break;
+        feed(got);
+      }
+      if (sched.queued() > 0) sched.run();
+    }
+  } catch (const comm::StallError&) {
+    throw;
+  } catch (...) {
+    client.finish();
+    throw;
+  }
+  client.finish();
+  return stopping ? kExitInterrupted : kExitOk;
 }
 
 Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const std::vector<std::string>& hosts);
@@ -276,51 +451,65 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   pipeline::TraceLog trace;
   RankSetup s;
   std::unique_ptr<model::Tokenizer> tok;
-  std::optional<std::string> error;
-  try {
-    s = plan_rank(o, ch);
-  } catch (const InputError& e) {
-    error = e.what();
-  }
-  if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
-  if (auto agreed = ch.agree_on_error(check_fit(o, ch, s))) throw InputError(*agreed);
-  try {
-    load_rank(o, ch, s);
-    if (ch.rank() == 0) tok = model::Tokenizer::from_gguf(*s.file);
-  } catch (const InputError& e) {
-    error = e.what();
-  }
-  if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
+  // Each setup step ends with every rank agreeing on the first error: one message, every rank exits.
+  auto agreed_step = [&](const std::function<void()>& step) {
+    std::optional<std::string> error;
+    try {
+      step();
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+    if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
+  };
+  agreed_step([&] { s = read_model(o, ch); });
+  agreed_step([&] { plan_layout(o, ch, s); });
   ch.configure_faults({o.stall_timeout, o.inject_latency_ms / 1000.0});
+  // Each replica's pipeline runs on its own channel; the world channel carries the replicas' work queue.
+  std::unique_ptr<comm::Channel> replica_channel = ch.split(s.replica);
+  comm::Channel& pipe = *replica_channel;
+  const bool driver = pipe.rank() == 0;
+  agreed_step([&] {
+    load_rank(o, ch, s);
+    if (driver) tok = model::Tokenizer::from_gguf(*s.file);
+  });
   // Every stage must hold the same slots: the smallest any rank's memory allows.
   const std::vector<int64_t> slots = ch.allgather(s.n_slots);
   s.n_slots = static_cast<int32_t>(*std::min_element(slots.begin(), slots.end()));
-  if (ch.rank() == 0) GLACIER_LOG_INFO("%d KV slots of %d positions, micro-batches of up to %d tokens", s.n_slots, s.n_ctx, s.ubatch);
+  if (ch.rank() == 0) {
+    GLACIER_LOG_INFO("%d KV slots of %d positions, micro-batches of up to %d tokens", s.n_slots, s.n_ctx, s.ubatch);
+    if (s.replicas > 1) GLACIER_LOG_INFO("%d pipeline replicas of %d stages", s.replicas, s.n_stages);
+  }
   s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(s.shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
 
   const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
-  const pipeline::SchedulerOptions sopt = scheduler_options(s, ch.size());
+  const pipeline::SchedulerOptions sopt = scheduler_options(s, s.n_stages);
   int code = kExitOk;
   std::optional<std::string> driver_error;
-  if (ch.rank() == 0) {
+  if (driver) {
     std::unique_ptr<pipeline::Ring> ring;
     pipeline::PipelineRing* pipeline_ring = nullptr;
-    if (ch.size() == 1) {
-      ring = std::make_unique<pipeline::LocalRing>(*s.stage, sopt.max_in_flight);
+    if (s.n_stages == 1) {
+      auto r = std::make_unique<pipeline::LocalRing>(*s.stage, sopt.max_in_flight);
+      r->set_trace(&trace);
+      ring = std::move(r);
     } else {
-      auto r = std::make_unique<pipeline::PipelineRing>(ch, *s.stage, ch.size(), sopt.max_in_flight, codec, trace);
+      auto r = std::make_unique<pipeline::PipelineRing>(pipe, *s.stage, s.n_stages, sopt.max_in_flight, codec, trace);
       pipeline_ring = r.get();
       ring = std::move(r);
     }
     // A failure while driving (a refused --resume, an unreadable prompt file, a full disk) must still
     // end the ring cleanly, or the other ranks would wait forever for the shutdown message.
     try {
-      if (o.mode == "perplexity") {
+      const ChatSetup chat = choose_chat_template(o, s.file->find_string("tokenizer.chat_template"));
+      if (ch.rank() != 0) {
+        code = serve_replica(o, *tok, chat, *ring, sopt, ch);
+      } else if (o.mode == "perplexity") {
         code = drive_perplexity(o, *tok, *ring, sopt);
       } else {
-        const ChatSetup chat = choose_chat_template(o, s.file->find_string("tokenizer.chat_template"));
-        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(o, s, ch.size(), hosts));
+        std::vector<int> clients;
+        for (int k = 1; k < s.replicas; ++k) clients.push_back(k * s.n_stages);
+        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(o, s, ch.size(), hosts), ch, clients);
       }
     } catch (const comm::StallError&) {
       throw;  // the ring cannot be shut down through a stalled rank: main aborts the job
@@ -333,15 +522,15 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     }
     if (pipeline_ring) pipeline_ring->shutdown();
   } else {
-    pipeline::run_stage_loop(ch, *s.stage, ch.rank(), ch.size(), codec, trace);
+    pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, codec, trace);
   }
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
-  // Every rank learns whether the driver failed; then nobody touches the output file again.
+  // Every rank learns whether a driver failed; then nobody touches the output file again.
   const std::vector<int64_t> codes = ch.allgather(code);
   if (auto failed = ch.agree_on_error(driver_error)) throw JobFailed(*failed, static_cast<int>(codes[0]));
   ch.barrier();
   if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace);
-  return code;
+  return static_cast<int>(codes[0]);  // the job's outcome is rank 0's: it holds the results
 }
 
 }  // namespace glacier::app

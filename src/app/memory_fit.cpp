@@ -48,20 +48,21 @@ std::optional<std::string> check_memory_fit(const std::string& model_path, const
                                             const std::vector<model::LayerRange>& split,
                                             const std::vector<std::string>& hosts,
                                             const std::vector<uint64_t>& host_available) {
-  const int n = static_cast<int>(split.size());
+  const int n_stages = static_cast<int>(split.size());
   struct Host {
     uint64_t need = 0, available = 0;
     int ranks = 0;
     std::string layers;
   };
   std::map<std::string, Host> by_host;
-  for (int r = 0; r < n; ++r) {
-    Host& h = by_host[hosts[static_cast<size_t>(r)]];
-    h.need += rank_memory_need(shape, split[static_cast<size_t>(r)], r == 0, r == n - 1).total();
-    h.available = host_available[static_cast<size_t>(r)];
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    const int stage = static_cast<int>(r) % n_stages;  // replicas repeat the split over the ranks
+    Host& h = by_host[hosts[r]];
+    h.need += rank_memory_need(shape, split[static_cast<size_t>(stage)], stage == 0, stage == n_stages - 1).total();
+    h.available = host_available[r];
     h.ranks += 1;
     if (!h.layers.empty()) h.layers += ',';
-    h.layers += pipeline::format_layer_split({split[static_cast<size_t>(r)]});
+    h.layers += pipeline::format_layer_split({split[static_cast<size_t>(stage)]});
   }
   const Host* worst = nullptr;
   std::string worst_name;

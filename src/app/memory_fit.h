@@ -32,7 +32,8 @@ struct MemoryShape {
 RankMemoryNeed rank_memory_need(const MemoryShape& shape, model::LayerRange layers, bool first, bool last);
 
 // Every rank's need, host name and the memory its host offers (the smallest any rank of the host
-// measured); `split` is the layer split in use. Returns the refusal message naming the most
+// measured). `split` is one pipeline's layer split; `hosts` has one entry per rank of the job, and rank r
+// runs stage r % split.size() (pipeline replicas repeat the split). Returns the refusal message naming the most
 // overcommitted host and the smallest rank count of the byte-balanced split that would fit, or nullopt.
 std::optional<std::string> check_memory_fit(const std::string& model_path, const MemoryShape& shape,
                                             const std::vector<model::LayerRange>& split,

@@ -3,6 +3,7 @@
 #include "app/options.h"
 
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -14,6 +15,16 @@ namespace po = boost::program_options;
 
 namespace glacier::app {
 namespace {
+
+// "--replicas": a count >= 1, or "auto" (0).
+int32_t parse_replicas(const std::string& v) {
+  if (v == "auto") return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 1 || n > 1 << 20)
+    throw InputError("option --replicas: expected a count >= 1 or 'auto', found '" + v + "'");
+  return static_cast<int32_t>(n);
+}
 
 po::options_description describe(JobOptions& o) {
   po::options_description job("Job");
@@ -46,6 +57,11 @@ po::options_description describe(JobOptions& o) {
       ("ubatch", po::value(&o.ubatch)->default_value(o.ubatch), "tokens per micro-batch")
       ("threads,t", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0 = the rank's share of the cores)")
       ("bind", po::value(&o.bind)->default_value(o.bind), "pin ranks and threads: core | numa | none")
+      ("replicas", po::value<std::string>()->default_value("1")->notifier([&o](const std::string& v) {
+         o.replicas = parse_replicas(v);
+       }),
+       "pipelines the ranks form, each over np/R ranks, taking prompts from one queue; "
+       "auto = the shortest pipeline whose shards fit memory, replicated over the rest")
       ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: balanced by weight bytes)")
       ("wire", po::value(&o.wire)->default_value(o.wire), "activation codec between ranks: f32 | f16 | bf16 | int8")
       ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "flush results after this many")
@@ -87,6 +103,8 @@ void check(const JobOptions& o) {
   if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
     bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
+  if (o.mode == "perplexity" && o.replicas != 1)
+    bad("replicas", "1 with --mode perplexity (its chunks run on one pipeline)", o.replicas == 0 ? "'auto'" : std::to_string(o.replicas));
   if (!(o.max_memory_gib >= 0.0)) bad("max-memory-gib", "GiB >= 0", std::to_string(o.max_memory_gib));
   if (!(o.stall_timeout >= 0.0)) bad("stall-timeout", "seconds >= 0", std::to_string(o.stall_timeout));
   if (!(o.inject_latency_ms >= 0.0 && o.inject_latency_ms <= 60000.0))

@@ -26,6 +26,7 @@ struct JobOptions {
   int32_t ubatch = 512;
   int32_t threads = 0;    // 0 = this rank's share of the host's cores
   std::string bind = "core";
+  int32_t replicas = 1;   // pipelines the ranks form (0 = auto: the shortest pipeline that fits memory)
   std::string layers;     // "0:2,2:5" or empty for the balanced split
   std::string wire = "f32";
   int32_t flush_every = 16;

@@ -30,6 +30,10 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
   const std::vector<int64_t> counts = ch.allgather(static_cast<int64_t>(rows.size()));
   const int64_t offset = std::accumulate(counts.begin(), counts.begin() + ch.rank(), int64_t{0});
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  if (total == 0) {  // parallel HDF5 cannot write a zero-length selection into an empty dataset
+    if (ch.rank() == 0) io::write_trace_serial(h5_path, rows);
+    return;
+  }
   io::write_trace_parallel(h5_path, MPI_COMM_WORLD, rows, offset, total);
 }
 

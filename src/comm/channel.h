@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -51,6 +52,9 @@ class Channel {
   virtual void cancel(Request& r) = 0;
   // Drives progress of outstanding transfers (called between layers while computing).
   virtual void progress() = 0;
+  // Size of the next message from `src` with `tag` that no posted receive has taken, or nullopt when
+  // none has arrived (messages whose size the receiver cannot know in advance).
+  virtual std::optional<size_t> probe(int src, int tag) = 0;
 
   // Applies watchdog and delay settings; call before the first transfer. A transport whose ranks
   // cannot stall independently (threads of one process in tests) may ignore them.
@@ -62,6 +66,9 @@ class Channel {
   virtual std::vector<int64_t> allgather(int64_t value) = 0;
   virtual std::vector<std::string> allgather_strings(const std::string& value) = 0;
   virtual void barrier() = 0;
+  // Collective: a channel over the ranks that passed the same color, ranked in this channel's order
+  // (the pipeline replicas of a job). Its messages never meet this channel's.
+  virtual std::unique_ptr<Channel> split(int color) = 0;
   virtual std::string host_name() const = 0;
   // Ranks sharing this rank's host, and this rank's index among them.
   virtual int local_rank() const = 0;

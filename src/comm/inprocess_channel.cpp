@@ -61,6 +61,7 @@ class InProcessHub {
   }
 
   int n_;
+  std::map<std::pair<uint64_t, int>, std::shared_ptr<InProcessHub>> splits_;  // by (split number, color)
   std::vector<int64_t> gather_;
   std::vector<std::string> strings_;
   std::vector<std::optional<std::string>> errors_;
@@ -132,6 +133,12 @@ class InProcessChannel final : public Channel {
     r.id = -1;
   }
   void progress() override {}
+  std::optional<size_t> probe(int src, int tag) override {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    auto it = hub_->boxes.find({src, rank_, tag});
+    if (it == hub_->boxes.end() || it->second.messages.empty()) return std::nullopt;
+    return it->second.messages.front().size();
+  }
   // Threads of one process stop and die together, so there is no stalled rank to find; an injected
   // delay would only slow the unit tests.
   void configure_faults(const ChannelFaultSettings&) override {}
@@ -184,6 +191,24 @@ class InProcessChannel final : public Channel {
     return all;
   }
   void barrier() override { hub_->barrier(); }
+  std::unique_ptr<Channel> split(int color) override {
+    const std::vector<int64_t> colors = allgather(color);
+    int sub_rank = 0, sub_size = 0;
+    for (int r = 0; r < static_cast<int>(colors.size()); ++r) {
+      if (colors[static_cast<size_t>(r)] != color) continue;
+      if (r < rank_) ++sub_rank;
+      ++sub_size;
+    }
+    std::shared_ptr<InProcessHub> sub;
+    {
+      std::lock_guard<std::mutex> lock(hub_->mu);
+      auto& slot = hub_->splits_[{splits_made_, color}];
+      if (!slot) slot = std::make_shared<InProcessHub>(sub_size);
+      sub = slot;
+    }
+    ++splits_made_;  // every rank counts its splits alike: the key of the next one
+    return std::make_unique<InProcessChannel>(std::move(sub), sub_rank);
+  }
 
  private:
   Request add(std::shared_ptr<InProcessHub::PendingRecv> rcv) {
@@ -200,6 +225,7 @@ class InProcessChannel final : public Channel {
   }
   std::shared_ptr<InProcessHub> hub_;
   int rank_;
+  uint64_t splits_made_ = 0;
   std::vector<std::shared_ptr<InProcessHub::PendingRecv>> live_;  // nullptr: a completed send
   std::vector<int64_t> free_;
 };

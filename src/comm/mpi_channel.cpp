@@ -40,18 +40,20 @@ double answer_grace(double stall_timeout_s) { return std::clamp(stall_timeout_s 
 
 class MpiChannel final : public Channel {
  public:
-  MpiChannel() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_);
+  // Takes ownership of `comm` unless it is MPI_COMM_WORLD.
+  explicit MpiChannel(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_);
     MPI_Comm_rank(node_, &local_rank_);
     MPI_Comm_size(node_, &local_size_);
-    MPI_Comm_dup(MPI_COMM_WORLD, &watch_);
+    MPI_Comm_dup(comm_, &watch_);
   }
   ~MpiChannel() override {
     for (auto& note : outbox_) MPI_Request_free(&note.req);  // small eager messages: they complete on their own
     MPI_Comm_free(&watch_);
     MPI_Comm_free(&node_);
+    if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -79,13 +81,13 @@ class MpiChannel final : public Channel {
       held_[static_cast<size_t>(r.id)] = 1;
       return r;
     }
-    MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &live_[static_cast<size_t>(r.id)]);
+    MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm_, &live_[static_cast<size_t>(r.id)]);
     return r;
   }
   Request irecv(void* buf, size_t capacity, int src, int tag) override {
     GLACIER_ASSERT(capacity <= static_cast<size_t>(INT32_MAX), "buffer under 2 GiB");
     Request r = slot(src);
-    MPI_Irecv(buf, static_cast<int>(capacity), MPI_BYTE, src, tag, MPI_COMM_WORLD, &live_[static_cast<size_t>(r.id)]);
+    MPI_Irecv(buf, static_cast<int>(capacity), MPI_BYTE, src, tag, comm_, &live_[static_cast<size_t>(r.id)]);
     return r;
   }
   bool test(Request& r, size_t* received) override {
@@ -135,23 +137,40 @@ class MpiChannel final : public Channel {
   void progress() override {
     service();
     int flag = 0;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE);
+  }
+  std::optional<size_t> probe(int src, int tag) override {
+    service();
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(src, tag, comm_, &flag, &st);
+    if (!flag) return std::nullopt;
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    return static_cast<size_t>(count);
+  }
+  std::unique_ptr<Channel> split(int color) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(comm_, color, rank_, &sub);
+    auto channel = std::make_unique<MpiChannel>(sub);
+    channel->configure_faults(faults_);
+    return channel;
   }
 
   std::optional<std::string> agree_on_error(const std::optional<std::string>& local) override {
     int mine = local ? rank_ : size_;
     int first = size_;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_);
     if (first == size_) return std::nullopt;
     int64_t len = rank_ == first ? static_cast<int64_t>(local->size()) : 0;
-    MPI_Bcast(&len, 1, MPI_INT64_T, first, MPI_COMM_WORLD);
+    MPI_Bcast(&len, 1, MPI_INT64_T, first, comm_);
     std::string msg = rank_ == first ? *local : std::string(static_cast<size_t>(len), '\0');
-    MPI_Bcast(msg.data(), static_cast<int>(len), MPI_CHAR, first, MPI_COMM_WORLD);
+    MPI_Bcast(msg.data(), static_cast<int>(len), MPI_CHAR, first, comm_);
     return msg;
   }
   std::vector<int64_t> allgather(int64_t value) override {
     std::vector<int64_t> all(static_cast<size_t>(size_));
-    MPI_Allgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+    MPI_Allgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_);
     return all;
   }
   std::vector<std::string> allgather_strings(const std::string& value) override {
@@ -165,7 +184,7 @@ class MpiChannel final : public Channel {
     }
     std::string all(static_cast<size_t>(total), '\0');
     MPI_Allgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(), counts.data(), displs.data(),
-                   MPI_CHAR, MPI_COMM_WORLD);
+                   MPI_CHAR, comm_);
     std::vector<std::string> out;
     for (int i = 0; i < size_; ++i) out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(counts[i])));
     return out;
@@ -173,7 +192,7 @@ class MpiChannel final : public Channel {
   void barrier() override {
     // A barrier that sleeps while it waits (MPI_Barrier would spin an oversubscribed core).
     MPI_Request req;
-    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    MPI_Ibarrier(comm_, &req);
     int done = 0, idle = 0;
     while (MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done)
       std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * ++idle)));
@@ -218,7 +237,7 @@ class MpiChannel final : public Channel {
     while (!delayed_.empty() && delayed_.front().due <= now) {
       const DelayedSend d = delayed_.front();
       delayed_.pop_front();
-      MPI_Isend(d.buf, static_cast<int>(d.bytes), MPI_BYTE, d.dest, d.tag, MPI_COMM_WORLD,
+      MPI_Isend(d.buf, static_cast<int>(d.bytes), MPI_BYTE, d.dest, d.tag, comm_,
                 &live_[static_cast<size_t>(d.id)]);
       held_[static_cast<size_t>(d.id)] = 0;
     }
@@ -324,6 +343,7 @@ class MpiChannel final : public Channel {
     return buf;
   }
 
+  MPI_Comm comm_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Comm watch_ = MPI_COMM_NULL;  // the watchdog's own messages
@@ -347,7 +367,7 @@ class MpiChannel final : public Channel {
 
 }  // namespace
 
-std::unique_ptr<Channel> make_mpi_channel() { return std::make_unique<MpiChannel>(); }
+std::unique_ptr<Channel> make_mpi_channel() { return std::make_unique<MpiChannel>(MPI_COMM_WORLD); }
 
 void abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code); std::_Exit(code); }
 

@@ -11,11 +11,13 @@ LocalRing::LocalRing(compute::TransformerStage& stage, int max_in_flight)
       done_(static_cast<size_t>(max_in_flight)) {}
 
 void LocalRing::submit(const compute::MicroBatch& mb) {
+  const double t0 = trace_ ? trace_->now() : 0.0;
   stage_.embed(mb, x_.data());
   stage_.run_layers(mb, x_.data());
   GLACIER_ASSERT(count_ < done_.size(), "more micro-batches in flight than the local ring holds");
   head_.evaluate(mb, x_.data(), done_[(head_index_ + count_) % done_.size()]);
   ++count_;
+  if (trace_) trace_->add(mb.id, Phase::Compute, t0, trace_->now(), mb.n_tokens());
 }
 
 bool LocalRing::poll(compute::MicroBatchResult& out, bool wait) {

@@ -5,6 +5,7 @@
 #include "compute/output_head.h"
 #include "compute/transformer_stage.h"
 #include "pipeline/ring.h"
+#include "pipeline/trace.h"
 
 namespace glacier::pipeline {
 
@@ -12,6 +13,8 @@ class LocalRing : public Ring {
  public:
   // max_in_flight: how many results may wait at once (the scheduler's bound).
   explicit LocalRing(compute::TransformerStage& stage, int max_in_flight = 8);
+  // Records each micro-batch's compute interval there (a job's trace; off by default).
+  void set_trace(TraceLog* trace) { trace_ = trace; }
   int n_stages() const override { return 1; }
   void submit(const compute::MicroBatch& mb) override;
   bool poll(compute::MicroBatchResult& out, bool wait) override;
@@ -24,6 +27,7 @@ class LocalRing : public Ring {
   // per step once warm.
   std::vector<compute::MicroBatchResult> done_;
   size_t head_index_ = 0, count_ = 0;
+  TraceLog* trace_ = nullptr;
 };
 
 }  // namespace glacier::pipeline

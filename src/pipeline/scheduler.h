@@ -62,6 +62,8 @@ class Scheduler {
   // Polled once per scheduling round: when it returns true, the scheduler drains (SIGTERM handling).
   void set_drain_check(std::function<bool()> check) { drain_check_ = std::move(check); }
   bool drained_early() const { return draining_ && !waiting_.empty(); }
+  // Sequences queued and not yet admitted (a driver that feeds the scheduler as it goes tops this up).
+  size_t queued() const { return waiting_.size(); }
   int64_t micro_batches_sent() const { return next_mb_id_; }
 
  private:

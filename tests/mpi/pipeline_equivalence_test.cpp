@@ -1,6 +1,7 @@
-// The same stories260K job on 1 to 5 ranks and with micro-batches of 1, 7 and 512 tokens: tokens and
-// log-probs must be bitwise identical (f32 wire), and the reference prompts' tokens must equal
-// llama.cpp's. Also the pipelined perplexity, the int8 wire, and setup errors that must end every rank.
+// The same stories260K job on 1 to 5 ranks, with micro-batches of 1, 7 and 512 tokens and as 2 to 4
+// pipeline replicas: tokens and log-probs must be bitwise identical (f32 wire), and the reference
+// prompts' tokens must equal llama.cpp's. Also the pipelined perplexity, the int8 wire, and setup errors
+// that must end every rank.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,6 +71,62 @@ INSTANTIATE_TEST_SUITE_P(RanksAndMicroBatches, PipelineEquivalence,
                            return "np" + std::to_string(std::get<0>(info.param)) + "_ubatch" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// (ranks, replicas, micro-batch tokens)
+class ReplicaEquivalence : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(ReplicaEquivalence, IdenticalToOneRankAndEveryReplicaWorks) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  static const Outputs baseline = run_job(model, 1, 512);
+  const auto [np, replicas, ubatch] = GetParam();
+  const std::string h5 = glacier::testing::scratch_dir("replicas") + "/np" + std::to_string(np) + "_r" +
+                         std::to_string(replicas) + ".h5";
+  const Outputs o = run_job(model, np, ubatch, "--replicas " + std::to_string(replicas) + " --out " + h5);
+  EXPECT_EQ(o.tokens, baseline.tokens);
+  EXPECT_EQ(o.logprob_bits, baseline.logprob_bits);
+  // Every replica's first stage computed micro-batches: the queue fed them all.
+  std::map<int, int> compute_rows;
+  for (const auto& row : glacier::io::read_trace(h5))
+    if (row.phase == glacier::io::TracePhase::Compute) compute_rows[row.rank]++;
+  const int stages = np / replicas;
+  for (int k = 0; k < replicas; ++k)
+    EXPECT_GT(compute_rows[k * stages], 0) << "replica " << k << " (rank " << k * stages << ") did no work";
+}
+
+INSTANTIATE_TEST_SUITE_P(Replicas, ReplicaEquivalence,
+                         ::testing::Values(std::make_tuple(2, 2, 512), std::make_tuple(3, 3, 512),
+                                           std::make_tuple(4, 2, 512), std::make_tuple(4, 2, 7),
+                                           std::make_tuple(4, 4, 512)),
+                         [](const auto& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) + "_replicas" +
+                                  std::to_string(std::get<1>(info.param)) + "_ubatch" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+TEST(ReplicaSetup, AutoReplicatesWhatFitsAndBadCountsAreRefused) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const std::string dir = glacier::testing::scratch_dir("replicas-setup");
+  // The whole model fits one rank: auto makes every rank a replica of one stage.
+  auto run = run_glacier(2, "--model " + model + " --prompts " + kPrompts + " --jsonl " + dir +
+                                "/auto.jsonl --max-tokens 8 --replicas auto");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("2 pipeline replicas of 1 stages"), std::string::npos) << run.output;
+  // Memory for two shards of this host but not for two whole models: auto keeps one pipeline.
+  run = run_glacier(2, "--model " + model + " --prompts " + kPrompts + " --jsonl " + dir +
+                           "/auto2.jsonl --max-tokens 8 --replicas auto --ctx 2048 --ubatch 8 --max-memory-gib 0.004");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("pipeline replicas"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("layers 3:5"), std::string::npos) << run.output;
+  run = run_glacier(2, "--model " + model + " --prompts " + kPrompts + " --jsonl " + dir + "/bad.jsonl --replicas 3");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("option --replicas: expected a divisor of the 2 ranks in the job, found 3"),
+            std::string::npos)
+      << run.output;
+  run = run_glacier(1, "--model " + model + " --prompts " + kPrompts + " --jsonl " + dir + "/bad.jsonl --replicas two");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("option --replicas: expected a count >= 1 or 'auto', found 'two'"), std::string::npos)
+      << run.output;
+}
 
 double run_perplexity(const std::string& model, const std::string& text, int np, const std::string& wire) {
   const std::string out = glacier::testing::scratch_dir("ppl") + "/ppl_np" + std::to_string(np) + wire + ".json";
