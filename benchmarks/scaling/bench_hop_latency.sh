@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Decode throughput of a 4-stage pipeline across 4 network-namespace hosts with an injected delay per hop
+# (glacier_mpi --inject-latency-ms) against none, for few and for many sequences in flight (--slots).
+# Usage (root): benchmarks/scaling/bench_hop_latency.sh [BUILD_DIR] [MODEL.gguf]  (table to stdout, CSV too)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "${1:-build}" && pwd)
+MODEL=${2:-}
+LATENCIES_MS=${LATENCIES_MS:-"0 1"}
+SLOTS_LIST=${SLOTS_LIST:-"4 32"}   # 4 = one sequence a stage (latency exposed); 32 = the default cap
+PROMPTS=${PROMPTS:-64}
+MAX_TOKENS=${MAX_TOKENS:-64}
+REPS=${REPS:-3}                    # the machine is shared and noisy: the median of REPS runs is reported
+HOSTS=${HOSTS:-4}
+LAUNCH=${LAUNCH:-netns}            # netns: one rank a namespace host over TCP; local: plain mpirun (shared memory)
+CSV=${CSV:-$HERE/last_run.csv}
+RUN_LIMIT_S=600                    # one job; far above the slowest configuration measured (about 40 s)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
+
+"$BUILD/glacier_mpi" --help | grep -q -- --inject-latency-ms ||
+  { echo "bench_hop_latency: $BUILD/glacier_mpi has no --inject-latency-ms option; rebuild it" >&2; exit 2; }
+if [ -z "$MODEL" ]; then
+  # The synthetic Q8_0 llama of benchmarks/pipeline (35 MB, 8 layers): per-token compute of the order of
+  # a millisecond, so a 1 ms hop is neither negligible nor everything.
+  MODEL=$WORK/bench.gguf
+  "$BUILD/glacier_mkmodel" --preset tiny --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 4 --n-ff 1536 \
+    --n-vocab 8192 --type q8_0 --seed 7 --out "$MODEL" > /dev/null
+fi
+# Short prompts (8 words), so the job is almost all decode.
+/usr/bin/python3 - "$WORK/prompts.jsonl" "$PROMPTS" <<'PY'
+import json, sys
+words = ("the little cat sat on a warm mat and looked at the bright sun while the dog ran after a red ball "
+         "in the green park near the old tall tree where birds sang every morning").split()
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        start = (i * 3) % (len(words) - 8)
+        f.write(json.dumps({"id": "d%d" % i, "prompt": " ".join(words[start:start + 8])}) + "\n")
+PY
+
+run_job() {  # latency_ms slots -> "generated_tok_per_s seconds"
+  local latency=$1 slots=$2 log=$WORK/run.log
+  local job=("$BUILD/glacier_mpi" --model "$MODEL" --prompts "$WORK/prompts.jsonl" --jsonl "$WORK/out.jsonl"
+             --max-tokens "$MAX_TOKENS" --threads 1 --bind none --slots "$slots"
+             --inject-latency-ms "$latency")
+  if [ "$LAUNCH" = netns ]; then
+    NETNS_HOSTS=$HOSTS timeout -k 10 $RUN_LIMIT_S "$HERE/../../tests/system/netns_hosts.sh" run -np "$HOSTS" "${job[@]}" > "$log" 2>&1
+  else
+    timeout -k 10 $RUN_LIMIT_S mpirun --oversubscribe --bind-to none -np "$HOSTS" "${job[@]}" > "$log" 2>&1
+  fi || { echo "bench_hop_latency: job failed (latency $latency ms, slots $slots):" >&2; cat "$log" >&2; exit 1; }
+  sed -n 's/^done: .* generated tokens in \([0-9.]*\) s: .* \([0-9.]*\) generated tok\/s.*/\2 \1/p' "$log"
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+echo "model $(basename "$MODEL") ($(du -h "$MODEL" | cut -f1)); $HOSTS ranks ($LAUNCH), 1 thread each; $PROMPTS prompts x $MAX_TOKENS new tokens; median of $REPS"
+echo "slots,latency_ms,rep,generated_tok_per_s,seconds" > "$CSV"
+run_job 0 32 > /dev/null  # warm-up: page cache, first touch
+declare -A rates
+for rep in $(seq "$REPS"); do
+  for slots in $SLOTS_LIST; do
+    for latency in $LATENCIES_MS; do  # interleaved, so drifting load on the machine hits every configuration
+      read -r rate seconds <<< "$(run_job "$latency" "$slots")"
+      echo "$slots,$latency,$rep,$rate,$seconds" >> "$CSV"
+      rates[$slots,$latency]+="$rate "
+    done
+  done
+done
+printf '%6s %11s %18s %22s\n' slots "latency ms" "generated tok/s" "ratio to 0 ms"
+for slots in $SLOTS_LIST; do
+  base=$(tr ' ' '\n' <<< "${rates[$slots,0]:-}" | grep . | median)
+  for latency in $LATENCIES_MS; do
+    rate=$(tr ' ' '\n' <<< "${rates[$slots,$latency]}" | grep . | median)
+    printf '%6s %11s %18.1f %22s\n' "$slots" "$latency" "$rate" "$(awk -v a="$rate" -v b="$base" 'BEGIN{if (b > 0) printf "%.3f", a / b; else print "-"}')"
+  done
+done
+echo "raw figures: $CSV"

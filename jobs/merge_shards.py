@@ -1,0 +1,122 @@
+"""Merges the HDF5 results of array_shard.sbatch (shard-K-of-N.h5 files) into one file laid out as one
+job's: the /results columns with each row's index in the whole prompt file, in input order, and root
+attributes. Traces stay in the shard files. Usage: merge_shards.py --out merged.h5 DIR/shard-*-of-N.h5"""
+import argparse
+import os
+import re
+import sys
+
+import h5py
+import numpy as np
+
+SHARD_NAME = re.compile(r"shard-(\d+)-of-(\d+)\.h5$")
+# Attributes that must agree between shards: results computed differently must not be mixed.
+MUST_AGREE = ("glacier_results_format", "model_sha256", "options", "mode", "tensor_types")
+ROWS_PER_CHUNK = 1024  # as src/io/hdf5_results.cpp writes
+
+
+def fail(message):
+    sys.exit("merge_shards: " + message)
+
+
+def text_attr(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_shards(paths):
+    shards = {}
+    count = None
+    for path in paths:
+        m = SHARD_NAME.search(os.path.basename(path))
+        if not m:
+            fail(f"{path}: expected a name shard-K-of-N.h5")
+        k, n = int(m.group(1)), int(m.group(2))
+        if count is not None and n != count:
+            fail(f"{path}: expected shard of {count}, found of {n}")
+        if k in shards:
+            fail(f"{path}: shard {k} given twice")
+        count = n
+        shards[k] = path
+    if count is None:
+        fail("no shard files given")
+    missing = sorted(set(range(count)) - set(shards))
+    if missing:
+        fail(f"expected {count} shards, missing {', '.join(map(str, missing))} (did those array tasks fail?)")
+    return [shards[k] for k in range(count)]
+
+
+def merge(paths, out_path, prompts_path):
+    n = len(paths)
+    columns, dtypes, first_attrs = None, None, None
+    rows = {}  # column -> list of values, in global index order after sorting
+    order = []
+    total_prompts, resumes, hosts = 0, 0, []
+    for k, path in enumerate(paths):
+        with h5py.File(path, "r") as f:
+            if "results" not in f:
+                fail(f"{path}: expected a glacier results file with group /results")
+            r = f["results"]
+            attrs = dict(f.attrs)
+            if columns is None:
+                columns = list(r.keys())
+                dtypes = {c: r[c].dtype for c in columns}
+                first_attrs = attrs
+                for c in columns:
+                    rows[c] = []
+            elif sorted(r.keys()) != sorted(columns):
+                fail(f"{path}: expected columns {sorted(columns)}, found {sorted(r.keys())}")
+            for name in MUST_AGREE:
+                if text_attr(attrs.get(name)) != text_attr(first_attrs.get(name)):
+                    fail(f"{path}: attribute {name} differs from shard 0's: the shards did not run the same job")
+            # A killed job leaves its last flush part-written: only the shortest column's rows are whole.
+            length = min(r[c].shape[0] for c in columns)
+            expected = int(attrs.get("prompt_count", -1))
+            if length != expected:
+                fail(f"{path}: expected {expected} finished prompts, found {length}: "
+                     "rerun that array task (it resumes)")
+            total_prompts += expected
+            resumes += int(attrs.get("resumes", 0))
+            hosts += [h for h in text_attr(attrs.get("hosts", "")).split(",") if h and h not in hosts]
+            local_index = r["index"][:length]
+            for c in columns:
+                values = r[c][:length]
+                if c == "index":
+                    values = local_index * n + k  # see array_shard.sbatch: prompt c is in shard c mod n
+                rows[c].extend(values)
+            order.extend(local_index * n + k)
+    order = np.asarray(order, dtype=np.int64)
+    if len(np.unique(order)) != len(order):
+        fail("two shards hold the same prompt index: were they cut from different prompt files?")
+    sort = np.argsort(order, kind="stable")
+    tmp = out_path + ".tmp"
+    with h5py.File(tmp, "w") as out:
+        for name, value in first_attrs.items():
+            out.attrs[name] = value
+        out.attrs["prompt_count"] = np.int64(total_prompts)
+        out.attrs["resumes"] = np.int64(resumes)
+        out.attrs["hosts"] = ",".join(hosts)
+        out.attrs["shards"] = np.int64(n)
+        out.attrs["shard_files"] = ",".join(os.path.abspath(p) for p in paths)
+        if prompts_path:
+            out.attrs["prompts_path"] = prompts_path
+        group = out.create_group("results")
+        for c in columns:
+            data = np.empty(len(sort), dtype=object) if dtypes[c] == object else np.empty(len(sort), dtypes[c])
+            for i, j in enumerate(sort):
+                data[i] = rows[c][j]
+            group.create_dataset(c, data=data, dtype=dtypes[c], maxshape=(None,), chunks=(ROWS_PER_CHUNK,))
+    os.replace(tmp, out_path)  # a reader never sees a half-written merge
+    print(f"merge_shards: {total_prompts} results from {n} shards -> {out_path}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="merged HDF5 file to write")
+    parser.add_argument("--prompts", help="the whole prompt file, recorded as prompts_path")
+    parser.add_argument("shards", nargs="+", help="shard-K-of-N.h5 files, every K from 0 to N-1")
+    args = parser.parse_args()
+    merge(read_shards(args.shards), args.out, args.prompts)
+
+
+if __name__ == "__main__":
+    main()
