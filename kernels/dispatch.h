@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention.h"
+#include "kernels/packed_gemm.h"
 #include "kernels/quant_blocks.h"
 
 namespace glacier::kernels {
@@ -48,6 +50,14 @@ struct DotKernels {
   DotTileFn q4_k_q8_k_tile;
   DotTileFn q5_k_q8_k_tile;
   DotTileFn q6_k_q8_k_tile;
+  // Packed Q8_0/Q4_0 weights (packed_gemm.h) against packed activation rows: lane order, and Q4_0 in
+  // block-sum order (Matrix::block_sum_order).
+  PackedGemmFn q8_0_packed_gemm;
+  PackedGemmFn q4_0_packed_gemm;
+  PackedGemmFn q4_0_packed_block_sums_gemm;
+  // Attention over the tiled KV cache and the SwiGLU activation (attention.h).
+  AttendFn attend;
+  SwigluFn swiglu;
 };
 
 bool cpu_supports(Isa isa);

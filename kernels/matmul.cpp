@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/dispatch.h"
+#include "kernels/packed_gemm.h"
 #include "util/error.h"
 
 namespace glacier::kernels {
@@ -136,6 +137,47 @@ PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_
   return p;
 }
 
+size_t activation_bytes(const Matrix& w, int64_t n_rows) {
+  if (!w.packed) return activation_bytes(w.type, n_rows, w.cols);
+  check_cols(w.type, w.cols);
+  return static_cast<size_t>(n_rows) * packed_activation_row_bytes(w.cols);
+}
+
+PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage) {
+  if (!w.packed) return prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
+  check_cols(w.type, w.cols);
+  GLACIER_ASSERT(n_rows == 0 || ldx >= w.cols, "activation row stride shorter than a row");
+  PreparedActivations p;
+  p.for_type = w.type;
+  p.packed = true;
+  p.data = storage;
+  p.n_rows = n_rows;
+  p.cols = w.cols;
+  p.row_bytes = packed_activation_row_bytes(w.cols);
+  auto* out = static_cast<uint8_t*>(storage);
+  for (int64_t r = 0; r < n_rows; ++r) prepare_packed_row(w.type, x + r * ldx, w.cols, out + r * p.row_bytes);
+  return p;
+}
+
+int64_t output_granule(const Matrix& w) { return w.packed ? kPackRows : 1; }
+
+namespace {
+
+void packed_matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy, int64_t o_begin,
+                   int64_t o_end) {
+  GLACIER_ASSERT(x.packed, "packed weights need activations prepared for them");
+  GLACIER_ASSERT(o_begin % kPackRows == 0 && (o_end % kPackRows == 0 || o_end == w.rows),
+                 "a packed matmul's output range follows 16-row groups");
+  const DotKernels& k = active_kernels();
+  const PackedGemmFn gemm = w.type == WeightType::Q8_0 ? k.q8_0_packed_gemm
+                            : w.block_sum_order      ? k.q4_0_packed_block_sums_gemm
+                                                     : k.q4_0_packed_gemm;
+  gemm(w.packed, w.cols, w.rows, o_begin / kPackRows, packed_groups(o_end), static_cast<const uint8_t*>(x.data),
+       x.row_bytes, x.n_rows, y, ldy);
+}
+
+}  // namespace
+
 void matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy, int64_t o_begin,
             int64_t o_end) {
   GLACIER_ASSERT(x.for_type == w.type,
@@ -148,6 +190,12 @@ void matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy
                      ") outside 0.." + std::to_string(w.rows));
   check_cols(w.type, w.cols);
   GLACIER_ASSERT(x.n_rows <= 1 || ldy >= o_end, "output row stride shorter than the output range");
+  if (o_begin == o_end) return;
+  if (w.packed) {
+    packed_matmul(w, x, y, ldy, o_begin, o_end);
+    return;
+  }
+  GLACIER_ASSERT(!x.packed, "packed activations with unpacked weights");
   const DotTileFn tile = tile_for(active_kernels(), w.type, w.block_sum_order);
   const auto* wdata = static_cast<const unsigned char*>(w.data);
   const auto* xdata = static_cast<const unsigned char*>(x.data);

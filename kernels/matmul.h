@@ -22,6 +22,9 @@ struct Matrix {
   // matrices whose row count is a multiple of 8 and computes them in that order; following it keeps
   // the goldens exact (a small model's greedy margins are as thin as 3e-4). Set by the loader.
   bool block_sum_order = false;
+  // Q8_0/Q4_0: the matrix repacked by pack_groups() (packed_gemm.h), or null. When set, matmul uses the
+  // packed GEMM (block-sum order for every row count) and the output range must follow 16-row groups.
+  const uint8_t* packed = nullptr;
 };
 
 // Activations converted once per batch into the form the weight type's dot product consumes
@@ -29,6 +32,7 @@ struct Matrix {
 // F16, bf16 rows for BF16, f32 rows for F32). Storage is caller-provided: see activation_bytes().
 struct PreparedActivations {
   WeightType for_type = WeightType::F32;
+  bool packed = false;  // rows in the packed-GEMM layout (packed_gemm.h)
   const void* data = nullptr;
   int64_t n_rows = 0;
   int64_t cols = 0;
@@ -39,6 +43,11 @@ size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols);
 // Converts x [n_rows x cols] (row stride ldx floats) into `storage` (activation_bytes() large).
 PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_rows, int64_t cols,
                                         int64_t ldx, void* storage);
+// The same for a given matrix: the packed layout when w.packed is set.
+size_t activation_bytes(const Matrix& w, int64_t n_rows);
+PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage);
+// Output rows that must go to one thread together: 16 for a packed matrix (a group), else 1.
+int64_t output_granule(const Matrix& w);
 
 // y[r * ldy + o] = dot(W row o, x row r) for r < x.n_rows and o in [o_begin, o_end).
 // Callers split [0, rows) among threads; each thread calls this on its own range.

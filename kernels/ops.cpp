@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/dispatch.h"
+#include "kernels/exp_approx.h"
 #include "util/error.h"
 
 namespace glacier::kernels {
@@ -46,11 +47,9 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv_sum;
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float silu(float x) { return silu_approx(x); }
 
-void swiglu(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
-}
+void swiglu(const float* gate, const float* up, int64_t n, float* out) { active_kernels().swiglu(gate, up, n, out); }
 
 void add(const float* a, const float* b, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];

@@ -15,7 +15,8 @@ void softmax(float* x, int64_t n);
 // x / (1 + exp(-x)).
 float silu(float x);
 
-// out = silu(gate) * up, element-wise; out may alias gate or up.
+// out = silu(gate) * up, element-wise, with exp_approx.h's exp on the active variant (the same floats on
+// every variant); out may alias gate or up.
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 
 void add(const float* a, const float* b, int64_t n, float* out);  // out = a + b

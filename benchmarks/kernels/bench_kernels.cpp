@@ -4,13 +4,16 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_gemm.h"
 #include "peak_loops.h"
 
 namespace glacier::bench {
@@ -104,17 +107,24 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
   set_rates(state, double(row_bytes(t, n)), 2.0 * double(n));
 }
 
-// rows x cols weights (larger than the caches) times a batch of range(0) activation rows.
-void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, int64_t cols) {
+// rows x cols weights (larger than the caches) times a batch of range(0) activation rows; `packed`:
+// Q8_0/Q4_0 repacked for the packed GEMM (kernels/packed_gemm.h), as the model loader does.
+void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, int64_t cols, bool packed) {
   const int64_t batch = state.range(0);
   kernels::set_active_isa(isa);
   const auto w = random_weights(t, rows, cols);
-  const kernels::Matrix m{t, w.data(), rows, cols, row_bytes(t, cols)};
+  kernels::Matrix m{t, w.data(), rows, cols, row_bytes(t, cols)};
+  std::unique_ptr<uint8_t, decltype(&std::free)> packed_copy(nullptr, &std::free);
+  if (packed) {
+    packed_copy.reset(static_cast<uint8_t*>(std::aligned_alloc(kernels::kPackAlign, kernels::packed_bytes(m))));
+    kernels::pack_groups(m, packed_copy.get(), 0, kernels::packed_groups(rows));
+    m.packed = packed_copy.get();
+  }
   const auto x = random_activations(batch, cols);
-  std::vector<unsigned char> storage(kernels::activation_bytes(t, batch, cols));
+  std::vector<unsigned char> storage(kernels::activation_bytes(m, batch));
   std::vector<float> y(size_t(batch * rows));
   for (auto _ : state) {
-    const auto p = kernels::prepare_activations(t, x.data(), batch, cols, cols, storage.data());
+    const auto p = kernels::prepare_activations(m, x.data(), batch, cols, storage.data());
     kernels::matmul(m, p, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
   }
@@ -183,8 +193,14 @@ void register_all() {
     for (WeightType t : kTypes) {
       const std::string suffix = std::string(kernels::isa_name(isa)) + "/" + kernels::weight_type_name(t);
       benchmark::RegisterBenchmark(("dot/" + suffix).c_str(), dot_bench, isa, t)->Arg(4096);
-      benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows, kCols)
+      benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows, kCols,
+                                   false)
           ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+      if (!kernels::packable(t)) continue;
+      auto* b = benchmark::RegisterBenchmark(("packed/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
+                                             kCols, true);
+      b->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+      if (isa != Isa::Ref) b->Arg(64)->Arg(512);  // prefill batches; the scalar twin would take minutes
     }
   }
 }

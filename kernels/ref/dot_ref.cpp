@@ -125,6 +125,11 @@ const DotKernels& ref_kernels() {
       tile_by_rows<BlockQ4_K, BlockQ8_K, dot_q4_k_q8_k_ref>,
       tile_by_rows<BlockQ5_K, BlockQ8_K, dot_q5_k_q8_k_ref>,
       tile_by_rows<BlockQ6_K, BlockQ8_K, dot_q6_k_q8_k_ref>,
+      packed_gemm_q8_0_ref,
+      packed_gemm_q4_0_ref,
+      packed_gemm_q4_0_block_sums_ref,
+      attend_ref,
+      swiglu_ref,
   };
   return table;
 }

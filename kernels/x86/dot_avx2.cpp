@@ -230,6 +230,11 @@ const DotKernels& avx2_kernels() {
       simd::dot_tile<kquant::Q4KDot>,
       simd::dot_tile<kquant::Q5KDot>,
       simd::dot_tile<kquant::Q6KDot>,
+      packed_gemm_q8_0_avx2,
+      packed_gemm_q4_0_avx2,
+      packed_gemm_q4_0_block_sums_avx2,
+      attend_avx2,
+      swiglu_avx2,
   };
   return table;
 }

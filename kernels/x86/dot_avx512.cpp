@@ -263,6 +263,11 @@ const DotKernels& avx512_kernels() {
       simd::dot_tile<kquant::Q4KDot>,
       simd::dot_tile<kquant::Q5KDot>,
       simd::dot_tile<kquant::Q6KDot>,
+      packed_gemm_q8_0_avx512,
+      packed_gemm_q4_0_avx512,
+      packed_gemm_q4_0_block_sums_avx512,
+      attend_avx512,
+      swiglu_avx512,
   };
   return table;
 }

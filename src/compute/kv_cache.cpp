@@ -1,10 +1,18 @@
-// KV cache storage: one contiguous block, sized once (pages are touched as positions are written).
+// KV cache storage: one block for keys and one for values, sized once (pages are touched as positions
+// are written).
 #include "compute/kv_cache.h"
 
 namespace glacier::compute {
 
-KvCache::KvCache(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t kv_dim)
-    : n_layers_(n_layers), n_slots_(n_slots), n_ctx_(n_ctx), kv_dim_(kv_dim),
-      data_(std::make_unique_for_overwrite<float[]>(bytes_needed(n_layers, n_slots, n_ctx, kv_dim) / sizeof(float))) {}
+KvCache::KvCache(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim)
+    : n_layers_(n_layers), n_slots_(n_slots), n_ctx_(n_ctx), n_head_kv_(n_head_kv), head_dim_(head_dim),
+      keys_(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n_layers) * n_slots * tiles(n_ctx) * tile_stride())),
+      values_(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n_layers) * n_slots * n_ctx * kv_dim())) {}
+
+void KvCache::store_key(int32_t layer, int32_t slot, int32_t pos, const float* k) {
+  float* tile = keys_.get() + tile_base(layer, slot) + static_cast<size_t>(pos / kernels::kKeyTile) * tile_stride();
+  const int32_t lane = pos % kernels::kKeyTile;
+  for (int32_t i = 0; i < kv_dim(); ++i) tile[static_cast<size_t>(i) * kernels::kKeyTile + lane] = k[i];
+}
 
 }  // namespace glacier::compute

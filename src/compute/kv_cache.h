@@ -1,33 +1,45 @@
 // The KV cache of one rank's layers: for every slot, keys and values of every position, allocated
-// once at start-up (no allocation while decoding). Slots are indexed by the driver's slot ids.
+// once at start-up (no allocation while decoding). Slots are indexed by the driver's slot ids. Keys are
+// kept in tiles of 16 positions, transposed inside a tile (kernels/attention.h), values position by position.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "kernels/attention.h"
+
 namespace glacier::compute {
 
 class KvCache {
  public:
-  KvCache(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t kv_dim);
+  KvCache(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim);
 
-  float* key(int32_t layer, int32_t slot, int32_t pos) { return at(0, layer, slot, pos); }
-  float* value(int32_t layer, int32_t slot, int32_t pos) { return at(1, layer, slot, pos); }
+  // Writes the keys of every KV head at `pos` (kv_dim floats, head after head) into their tile.
+  void store_key(int32_t layer, int32_t slot, int32_t pos, const float* k);
+  // The slot's key tiles: tile j (positions 16j..16j+15) starts tile_stride() floats after tile j - 1.
+  const float* key_tiles(int32_t layer, int32_t slot) const { return keys_.get() + tile_base(layer, slot); }
+  size_t tile_stride() const { return kernels::key_tile_floats(n_head_kv_, head_dim_); }
+  float* value(int32_t layer, int32_t slot, int32_t pos) {
+    return values_.get() + ((static_cast<size_t>(layer) * n_slots_ + slot) * n_ctx_ + pos) * kv_dim();
+  }
   int32_t n_slots() const { return n_slots_; }
   int32_t n_ctx() const { return n_ctx_; }
   static uint64_t bytes_needed(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t kv_dim) {
-    return 2ull * static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(n_slots) * static_cast<uint64_t>(n_ctx) *
-           static_cast<uint64_t>(kv_dim) * sizeof(float);
+    const uint64_t per_slot_layer = (static_cast<uint64_t>(tiles(n_ctx)) * kernels::kKeyTile + static_cast<uint64_t>(n_ctx)) *
+                                    static_cast<uint64_t>(kv_dim) * sizeof(float);
+    return static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(n_slots) * per_slot_layer;
   }
 
  private:
-  float* at(int kv, int32_t layer, int32_t slot, int32_t pos) {
-    size_t idx = ((static_cast<size_t>(kv) * n_layers_ + layer) * n_slots_ + slot) * n_ctx_ + pos;
-    return data_.get() + idx * kv_dim_;
+  static int32_t tiles(int32_t n_ctx) { return (n_ctx + kernels::kKeyTile - 1) / kernels::kKeyTile; }
+  int32_t kv_dim() const { return n_head_kv_ * head_dim_; }
+  size_t tile_base(int32_t layer, int32_t slot) const {
+    return (static_cast<size_t>(layer) * n_slots_ + slot) * static_cast<size_t>(tiles(n_ctx_)) * tile_stride();
   }
-  int32_t n_layers_, n_slots_, n_ctx_, kv_dim_;
-  // Not zeroed: attention reads only positions already written, and untouched pages cost no memory.
-  std::unique_ptr<float[]> data_;
+  int32_t n_layers_, n_slots_, n_ctx_, n_head_kv_, head_dim_;
+  // Not zeroed: attention reads only positions already written (other lanes of a tile are masked), and
+  // untouched pages cost no memory.
+  std::unique_ptr<float[]> keys_, values_;
 };
 
 }  // namespace glacier::compute

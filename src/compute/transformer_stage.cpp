@@ -10,6 +10,7 @@
 
 #include "compute/ffn_activation.h"
 #include "kernels/dequantize.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
 #include "util/error.h"
@@ -19,7 +20,7 @@ namespace glacier::compute {
 TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWeights weights, int32_t n_slots,
                                    int32_t n_ctx, int32_t max_tokens, ThreadPool& pool)
     : cfg_(cfg), w_(std::move(weights)), max_tokens_(max_tokens), pool_(pool),
-      kv_(w_.layers.size(), n_slots, n_ctx, cfg.kv_dim()), matmul_(pool) {
+      kv_(w_.layers.size(), n_slots, n_ctx, cfg.n_head_kv, cfg.head_dim), matmul_(pool) {
   const size_t t = static_cast<size_t>(max_tokens);
   xn_.resize(t * std::max(cfg.n_embd, cfg.q_dim()));
   q_.resize(t * cfg.q_dim());
@@ -33,7 +34,7 @@ TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWe
     moe_ = std::make_unique<MoeFfn>(cfg, max_tokens);
   }
   tmp_.resize(t * cfg.n_embd);
-  scores_.resize(static_cast<size_t>(pool.size()) * n_ctx);
+  scores_.resize(static_cast<size_t>(pool.size()) * scores_per_thread());
   // Prepared activations for the widest input of any of the shard's matrices, in its type.
   for (const model::LayerWeights& L : w_.layer) {
     for (const kernels::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
@@ -79,7 +80,7 @@ void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int3
     const int32_t pos = token_pos_[i];
     for (int32_t h = 0; h < cfg_.n_head; ++h) rope(q + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
     for (int32_t h = 0; h < cfg_.n_head_kv; ++h) rope(k + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
-    std::memcpy(kv_.key(li, token_slot_[i], pos), k, KV * sizeof(float));
+    kv_.store_key(li, token_slot_[i], pos, k);
     std::memcpy(kv_.value(li, token_slot_[i], pos), v, KV * sizeof(float));
   }
 }
@@ -127,28 +128,31 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
 }
 
 void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
-  const int32_t n = mb.n_tokens(), hd = cfg_.head_dim, Q = cfg_.q_dim();
+  const int32_t n = mb.n_tokens(), hd = cfg_.head_dim, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int32_t n_ctx = kv_.n_ctx();
-  pool_.parallel_for(static_cast<int64_t>(n) * cfg_.n_head, [&](int64_t b, int64_t e, int thread) {
-    float* scores = scores_.data() + static_cast<size_t>(thread) * n_ctx;
+  const kernels::AttendFn attend = kernels::active_kernels().attend;
+  // One task per (token, KV head): the query heads of a group share each key and value they read.
+  pool_.parallel_for(static_cast<int64_t>(n) * cfg_.n_head_kv, [&](int64_t b, int64_t e, int thread) {
     for (int64_t task = b; task < e; ++task) {
-      const int32_t i = static_cast<int32_t>(task / cfg_.n_head), h = static_cast<int32_t>(task % cfg_.n_head);
-      const int32_t pos = token_pos_[i], slot = token_slot_[i], kvh = h / group;
+      const int32_t i = static_cast<int32_t>(task / cfg_.n_head_kv), kvh = static_cast<int32_t>(task % cfg_.n_head_kv);
+      const int32_t pos = token_pos_[i], slot = token_slot_[i];
+      kernels::AttentionArgs a;
+      a.q = q_.data() + static_cast<size_t>(i) * Q + kvh * group * hd;
+      a.q_stride = hd;
+      a.n_q = group;
+      a.key_tiles = kv_.key_tiles(li, slot) + static_cast<size_t>(kvh) * hd * kernels::kKeyTile;
+      a.tile_stride = kv_.tile_stride();
+      a.values = kv_.value(li, slot, 0) + kvh * hd;
+      a.value_stride = KV;
       // With a sliding window, key t is visible from pos only when pos - t < n_swa.
-      const int32_t first = cfg_.n_swa > 0 ? std::max(0, pos - cfg_.n_swa + 1) : 0;
-      const float* q = q_.data() + static_cast<size_t>(i) * Q + h * hd;
-      for (int32_t t = first; t <= pos; ++t) {
-        const float* k = kv_.key(li, slot, t) + kvh * hd;
-        float s = 0.0f;
-        for (int32_t d = 0; d < hd; ++d) s += q[d] * k[d];
-        scores[t] = s * scale;
-      }
-      kernels::softmax(scores + first, pos + 1 - first);
-      float* out = attn_out_.data() + static_cast<size_t>(i) * Q + h * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int32_t t = first; t <= pos; ++t) kernels::axpy(scores[t], kv_.value(li, slot, t) + kvh * hd, hd, out);
+      a.first = cfg_.n_swa > 0 ? std::max(0, pos - cfg_.n_swa + 1) : 0;
+      a.last = pos;
+      a.hd = hd;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      a.scores = scores_.data() + static_cast<size_t>(thread) * scores_per_thread();
+      a.out = attn_out_.data() + static_cast<size_t>(i) * Q + kvh * group * hd;
+      a.out_stride = hd;
+      attend(a);
     }
   });
 }

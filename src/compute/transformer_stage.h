@@ -51,7 +51,11 @@ class TransformerStage {
   std::unique_ptr<MoeFfn> moe_;            // MoE models only
   // Scratch, [max_tokens x width] each.
   std::vector<float> xn_, q_, k_, v_, attn_out_, gate_, up_, tmp_;
-  std::vector<float> scores_;              // per thread: n_ctx attention scores
+  std::vector<float> scores_;              // per thread: scores_per_thread() attention scratch
+  // Scratch of one attend call (kernels/attention.h) for a group's heads over the whole context.
+  size_t scores_per_thread() const {
+    return kernels::attention_scratch_floats(cfg_.n_head / cfg_.n_head_kv, kv_.n_ctx(), cfg_.head_dim);
+  }
   std::vector<int32_t> token_pos_, token_slot_;
 };
 

@@ -230,4 +230,14 @@ void File::prefetch(const TensorInfo& t) const {
   (void)::madvise(const_cast<uint8_t*>(map_ + start), end - start, MADV_WILLNEED);
 }
 
+void File::release(const TensorInfo& t) const {
+  if (!owns_map_ || !t.data || t.n_bytes == 0) return;  // never advise memory that is not our mapping
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t offset = static_cast<uint64_t>(t.data - map_);
+  const uint64_t start = (offset + page - 1) / page * page;
+  const uint64_t end = (offset + t.n_bytes) / page * page;
+  // A read-only private file mapping never written: dropping its pages loses nothing.
+  if (start < end) (void)::madvise(const_cast<uint8_t*>(map_ + start), end - start, MADV_DONTNEED);
+}
+
 }  // namespace glacier::gguf

@@ -84,6 +84,10 @@ class File {
 
   // Advises the kernel to read these bytes ahead (a rank touches only its own shard).
   void prefetch(const TensorInfo& t) const;
+  // Drops the mapped pages that lie wholly inside the tensor's data from this process (a copy of it,
+  // such as repacked weights, replaces them); they are read back from the file if touched again.
+  // Does nothing for bytes given to parse().
+  void release(const TensorInfo& t) const;
 
  private:
   File() = default;

@@ -10,6 +10,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/quant_blocks.h"
 #include "model/finite_scan.h"
+#include "model/weight_packing.h"
 #include "util/error.h"
 
 namespace glacier::model {
@@ -232,6 +233,7 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
     w.output = matrix(f, head_name, c.n_embd, c.n_vocab, &w);
   }
   check_weights_finite(f, w.tensors, scan_pool);
+  pack_shard_weights(f, w, scan_pool);
   return w;
 }
 

@@ -3,6 +3,8 @@
 // tensors are looked up, checked and touched.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,11 +53,16 @@ struct ShardWeights {
   kernels::Matrix output;          // [n_vocab rows x n_embd]
   uint64_t bytes = 0;              // weight bytes the shard maps
   std::vector<const gguf::TensorInfo*> tensors;  // every tensor the shard maps, in load order
+  // Owners of the matrices' packed copies (Matrix::packed; see weight_packing.h).
+  struct FreeBuffer {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeBuffer>> packed_storage;
 };
 
-// Looks up and checks (type, shape) the shard's tensors, then scans them for NaN and Inf (finite_scan.h)
-// on `scan_pool`'s threads (nullptr: on the calling thread); throws InputError naming the file, the
-// tensor, the expected and the found shape, type or values.
+// Looks up and checks (type, shape) the shard's tensors, scans them for NaN and Inf (finite_scan.h) and
+// packs the Q8_0/Q4_0 matrices (weight_packing.h), on `scan_pool`'s threads (nullptr: on the calling
+// thread); throws InputError naming the file, the tensor, the expected and the found shape, type or values.
 ShardWeights load_shard(const gguf::File& file, const ModelConfig& cfg, LayerRange layers, bool has_embedding,
                         bool has_head, ThreadPool* scan_pool = nullptr);
 

@@ -1,0 +1,122 @@
+// AVX-512 attention and SwiGLU (definitions in attention.h): 16 key positions a vector from the
+// transposed key tiles, the sums' 16 lanes as 16 independent chains, exp as exp_approx.h.
+#include <immintrin.h>
+
+#include <cmath>
+
+// GCC 12's _mm512_undefined_* self-initialise and trip -W(maybe-)uninitialized once inlined here
+// (the false positive dot_avx512.cpp silences too).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "kernels/attention.h"
+#include "kernels/exp_approx.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+__m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpMin)), _mm512_set1_ps(kExpMax));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpTaylor[7]);
+  for (int k = 6; k >= 0; --k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpTaylor[k]));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+// attention.h's tree16 on one vector: lane i + lane i+8, then +4, +2, +1.
+float halving_sum(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
+  __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+  q = _mm_add_ps(_mm_movehl_ps(q, q), q);
+  q = _mm_add_ss(_mm_movehdup_ps(q), q);
+  return _mm_cvtss_f32(q);
+}
+
+// tree16 across 16 vectors, lane by lane (c is consumed).
+__m512 tree16(__m512 (&c)[kKeyTile]) {
+  for (int width = kKeyTile / 2; width >= 1; width /= 2)
+    for (int i = 0; i < width; ++i) c[i] = _mm512_add_ps(c[i + width], c[i]);
+  return c[0];
+}
+
+// Lanes of tile j (positions 16j .. 16j+15) inside [first, last].
+__mmask16 visible(int32_t j, int32_t first, int32_t last) {
+  const int32_t t0 = j * kKeyTile;
+  uint32_t m = 0xffff;
+  if (first > t0) m &= 0xffffu << (first - t0);
+  if (last < t0 + kKeyTile - 1) m &= 0xffffu >> (t0 + kKeyTile - 1 - last);
+  return static_cast<__mmask16>(m);
+}
+
+// One head: scores into s (index t - 16 j0), softmax weights over them, the output into out.
+void attend_head(const AttentionArgs& a, const float* q, float* s, float* lane_acc, float* out) {
+  const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
+  const __m512 scale = _mm512_set1_ps(a.scale), minus_inf = _mm512_set1_ps(-INFINITY);
+  __m512 maxv = minus_inf;
+  for (int32_t j = j0; j < j1; ++j) {
+    const float* tile = a.key_tiles + static_cast<size_t>(j) * a.tile_stride;
+    __m512 c[kKeyTile];
+    for (__m512& v : c) v = _mm512_setzero_ps();
+    for (int32_t d = 0; d < a.hd; ++d)  // 16 independent chains (d mod 16) hide the fma latency
+      c[d % kKeyTile] = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(tile + d * kKeyTile), c[d % kKeyTile]);
+    const __m512 sv = _mm512_mask_mov_ps(minus_inf, visible(j, a.first, a.last), _mm512_mul_ps(tree16(c), scale));
+    _mm512_storeu_ps(s + (j - j0) * kKeyTile, sv);
+    maxv = _mm512_max_ps(maxv, sv);
+  }
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
+  double sum = 0.0;
+  for (int32_t j = j0; j < j1; ++j) {
+    float* sj = s + (j - j0) * kKeyTile;
+    const __m512 e = _mm512_maskz_mov_ps(visible(j, a.first, a.last), exp16(_mm512_sub_ps(_mm512_loadu_ps(sj), m)));
+    _mm512_storeu_ps(sj, e);
+    sum += static_cast<double>(halving_sum(e));
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  // Output: 16 accumulator rows (position mod 16) of hd floats, then their tree.
+  const int32_t nv = (a.hd + 15) / 16;
+  const int32_t tail = a.hd - 16 * (nv - 1);
+  const __mmask16 last_mask = tail >= 16 ? __mmask16(0xffff) : __mmask16((1u << tail) - 1);
+  const size_t row = static_cast<size_t>(nv) * 16;
+  for (size_t i = 0; i < kKeyTile * row; i += 16) _mm512_storeu_ps(lane_acc + i, _mm512_setzero_ps());
+  const int32_t base = j0 * kKeyTile;
+  for (int32_t t = a.first; t <= a.last; ++t) {
+    const __m512 p = _mm512_set1_ps(s[t - base] * inv);
+    const float* vt = a.values + static_cast<int64_t>(t) * a.value_stride;
+    float* acc = lane_acc + (t % kKeyTile) * row;
+    for (int32_t v = 0; v < nv; ++v) {
+      const __mmask16 mv = v == nv - 1 ? last_mask : __mmask16(0xffff);
+      _mm512_storeu_ps(acc + 16 * v, _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(mv, vt + 16 * v), _mm512_loadu_ps(acc + 16 * v)));
+    }
+  }
+  for (int32_t v = 0; v < nv; ++v) {
+    __m512 c[kKeyTile];
+    for (int i = 0; i < kKeyTile; ++i) c[i] = _mm512_loadu_ps(lane_acc + i * row + 16 * v);
+    _mm512_mask_storeu_ps(out + 16 * v, v == nv - 1 ? last_mask : __mmask16(0xffff), tree16(c));
+  }
+}
+
+}  // namespace
+
+void attend_avx512(const AttentionArgs& a) {
+  const int32_t n = a.last + 1;  // positions the scratch covers
+  float* lane_acc = a.scores + static_cast<size_t>(a.n_q) * (n + kKeyTile);
+  for (int32_t h = 0; h < a.n_q; ++h)
+    attend_head(a, a.q + h * a.q_stride, a.scores + static_cast<size_t>(h) * (n + kKeyTile),
+                lane_acc + static_cast<size_t>(h) * kKeyTile * ((a.hd + 15) / 16 * 16), a.out + h * a.out_stride);
+}
+
+void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_xor_ps(g, sign))));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, u));
+  }
+}
+
+}  // namespace glacier::kernels

@@ -1,0 +1,66 @@
+// Weight packing at load: collects the shard's matrices, packs each into its own aligned buffer, then
+// releases the original tensors' pages (only those no unpacked matrix still reads).
+#include "model/weight_packing.h"
+
+#include <cstdlib>
+#include <set>
+
+#include "gguf/gguf_file.h"
+#include "kernels/packed_gemm.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace glacier::model {
+namespace {
+
+std::vector<kernels::Matrix*> shard_matrices(ShardWeights& w) {
+  std::vector<kernels::Matrix*> out;
+  for (LayerWeights& l : w.layer) {
+    for (kernels::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.gate_shexp,
+                               &l.up_shexp, &l.down_shexp, &l.shexp_gate})
+      out.push_back(m);
+    for (auto* experts : {&l.gate_exps, &l.up_exps, &l.down_exps})
+      for (kernels::Matrix& m : *experts) out.push_back(&m);
+  }
+  if (w.has_head) out.push_back(&w.output);
+  return out;
+}
+
+// The tensor whose mapped bytes hold [data, data + n): views of fused tensors share one.
+const gguf::TensorInfo* tensor_holding(const ShardWeights& w, const void* data) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (const gguf::TensorInfo* t : w.tensors)
+    if (p >= t->data && p < t->data + t->n_bytes) return t;
+  return nullptr;
+}
+
+}  // namespace
+
+void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool* pool) {
+  std::set<const gguf::TensorInfo*> packed_tensors, still_read;
+  if (shard.has_embedding) still_read.insert(tensor_holding(shard, shard.token_embd.data));
+  for (kernels::Matrix* m : shard_matrices(shard)) {
+    if (!m->data) continue;
+    const gguf::TensorInfo* source = tensor_holding(shard, m->data);
+    if (!kernels::packable(m->type)) {
+      still_read.insert(source);
+      continue;
+    }
+    const size_t bytes = kernels::packed_bytes(*m);
+    auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(kernels::kPackAlign, bytes));
+    if (!buffer) throw std::bad_alloc();
+    shard.packed_storage.emplace_back(buffer);
+    const int64_t groups = kernels::packed_groups(m->rows);
+    if (pool) {
+      pool->parallel_for(groups, [&](int64_t b, int64_t e, int) { kernels::pack_groups(*m, buffer, b, e); });
+    } else {
+      kernels::pack_groups(*m, buffer, 0, groups);
+    }
+    m->packed = buffer;
+    packed_tensors.insert(source);
+  }
+  for (const gguf::TensorInfo* t : packed_tensors)
+    if (t && !still_read.count(t)) file.release(*t);
+}
+
+}  // namespace glacier::model

@@ -1,0 +1,20 @@
+// Repacks a shard's Q8_0/Q4_0 matrices into the packed-GEMM layout (kernels/packed_gemm.h) once at load,
+// and drops the mapped pages the copies replace, so the weights are held once.
+#pragma once
+#include "model/model_weights.h"
+
+namespace glacier {
+class ThreadPool;
+}
+namespace glacier::gguf {
+class File;
+}
+
+namespace glacier::model {
+
+// Packs every packable matrix of the shard (splitting the work over `pool`'s threads when given) and
+// releases the file pages of the tensors that are now only read through their packed copies. The token
+// embedding stays as it is: it is looked up row by row, never multiplied.
+void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool* pool);
+
+}  // namespace glacier::model

@@ -1,0 +1,153 @@
+// Attention and SwiGLU kernels: every variant equals the scalar twin bit for bit (head sizes on and off
+// the vector width, grouped heads, sliding windows), the twin agrees with float64 attention, exp_approx
+// stays within its error bound, and the scratch bound of attention.h is respected.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/dispatch.h"
+#include "kernels/exp_approx.h"
+
+namespace glacier::kernels {
+namespace {
+
+// A KV head's cache for positions [0, n): keys in tiles (attention.h layout, one head), values by row.
+struct Cache {
+  int32_t n, hd;
+  std::vector<float> tiles, values;
+  Cache(int32_t n_, int32_t hd_, std::mt19937& rng) : n(n_), hd(hd_) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const int32_t n_tiles = (n + kKeyTile - 1) / kKeyTile;
+    tiles.assign(static_cast<size_t>(n_tiles) * key_tile_floats(1, hd), NAN);  // unwritten lanes: NaN
+    values.resize(static_cast<size_t>(n) * hd);
+    for (int32_t t = 0; t < n; ++t)
+      for (int32_t d = 0; d < hd; ++d) {
+        tiles[static_cast<size_t>(t / kKeyTile) * key_tile_floats(1, hd) + d * kKeyTile + t % kKeyTile] = dist(rng);
+        values[static_cast<size_t>(t) * hd + d] = dist(rng);
+      }
+  }
+  float key(int32_t t, int32_t d) const {
+    return tiles[static_cast<size_t>(t / kKeyTile) * key_tile_floats(1, hd) + d * kKeyTile + t % kKeyTile];
+  }
+};
+
+constexpr float kGuard = 1234.5f;  // fills the scratch past its documented size
+
+std::vector<float> run(Isa isa, const Cache& c, const std::vector<float>& q, int32_t n_q, int32_t first, int32_t last) {
+  set_active_isa(isa);
+  const size_t scratch = attention_scratch_floats(n_q, last + 1, c.hd);
+  std::vector<float> scores(scratch + 64, kGuard), out(static_cast<size_t>(n_q) * c.hd, NAN);
+  AttentionArgs a;
+  a.q = q.data();
+  a.q_stride = c.hd;
+  a.n_q = n_q;
+  a.key_tiles = c.tiles.data();
+  a.tile_stride = key_tile_floats(1, c.hd);
+  a.values = c.values.data();
+  a.value_stride = c.hd;
+  a.first = first;
+  a.last = last;
+  a.hd = c.hd;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  a.scores = scores.data();
+  a.out = out.data();
+  a.out_stride = c.hd;
+  active_kernels().attend(a);
+  for (size_t i = scratch; i < scores.size(); ++i) EXPECT_EQ(scores[i], kGuard) << "scratch overrun on " << isa_name(isa);
+  return out;
+}
+
+struct AttnCase {
+  int32_t hd, n_q, first, last;
+};
+const AttnCase kCases[] = {{64, 4, 0, 0},   {64, 4, 0, 37},  {64, 1, 5, 200}, {128, 8, 0, 130}, {8, 1, 0, 21},
+                           {80, 2, 16, 47}, {16, 3, 31, 31}, {256, 2, 0, 17}, {96, 4, 3, 64}};
+
+TEST(Attention, EveryVariantEqualsTheReferenceTwinBitForBit) {
+  std::mt19937 rng(401);
+  for (const AttnCase& ac : kCases) {
+    const Cache c(ac.last + 1, ac.hd, rng);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> q(static_cast<size_t>(ac.n_q) * ac.hd);
+    for (float& v : q) v = dist(rng);
+    const auto want = run(Isa::Ref, c, q, ac.n_q, ac.first, ac.last);
+    for (Isa isa : supported_isas()) {
+      const auto got = run(isa, c, q, ac.n_q, ac.first, ac.last);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << isa_name(isa) << " hd " << ac.hd << " heads " << ac.n_q << " positions " << ac.first << ".." << ac.last;
+    }
+  }
+  set_active_isa(supported_isas().back());
+}
+
+TEST(Attention, ReferenceAgreesWithFloat64Attention) {
+  std::mt19937 rng(402);
+  for (const AttnCase& ac : kCases) {
+    const Cache c(ac.last + 1, ac.hd, rng);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> q(static_cast<size_t>(ac.n_q) * ac.hd);
+    for (float& v : q) v = dist(rng);
+    const auto got = run(Isa::Ref, c, q, ac.n_q, ac.first, ac.last);
+    for (int32_t h = 0; h < ac.n_q; ++h) {
+      std::vector<double> s;
+      double m = -INFINITY;
+      for (int32_t t = ac.first; t <= ac.last; ++t) {
+        double dot = 0;
+        for (int32_t d = 0; d < ac.hd; ++d) dot += double(q[h * ac.hd + d]) * c.key(t, d);
+        s.push_back(dot / std::sqrt(double(ac.hd)));
+        m = std::max(m, s.back());
+      }
+      double sum = 0;
+      for (double& v : s) sum += (v = std::exp(v - m));
+      for (int32_t d = 0; d < ac.hd; ++d) {
+        double o = 0, magnitude = 0;
+        for (int32_t t = ac.first; t <= ac.last; ++t) {
+          const double term = s[t - ac.first] / sum * c.values[static_cast<size_t>(t) * ac.hd + d];
+          o += term;
+          magnitude += std::abs(term);
+        }
+        // Float sums over at most a few hundred terms and exp within 2 ulp: 1e-5 of the magnitude.
+        EXPECT_NEAR(got[h * ac.hd + d], o, 1e-5 * magnitude + 1e-6) << "hd " << ac.hd << " head " << h << " d " << d;
+      }
+    }
+  }
+}
+
+TEST(Attention, ExpApproxIsWithinTwoUlpOverTheSoftmaxRange) {
+  double worst = 0;
+  for (float x = -87.0f; x <= 0.0f; x += 0.0137f) {
+    const double exact = std::exp(double(x));
+    worst = std::max(worst, std::abs(exp_approx(x) - exact) / exact);
+  }
+  EXPECT_LT(worst, 2 * 0x1p-23) << "relative error " << worst;
+  EXPECT_EQ(exp_approx(0.0f), 1.0f);
+  EXPECT_GT(exp_approx(-1000.0f), 0.0f) << "clamped, not flushed";
+  EXPECT_TRUE(std::isfinite(exp_approx(1000.0f)));
+}
+
+TEST(Attention, SwigluVariantsAgreeBitwiseAndWithTheDefinition) {
+  std::mt19937 rng(403);
+  std::uniform_real_distribution<float> dist(-30.0f, 30.0f);
+  constexpr int64_t kN = 1000 + 7;  // a tail past every vector width
+  std::vector<float> g(kN), u(kN);
+  for (auto& v : g) v = dist(rng);
+  for (auto& v : u) v = dist(rng);
+  std::vector<float> want(kN);
+  swiglu_ref(g.data(), u.data(), kN, want.data());
+  for (int64_t i = 0; i < kN; ++i) {
+    const double exact = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
+    EXPECT_NEAR(want[i], exact, 4e-7 * std::abs(exact) + 1e-30) << g[i];
+  }
+  for (Isa isa : supported_isas()) {
+    std::vector<float> got(kN);
+    kernels_for(isa).swiglu(g.data(), u.data(), kN, got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), kN * sizeof(float))) << isa_name(isa);
+  }
+}
+
+}  // namespace
+}  // namespace glacier::kernels

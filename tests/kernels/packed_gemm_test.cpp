@@ -1,0 +1,199 @@
+// Packed Q8_0/Q4_0 GEMM: every variant equals the scalar twin bit for bit, the twin equals the unpacked
+// dot products on the GGUF blocks (lane order, and Q4_0 block sums), results do not depend on the batch
+// or the group split, and rows past the matrix are never written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "kernels/packed_gemm.h"
+
+namespace glacier::kernels {
+namespace {
+
+struct Shape {
+  int64_t rows, cols;
+};
+// Rows off the 16-row grid, a single block, an odd block count, and a realistic width.
+const Shape kShapes[] = {{37, 96}, {16, 32}, {100, 160}, {48, 2048}};
+constexpr int64_t kMaxBatch = 11;  // past two 4-row tiles and a remainder of 3
+constexpr float kUnwritten = -12345.0f;
+
+// The three packed kernels: (type, block-sum order).
+struct Kind {
+  WeightType type;
+  bool block_sums;
+};
+const Kind kKinds[] = {{WeightType::Q8_0, false}, {WeightType::Q4_0, false}, {WeightType::Q4_0, true}};
+
+struct Weights {
+  WeightType type;
+  Shape shape;
+  std::vector<uint8_t> gguf;  // rows of GGUF blocks
+  std::vector<uint8_t> packed;
+  Matrix matrix;
+};
+
+Weights make_weights(Kind kind, Shape s, std::mt19937& rng) {
+  const WeightType t = kind.type;
+  Weights w{t, s, {}, {}, {}};
+  const int64_t nb = s.cols / kQK8_0;
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  if (t == WeightType::Q8_0) {
+    w.gguf.resize(size_t(s.rows * nb) * sizeof(BlockQ8_0));
+    auto* b = reinterpret_cast<BlockQ8_0*>(w.gguf.data());
+    // The full int8 range, -128 included: a file may hold it even if quantizers never write it.
+    for (int64_t i = 0; i < s.rows * nb; ++i) {
+      b[i].d = f32_to_fp16(scale(rng));
+      for (auto& q : b[i].qs) q = static_cast<int8_t>(byte(rng) - 128);
+    }
+  } else {
+    w.gguf.resize(size_t(s.rows * nb) * sizeof(BlockQ4_0));
+    auto* b = reinterpret_cast<BlockQ4_0*>(w.gguf.data());
+    for (int64_t i = 0; i < s.rows * nb; ++i) {
+      b[i].d = f32_to_fp16(scale(rng));
+      for (auto& q : b[i].qs) q = static_cast<uint8_t>(byte(rng));
+    }
+  }
+  w.matrix = Matrix{t, w.gguf.data(), s.rows, s.cols, w.gguf.size() / size_t(s.rows)};
+  w.matrix.block_sum_order = kind.block_sums;
+  // Over-allocated so the 64-byte-aligned start fits inside.
+  w.packed.resize(packed_bytes(w.matrix) + kPackAlign);
+  uint8_t* aligned = w.packed.data() + (kPackAlign - reinterpret_cast<uintptr_t>(w.packed.data()) % kPackAlign) % kPackAlign;
+  pack_groups(w.matrix, aligned, 0, packed_groups(s.rows));
+  w.matrix.packed = aligned;
+  return w;
+}
+
+std::vector<float> make_activations(int64_t n, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  std::vector<float> x(size_t(n * cols));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// y [n x rows] over groups [g_begin, g_end), activation rows [r0, r0 + n).
+void run(const Weights& w, const std::vector<float>& x, int64_t r0, int64_t n, int64_t g_begin, int64_t g_end,
+         std::vector<float>& y) {
+  const int64_t cols = w.shape.cols, rows = w.shape.rows;
+  std::vector<uint8_t> storage(activation_bytes(w.matrix, n));
+  const PreparedActivations p = prepare_activations(w.matrix, x.data() + r0 * cols, n, cols, storage.data());
+  matmul(w.matrix, p, y.data() + r0 * rows, rows, g_begin * kPackRows, std::min(rows, g_end * kPackRows));
+}
+
+// The unpacked dot of output o on its GGUF blocks: the lane-order kernels of matmul.h, or for block sums
+// the Q4_0 kernel of llama.cpp's repacked order.
+float unpacked_dot(const Weights& w, int64_t o, const BlockQ8_0* x) {
+  const int64_t nb = w.shape.cols / kQK8_0;
+  const DotKernels& ref = ref_kernels();
+  if (w.type == WeightType::Q8_0) return ref.q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(w.gguf.data()) + o * nb, x, w.shape.cols);
+  const auto* wb = reinterpret_cast<const BlockQ4_0*>(w.gguf.data()) + o * nb;
+  return w.matrix.block_sum_order ? ref.q4_0_q8_0_block_sums(wb, x, w.shape.cols) : ref.q4_0_q8_0(wb, x, w.shape.cols);
+}
+
+std::string name(const Weights& w) {
+  return std::string(weight_type_name(w.type)) + (w.matrix.block_sum_order ? " block sums " : " lanes ") +
+         std::to_string(w.shape.rows) + "x" + std::to_string(w.shape.cols);
+}
+
+class PackedGemmVariants : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override { set_active_isa(GetParam()); }
+  void TearDown() override { set_active_isa(supported_isas().back()); }
+};
+
+TEST_P(PackedGemmVariants, EqualsTheReferenceTwinBitForBit) {
+  std::mt19937 rng(301);
+  for (Kind kind : kKinds)
+    for (Shape s : kShapes) {
+      const Weights w = make_weights(kind, s, rng);
+      const auto x = make_activations(kMaxBatch, s.cols, rng);
+      for (int64_t n = 1; n <= kMaxBatch; ++n) {
+        std::vector<float> got(size_t(kMaxBatch * s.rows), kUnwritten), want = got;
+        run(w, x, 0, n, 0, packed_groups(s.rows), got);
+        set_active_isa(Isa::Ref);
+        run(w, x, 0, n, 0, packed_groups(s.rows), want);
+        set_active_isa(GetParam());
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << name(w) << " batch " << n << " on " << isa_name(GetParam());
+      }
+    }
+}
+
+TEST_P(PackedGemmVariants, BatchAndGroupSplitDoNotChangeAnyBit) {
+  std::mt19937 rng(302);
+  for (Kind kind : kKinds)
+    for (Shape s : kShapes) {
+      const Weights w = make_weights(kind, s, rng);
+      const auto x = make_activations(kMaxBatch, s.cols, rng);
+      const int64_t groups = packed_groups(s.rows);
+      std::vector<float> whole(size_t(kMaxBatch * s.rows));
+      run(w, x, 0, kMaxBatch, 0, groups, whole);
+      for (int64_t batch : {1, 2, 3, 5}) {
+        std::vector<float> pieces(whole.size(), kUnwritten);
+        for (int64_t r0 = 0; r0 < kMaxBatch; r0 += batch) {
+          const int64_t n = std::min(batch, kMaxBatch - r0);
+          for (int64_t g = 0; g < groups; ++g) run(w, x, r0, n, g, g + 1, pieces);  // one group a thread
+        }
+        EXPECT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * sizeof(float)))
+            << name(w) << " in batches of " << batch;
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(SupportedIsas, PackedGemmVariants, ::testing::ValuesIn(supported_isas()),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); });
+
+TEST(PackedGemm, ReferenceEqualsTheUnpackedDotsOnTheGgufBlocks) {
+  std::mt19937 rng(303);
+  set_active_isa(Isa::Ref);
+  for (Kind kind : kKinds)
+    for (Shape s : kShapes) {
+      const Weights w = make_weights(kind, s, rng);
+      constexpr int64_t kRows = 3;
+      const auto x = make_activations(kRows, s.cols, rng);
+      std::vector<float> y(size_t(kRows * s.rows));
+      run(w, x, 0, kRows, 0, packed_groups(s.rows), y);
+      for (int64_t r = 0; r < kRows; ++r) {
+        std::vector<BlockQ8_0> xq(size_t(s.cols / kQK8_0));
+        ref_kernels().quantize_row_q8_0(x.data() + r * s.cols, xq.data(), s.cols);
+        for (int64_t o = 0; o < s.rows; ++o)
+          EXPECT_EQ(y[size_t(r * s.rows + o)], unpacked_dot(w, o, xq.data())) << name(w) << " row " << r << " out " << o;
+      }
+    }
+  set_active_isa(supported_isas().back());
+}
+
+TEST(PackedGemm, WritesOnlyTheMatrixRowsOfItsGroups) {
+  std::mt19937 rng(304);
+  const Weights w = make_weights(kKinds[0], {37, 96}, rng);
+  const auto x = make_activations(2, 96, rng);
+  // Output rows of stride 40 > 37: the three columns past the matrix must stay untouched.
+  constexpr int64_t kStride = 40;
+  std::vector<uint8_t> storage(activation_bytes(w.matrix, 2));
+  const PreparedActivations p = prepare_activations(w.matrix, x.data(), 2, 96, storage.data());
+  std::vector<float> y(size_t(2 * kStride), kUnwritten);
+  matmul(w.matrix, p, y.data(), kStride, 16, 37);  // groups 1 and 2 (rows 16..36)
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t o = 0; o < kStride; ++o) {
+      const bool inside = o >= 16 && o < 37;
+      EXPECT_EQ(y[size_t(r * kStride + o)] != kUnwritten, inside) << "row " << r << " out " << o;
+    }
+}
+
+TEST(PackedGemm, PackedBytesMatchTheGgufBytesUpToPadding) {
+  // The packing is a permutation: a group of 16 full rows holds exactly their GGUF bytes (cols 2048).
+  const Matrix m{WeightType::Q8_0, nullptr, 32, 2048, 64 * sizeof(BlockQ8_0)};
+  EXPECT_EQ(packed_bytes(m), size_t(32 * 64 * sizeof(BlockQ8_0)));
+  const Matrix q4{WeightType::Q4_0, nullptr, 16, 2048, 64 * sizeof(BlockQ4_0)};
+  EXPECT_EQ(packed_bytes(q4), size_t(16 * 64 * sizeof(BlockQ4_0)));
+  EXPECT_EQ(packed_group_bytes(WeightType::Q8_0, 96) % kPackAlign, 0u);
+}
+
+}  // namespace
+}  // namespace glacier::kernels
