@@ -1,5 +1,6 @@
 // The calibration run: a one-layer TransformerStage over one KV slot, fed a fixed synthetic hidden state
-// (the values do not change the time: every product runs over all the weights whatever they are).
+// (the values do not change the time: every product runs over all the weights whatever they are),
+// timed in the calling thread's CPU seconds.
 #include "app/calibration.h"
 
 #include <algorithm>
@@ -38,10 +39,9 @@ Calibration calibrate_rank(const gguf::File& file, const model::ModelConfig& cfg
 
   auto run = [&] {
     std::copy(input.begin(), input.end(), x.begin());
-    const double t0 = now_seconds();
+    const double t0 = thread_cpu_seconds();
     stage.run_layers(mb, x.data());
-    throttle.after_compute(now_seconds() - t0);
-    return now_seconds() - t0;
+    return (thread_cpu_seconds() - t0) * throttle.factor();
   };
   run();  // warm-up
   cal.seconds = std::numeric_limits<double>::infinity();
