@@ -1,7 +1,6 @@
-// Heterogeneity-aware layer splits on 2 ranks with rank 1 slowed 3x (--slow-rank): --partition measured
-// (calibration) and --partition-from (an earlier run's trace) move layers off the slow rank, and every
-// split gives bitwise the same tokens and log-probs as the byte-balanced one (f32 wire). Also
-// --partition memory, and --partition-from's refusals that name the file.
+// With rank 1 slowed 3x (--slow-rank) on 2 ranks, --partition measured and --partition-from move layers
+// off it, and every split (memory too) gives bitwise the byte split's tokens and log-probs (f32 wire);
+// --partition-from's refusals name the file.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
