@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/measured_split.h"
 #include "app/memory_fit.h"
+#include "app/partition_choice.h"
 #include "app/perplexity.h"
 #include "app/progress.h"
 #include "app/result_sink.h"
@@ -54,6 +56,12 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// Each host's memory as its most pessimistic rank measured it, by world rank.
+struct HostMemory {
+  std::vector<std::string> hosts;
+  std::vector<uint64_t> available;
+};
+
 // What every rank sets up before the ring starts.
 struct RankSetup {
   std::unique_ptr<gguf::File> file;
@@ -68,6 +76,9 @@ struct RankSetup {
   int32_t n_slots = 0;
   int32_t ubatch = 0;
   uint64_t memory_budget = 0;  // bytes this rank may use: its share of the host's (or --max-memory-gib's)
+  HostMemory memory;
+  pipeline::ComputeThrottle throttle;  // --slow-rank
+  std::string binding;  // how the rank and its threads are pinned (for the log)
   std::unique_ptr<ThreadPool> pool;
   model::ShardWeights shard;  // moved into the stage once the slot count is agreed
   std::unique_ptr<compute::TransformerStage> stage;
@@ -104,10 +115,6 @@ RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
 }
 
 // Each host's memory as its most pessimistic rank measured it, by world rank (collective).
-struct HostMemory {
-  std::vector<std::string> hosts;
-  std::vector<uint64_t> available;
-};
 HostMemory gather_host_memory(const JobOptions& o, comm::Channel& ch) {
   HostMemory m;
   m.hosts = ch.allgather_strings(ch.host_name());
@@ -121,25 +128,65 @@ HostMemory gather_host_memory(const JobOptions& o, comm::Channel& ch) {
   return m;
 }
 
-std::vector<model::LayerRange> layer_split(const JobOptions& o, const RankSetup& s, int n_stages) {
-  return o.layers.empty() ? pipeline::partition_by_bytes(s.bytes, n_stages)
-                          : pipeline::parse_layer_split(o.layers, s.cfg.n_layer, n_stages);
+// The split by hand, by bytes, or in proportion to memory. --partition measured starts from the memory
+// split too: its calibration layer and the memory check before calibrating come from it. When no split
+// keeps every rank within its share of its host, the byte-balanced split stands in and the hosts' check
+// (which lets ranks of one host share unevenly) decides.
+std::vector<model::LayerRange> layer_split(const JobOptions& o, const RankSetup& s, int n_stages, const HostMemory& mem) {
+  if (!o.layers.empty()) return pipeline::parse_layer_split(o.layers, s.cfg.n_layer, n_stages);
+  if (o.partition == "bytes") return pipeline::partition_by_bytes(s.bytes, n_stages);
+  try {
+    return memory_partition(memory_shape(o, s), stage_memory_caps(mem.hosts, mem.available, n_stages)).split;
+  } catch (const InputError&) {
+    return pipeline::partition_by_bytes(s.bytes, n_stages);  // throws itself for more stages than layers
+  }
 }
 
 // --replicas auto: the shortest pipeline (a divisor of the rank count) whose shards fit every host.
 int auto_replicas(const JobOptions& o, const RankSetup& s, const HostMemory& mem, int world) {
   for (int stages = 1; stages <= world; ++stages) {
     if (world % stages != 0 || stages > s.cfg.n_layer) continue;
-    const auto split = o.layers.empty() ? pipeline::partition_by_bytes(s.bytes, stages) : layer_split(o, s, stages);
+    const auto split = layer_split(o, s, stages, mem);
     if (!check_memory_fit(o.model, memory_shape(o, s), split, mem.hosts, mem.available)) return world / stages;
   }
   return 1;  // nothing fits: one pipeline over every rank, refused below with the full explanation
 }
 
+// Rank 0's line about a split that needed no measurement.
+void log_split(const JobOptions& o, const RankSetup& s) {
+  const std::string split = pipeline::format_layer_split(s.split);
+  if (!o.layers.empty()) {
+    GLACIER_LOG_INFO("layer split %s (by hand, --layers)", split.c_str());
+    return;
+  }
+  if (o.partition == "bytes") {
+    GLACIER_LOG_INFO("layer split %s (--partition bytes: balanced by weight bytes)", split.c_str());
+    return;
+  }
+  const std::vector<uint64_t> caps = stage_memory_caps(s.memory.hosts, s.memory.available, s.n_stages);
+  std::string fill;
+  bool within = true;
+  for (int st = 0; st < s.n_stages; ++st) {
+    const uint64_t need = rank_memory_need(memory_shape(o, s), s.split[st], st == 0, st == s.n_stages - 1).total();
+    within = within && need <= caps[st];
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.1f%%", fill.empty() ? "" : ", ", 100.0 * need / std::max<uint64_t>(caps[st], 1));
+    fill += buf;
+  }
+  GLACIER_LOG_INFO("layer split %s (--partition %s%s): memory need / available by stage %s", split.c_str(),
+                   o.partition.c_str(),
+                   within ? "" : "; no split keeps every rank within its share of its host: balanced by weight bytes",
+                   fill.c_str());
+}
+
 // Chooses replicas and the layer split, and refuses a model whose shards do not fit their hosts'
 // memory, on every rank alike (collective; throws InputError).
 void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
-  const HostMemory mem = gather_host_memory(o, ch);
+  if (o.slow_rank >= ch.size())
+    throw InputError("option --slow-rank: expected a rank below the job's " + std::to_string(ch.size()) + ", found " +
+                     std::to_string(o.slow_rank));
+  s.memory = gather_host_memory(o, ch);
+  const HostMemory& mem = s.memory;
   s.memory_budget = mem.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
   s.replicas = o.replicas == 0 ? auto_replicas(o, s, mem, ch.size()) : o.replicas;
   if (ch.size() % s.replicas != 0)
@@ -148,24 +195,35 @@ void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   s.n_stages = ch.size() / s.replicas;
   s.replica = ch.rank() / s.n_stages;
   s.stage_index = ch.rank() % s.n_stages;
-  s.split = layer_split(o, s, s.n_stages);
+  s.split = layer_split(o, s, s.n_stages, mem);
   if (auto error = check_memory_fit(o.model, memory_shape(o, s), s.split, mem.hosts, mem.available))
     throw InputError(*error);
+  if (ch.rank() == 0 && o.partition != "measured") log_split(o, s);
 }
 
-// Pins the rank, starts its threads and maps its shard.
-void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
-  const int i = s.stage_index, p = s.n_stages;
-  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget);
+// Pins the rank and starts its threads (before a calibration, which times them).
+void start_threads(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   const sys::BindingPlan plan = sys::plan_binding(o.bind, ch.local_rank(), ch.local_size(), o.threads);
   sys::bind_this_process(plan);
   const int threads = o.threads > 0 ? o.threads : sys::default_threads(plan, ch.local_rank(), ch.local_size());
   s.pool = std::make_unique<ThreadPool>(threads, [plan](int t) { sys::bind_this_thread(plan, t); });
+  s.binding = plan.description;
+  if (ch.rank() == o.slow_rank) {
+    s.throttle = pipeline::ComputeThrottle(o.slow_factor);
+    GLACIER_LOG_WARN("rank %d computes %.3g times slower on purpose (--slow-rank, a testing aid)", ch.rank(), o.slow_factor);
+  }
+}
+
+// Maps the rank's shard.
+void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
+  const int i = s.stage_index, p = s.n_stages;
+  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget);
+  const int threads = s.pool->size();
   model::ShardWeights shard = model::load_shard(*s.file, s.cfg, s.split[i], i == 0, i == p - 1, s.pool.get());
   std::string replica;
   if (s.replicas > 1) replica = ", replica " + std::to_string(s.replica) + " stage " + std::to_string(i);
   GLACIER_LOG_INFO("rank %d of %d%s on host %s: %s, %d threads; layers %d:%d (%.1f MiB of weights), ctx %d",
-                   ch.rank(), ch.size(), replica.c_str(), ch.host_name().c_str(), plan.description.c_str(), threads,
+                   ch.rank(), ch.size(), replica.c_str(), ch.host_name().c_str(), s.binding.c_str(), threads,
                    s.split[i].first, s.split[i].last, shard.bytes / 1048576.0, s.n_ctx);
   s.shard = std::move(shard);
 }
@@ -468,6 +526,14 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   std::unique_ptr<comm::Channel> replica_channel = ch.split(s.replica);
   comm::Channel& pipe = *replica_channel;
   const bool driver = pipe.rank() == 0;
+  agreed_step([&] { start_threads(o, ch, s); });
+  if (o.partition == "measured" && o.layers.empty()) {
+    const SplitSetting set{s.file.get(), memory_shape(o, s), s.memory.hosts, s.memory.available, s.n_stages,
+                           s.stage_index, s.split};
+    std::vector<double> measured;
+    agreed_step([&] { measured = measure_speeds(o, ch, set, *s.pool, s.throttle); });
+    agreed_step([&] { s.split = choose_measured_split(o, ch, set, measured); });
+  }
   agreed_step([&] {
     load_rank(o, ch, s);
     if (driver) tok = model::Tokenizer::from_gguf(*s.file);
@@ -492,9 +558,11 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     if (s.n_stages == 1) {
       auto r = std::make_unique<pipeline::LocalRing>(*s.stage, sopt.max_in_flight);
       r->set_trace(&trace);
+      r->set_throttle(s.throttle);
       ring = std::move(r);
     } else {
-      auto r = std::make_unique<pipeline::PipelineRing>(pipe, *s.stage, s.n_stages, sopt.max_in_flight, codec, trace);
+      auto r = std::make_unique<pipeline::PipelineRing>(pipe, *s.stage, s.n_stages, sopt.max_in_flight, codec, trace,
+                                                        s.throttle);
       pipeline_ring = r.get();
       ring = std::move(r);
     }
@@ -522,7 +590,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     }
     if (pipeline_ring) pipeline_ring->shutdown();
   } else {
-    pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, codec, trace);
+    pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, codec, trace, s.throttle);
   }
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
   // Every rank learns whether a driver failed; then nobody touches the output file again.

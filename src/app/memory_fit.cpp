@@ -44,6 +44,24 @@ RankMemoryNeed rank_memory_need(const MemoryShape& s, model::LayerRange layers, 
   return need;
 }
 
+StageMemoryModel stage_memory_model(const MemoryShape& s, int n_stages) {
+  StageMemoryModel m;
+  for (int32_t l = 0; l < static_cast<int32_t>(s.bytes.per_layer.size()); ++l)
+    m.per_layer.push_back(rank_memory_need(s, {l, l + 1}, false, false).total() -
+                          rank_memory_need(s, {l, l}, false, false).total());
+  for (int st = 0; st < n_stages; ++st)
+    m.stage_fixed.push_back(rank_memory_need(s, {0, 0}, st == 0, st == n_stages - 1).total());
+  return m;
+}
+
+std::vector<uint64_t> rank_memory_caps(const std::vector<std::string>& hosts, const std::vector<uint64_t>& host_available) {
+  std::map<std::string, uint64_t> ranks_on;
+  for (const std::string& h : hosts) ranks_on[h] += 1;
+  std::vector<uint64_t> caps;
+  for (size_t r = 0; r < hosts.size(); ++r) caps.push_back(host_available[r] / ranks_on[hosts[r]]);
+  return caps;
+}
+
 std::optional<std::string> check_memory_fit(const std::string& model_path, const MemoryShape& shape,
                                             const std::vector<model::LayerRange>& split,
                                             const std::vector<std::string>& hosts,

@@ -31,6 +31,18 @@ struct MemoryShape {
 
 RankMemoryNeed rank_memory_need(const MemoryShape& shape, model::LayerRange layers, bool first, bool last);
 
+// rank_memory_need split into what a stage needs per layer it holds and what it needs whatever it holds
+// (the layer planner's memory model): need(stage s, layers) = stage_fixed[s] + sum of per_layer over them.
+struct StageMemoryModel {
+  std::vector<uint64_t> per_layer;
+  std::vector<uint64_t> stage_fixed;
+};
+StageMemoryModel stage_memory_model(const MemoryShape& shape, int n_stages);
+
+// The memory each rank may use: its host's figure shared equally among the ranks on that host (as the
+// KV slots are sized). `hosts` and `host_available` have one entry per rank, as for check_memory_fit.
+std::vector<uint64_t> rank_memory_caps(const std::vector<std::string>& hosts, const std::vector<uint64_t>& host_available);
+
 // Every rank's need, host name and the memory its host offers (the smallest any rank of the host
 // measured). `split` is one pipeline's layer split; `hosts` has one entry per rank of the job, and rank r
 // runs stage r % split.size() (pipeline replicas repeat the split). Returns the refusal message naming the most

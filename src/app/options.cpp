@@ -26,6 +26,24 @@ int32_t parse_replicas(const std::string& v) {
   return static_cast<int32_t>(n);
 }
 
+// "--slow-rank R:FACTOR": a rank >= 0 and a factor in [1, kMaxSlowFactor].
+constexpr double kMaxSlowFactor = 1000.0;  // beyond this a test would only wait
+void parse_slow_rank(const std::string& v, JobOptions& o) {
+  const size_t colon = v.find(':');
+  char* end_rank = nullptr;
+  char* end_factor = nullptr;
+  const std::string rank = colon == std::string::npos ? v : v.substr(0, colon);
+  const std::string factor = colon == std::string::npos ? "" : v.substr(colon + 1);
+  const long r = std::strtol(rank.c_str(), &end_rank, 10);
+  const double f = std::strtod(factor.c_str(), &end_factor);
+  if (rank.empty() || *end_rank != '\0' || r < 0 || r > 1 << 20 || factor.empty() || *end_factor != '\0' ||
+      !(f >= 1.0 && f <= kMaxSlowFactor))
+    throw InputError("option --slow-rank: expected RANK:FACTOR with a rank >= 0 and a factor in [1, " +
+                     std::to_string(static_cast<int>(kMaxSlowFactor)) + "], e.g. 1:3, found '" + v + "'");
+  o.slow_rank = static_cast<int32_t>(r);
+  o.slow_factor = f;
+}
+
 po::options_description describe(JobOptions& o) {
   po::options_description job("Job");
   job.add_options()
@@ -62,7 +80,15 @@ po::options_description describe(JobOptions& o) {
        }),
        "pipelines the ranks form, each over np/R ranks, taking prompts from one queue; "
        "auto = the shortest pipeline whose shards fit memory, replicated over the rest")
-      ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: balanced by weight bytes)")
+      ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: chosen by --partition)")
+      ("partition", po::value(&o.partition)->default_value(o.partition),
+       "how the layer split is chosen: bytes (balance weight bytes) | memory (proportional to each rank's memory) | "
+       "measured (each rank times a calibration micro-batch; the slowest stage is made as fast as memory allows)")
+      ("partition-from", po::value(&o.partition_from),
+       "choose the split from the compute speeds in an earlier run's trace (its --out file) instead of calibrating")
+      ("slow-rank", po::value<std::string>()->notifier([&o](const std::string& v) { parse_slow_rank(v, o); }),
+       "testing aid: rank R sleeps (FACTOR-1) x each of its compute intervals, standing in for a slower machine "
+       "(R:FACTOR, e.g. 1:3)")
       ("wire", po::value(&o.wire)->default_value(o.wire), "activation codec between ranks: f32 | f16 | bf16 | int8")
       ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "flush results after this many")
       ("flush-seconds", po::value(&o.flush_seconds)->default_value(o.flush_seconds, "30"), "... or after this many seconds")
@@ -102,6 +128,14 @@ void check(const JobOptions& o) {
   if (o.bind != "core" && o.bind != "numa" && o.bind != "none") bad("bind", "core, numa or none", "'" + o.bind + "'");
   if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
     bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
+  if (o.partition != "bytes" && o.partition != "memory" && o.partition != "measured")
+    bad("partition", "bytes, memory or measured", "'" + o.partition + "'");
+  if (!o.layers.empty() && !o.partition_from.empty())
+    bad("partition-from", "no --layers (a split by hand)", "both");
+  if (!o.layers.empty() && o.partition != "bytes")
+    bad("partition", "bytes (the default) with a split by hand (--layers)", "'" + o.partition + "'");
+  if (!o.partition_from.empty() && o.partition != "measured")
+    bad("partition", "measured (or nothing) with --partition-from", "'" + o.partition + "'");
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
   if (o.mode == "perplexity" && o.replicas != 1)
     bad("replicas", "1 with --mode perplexity (its chunks run on one pipeline)", o.replicas == 0 ? "'auto'" : std::to_string(o.replicas));
@@ -146,6 +180,8 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
       }
     }
     po::notify(vm);
+    // --partition-from gives measured speeds; it stands for --partition measured unless another is asked for.
+    if (!o.partition_from.empty() && vm["partition"].defaulted()) o.partition = "measured";
   } catch (const po::error& e) {
     throw InputError(std::string("options: ") + e.what() + " (see --help)");
   }

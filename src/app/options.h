@@ -28,6 +28,10 @@ struct JobOptions {
   std::string bind = "core";
   int32_t replicas = 1;   // pipelines the ranks form (0 = auto: the shortest pipeline that fits memory)
   std::string layers;     // "0:2,2:5" or empty for the balanced split
+  std::string partition = "bytes";  // bytes | memory | measured: how the split is chosen without --layers
+  std::string partition_from;       // an earlier run's results file: measured speeds from its trace
+  int32_t slow_rank = -1;           // --slow-rank R:FACTOR (testing aid): rank R computes FACTOR times slower
+  double slow_factor = 1.0;
   std::string wire = "f32";
   int32_t flush_every = 16;
   double flush_seconds = 30.0;

@@ -351,6 +351,15 @@ void ResultsFile::close() {
   if (!c.file.reset()) throw std::runtime_error("cannot close results file " + path_ + h5::error_detail());
 }
 
+std::map<std::string, AttributeValue> read_root_attributes(const std::string& path) {
+  h5::silence_errors();
+  if (!std::filesystem::exists(path))
+    throw InputError("results file " + path + ": expected an existing file, found none");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) throw InputError("results file " + path + ": expected an HDF5 file" + h5::error_detail());
+  return h5::read_attributes(file.get());
+}
+
 FinishedResults read_finished(const std::string& path) {
   h5::silence_errors();
   if (!std::filesystem::exists(path))

@@ -60,4 +60,8 @@ struct FinishedResults {
 // not a glacier results file.
 FinishedResults read_finished(const std::string& path);
 
+// The root attributes alone (the run's provenance: layer_split, ranks, ...), for a job that reads an
+// earlier run's trace. Throws InputError naming the path when it is missing or not an HDF5 file.
+std::map<std::string, AttributeValue> read_root_attributes(const std::string& path);
+
 }  // namespace glacier::io

@@ -1,6 +1,7 @@
 // LocalRing: computes a micro-batch as soon as it is submitted and queues its result.
 #include "pipeline/local_ring.h"
 
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace glacier::pipeline {
@@ -12,11 +13,13 @@ LocalRing::LocalRing(compute::TransformerStage& stage, int max_in_flight)
 
 void LocalRing::submit(const compute::MicroBatch& mb) {
   const double t0 = trace_ ? trace_->now() : 0.0;
+  const double started = now_seconds();
   stage_.embed(mb, x_.data());
   stage_.run_layers(mb, x_.data());
   GLACIER_ASSERT(count_ < done_.size(), "more micro-batches in flight than the local ring holds");
   head_.evaluate(mb, x_.data(), done_[(head_index_ + count_) % done_.size()]);
   ++count_;
+  throttle_.after_compute(now_seconds() - started);
   if (trace_) trace_->add(mb.id, Phase::Compute, t0, trace_->now(), mb.n_tokens());
 }
 

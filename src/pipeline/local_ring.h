@@ -4,6 +4,7 @@
 
 #include "compute/output_head.h"
 #include "compute/transformer_stage.h"
+#include "pipeline/compute_throttle.h"
 #include "pipeline/ring.h"
 #include "pipeline/trace.h"
 
@@ -15,6 +16,8 @@ class LocalRing : public Ring {
   explicit LocalRing(compute::TransformerStage& stage, int max_in_flight = 8);
   // Records each micro-batch's compute interval there (a job's trace; off by default).
   void set_trace(TraceLog* trace) { trace_ = trace; }
+  // Slows each micro-batch's compute (--slow-rank).
+  void set_throttle(ComputeThrottle throttle) { throttle_ = throttle; }
   int n_stages() const override { return 1; }
   void submit(const compute::MicroBatch& mb) override;
   bool poll(compute::MicroBatchResult& out, bool wait) override;
@@ -28,6 +31,7 @@ class LocalRing : public Ring {
   std::vector<compute::MicroBatchResult> done_;
   size_t head_index_ = 0, count_ = 0;
   TraceLog* trace_ = nullptr;
+  ComputeThrottle throttle_;
 };
 
 }  // namespace glacier::pipeline

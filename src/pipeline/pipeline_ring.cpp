@@ -7,8 +7,8 @@
 namespace glacier::pipeline {
 
 PipelineRing::PipelineRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight,
-                 WireCodec codec, TraceLog& trace)
-    : ch_(ch), stage_(stage), n_stages_(n_stages), codec_(codec), trace_(trace),
+                 WireCodec codec, TraceLog& trace, ComputeThrottle throttle)
+    : ch_(ch), stage_(stage), n_stages_(n_stages), codec_(codec), trace_(trace), throttle_(throttle),
       x_(static_cast<size_t>(stage.max_tokens()) * stage.config().n_embd),
       send_buf_(static_cast<size_t>(max_in_flight)), send_req_(static_cast<size_t>(max_in_flight)),
       back_buf_(static_cast<size_t>(max_in_flight)), back_req_(static_cast<size_t>(max_in_flight)) {
@@ -31,6 +31,7 @@ void PipelineRing::submit(const compute::MicroBatch& mb) {
   double t = trace_.now();
   stage_.embed(mb, x_.data());
   stage_.run_layers(mb, x_.data());
+  throttle_.after_compute(trace_.now() - t, [this] { ch_.progress(); });
   const double t_compute = trace_.now();
   trace_.add(mb.id, Phase::Compute, t, t_compute, mb.n_tokens());
   comm::Request& req = send_req_[next_send_];

@@ -9,6 +9,7 @@
 
 #include "comm/channel.h"
 #include "compute/transformer_stage.h"
+#include "pipeline/compute_throttle.h"
 #include "pipeline/ring.h"
 #include "pipeline/trace.h"
 #include "pipeline/wire.h"
@@ -17,8 +18,9 @@ namespace glacier::pipeline {
 
 class PipelineRing : public Ring {
  public:
+  // `throttle` slows this rank's compute (--slow-rank).
   PipelineRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight, WireCodec codec,
-          TraceLog& trace);
+          TraceLog& trace, ComputeThrottle throttle = ComputeThrottle());
   ~PipelineRing() override;
   int n_stages() const override { return n_stages_; }
   void submit(const compute::MicroBatch& mb) override;
@@ -33,6 +35,7 @@ class PipelineRing : public Ring {
   int n_stages_;
   WireCodec codec_;
   TraceLog& trace_;
+  ComputeThrottle throttle_;
   std::vector<float> x_;
   std::vector<std::vector<uint8_t>> send_buf_;
   std::vector<comm::Request> send_req_;

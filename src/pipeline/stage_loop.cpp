@@ -12,7 +12,7 @@
 namespace glacier::pipeline {
 
 int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
-                       WireCodec codec, TraceLog& trace) {
+                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle) {
   const bool last = stage_index == n_stages - 1;
   const int32_t n_embd = stage.config().n_embd;
   const size_t in_capacity = max_forward_bytes(stage.max_tokens(), n_embd);
@@ -53,6 +53,7 @@ int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int 
     trace.add(mb.id, Phase::Recv, t_recv, t_compute, mb.n_tokens(), static_cast<int64_t>(bytes));
     stage.run_layers(mb, x.data());
     if (last) head->evaluate(mb, x.data(), result);
+    throttle.after_compute(trace.now() - t_compute, [&ch] { ch.progress(); });
     const double t_send = trace.now();
     trace.add(mb.id, Phase::Compute, t_compute, t_send, mb.n_tokens());
     if (out_req[next].active()) ch.wait(out_req[next]);

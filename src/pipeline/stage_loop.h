@@ -4,13 +4,14 @@
 #pragma once
 #include "comm/channel.h"
 #include "compute/transformer_stage.h"
+#include "pipeline/compute_throttle.h"
 #include "pipeline/trace.h"
 #include "pipeline/wire.h"
 
 namespace glacier::pipeline {
 
-// Returns the number of micro-batches processed.
+// Returns the number of micro-batches processed. `throttle` slows this rank's compute (--slow-rank).
 int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
-                       WireCodec codec, TraceLog& trace);
+                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle = ComputeThrottle());
 
 }  // namespace glacier::pipeline

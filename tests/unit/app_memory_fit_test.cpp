@@ -80,4 +80,23 @@ TEST(MemoryFit, ModelTooBigForAnySplitSaysSo) {
   EXPECT_NE(error->find("does not fit even with one layer a rank on ranks of 512.0 MiB"), std::string::npos) << *error;
 }
 
+TEST(MemoryFit, StageModelAddsUpToTheRankNeed) {
+  const MemoryShape s = eight_gib_model();
+  const auto m = glacier::app::stage_memory_model(s, 3);
+  ASSERT_EQ(m.per_layer.size(), 8u);
+  ASSERT_EQ(m.stage_fixed.size(), 3u);
+  for (const auto& [first, last] : std::vector<std::pair<int, int>>{{0, 3}, {3, 5}, {5, 8}, {2, 7}})
+    for (int stage = 0; stage < 3; ++stage) {
+      uint64_t sum = m.stage_fixed[static_cast<size_t>(stage)];
+      for (int l = first; l < last; ++l) sum += m.per_layer[static_cast<size_t>(l)];
+      EXPECT_EQ(sum, rank_memory_need(s, LayerRange{first, last}, stage == 0, stage == 2).total())
+          << "stage " << stage << " layers " << first << ":" << last;
+    }
+}
+
+TEST(MemoryFit, RanksShareTheirHostsMemoryEqually) {
+  EXPECT_EQ(glacier::app::rank_memory_caps({"a", "b", "a", "a"}, {6 * kGiB, 5 * kGiB, 6 * kGiB, 6 * kGiB}),
+            (std::vector<uint64_t>{2 * kGiB, 5 * kGiB, 2 * kGiB, 2 * kGiB}));
+}
+
 }  // namespace

@@ -87,6 +87,7 @@ TEST(IoHdf5Results, RoundTripEveryColumnWithSeveralFlushes) {
   EXPECT_EQ(std::get<std::string>(back.attributes.at("model_file")), "models/tiny.gguf");
   EXPECT_EQ(std::get<int64_t>(back.attributes.at("model_size")), 42);
   EXPECT_EQ(std::get<double>(back.attributes.at("temperature")), 0.7);
+  EXPECT_EQ(read_root_attributes(path), back.attributes) << "the attributes alone, as --partition-from reads them";
 }
 
 TEST(IoHdf5Results, ResumeAppendsAfterTheRowsAlreadyThere) {

@@ -1,0 +1,135 @@
+// With rank 1 slowed 3x (--slow-rank) on 2 ranks, --partition measured and --partition-from move layers
+// off it, and every split (memory too) gives bitwise the byte split's tokens and log-probs (f32 wire);
+// --partition-from's refusals name the file.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <variant>
+
+#include "common/job_runner.h"
+#include "common/test_env.h"
+#include "io/hdf5_results.h"
+#include "pipeline/partition.h"
+
+using glacier::testing::read_jsonl;
+using glacier::testing::run_glacier;
+
+namespace {
+
+constexpr int kExitInputError = 2;  // src/app/job.h
+// Rank 1 computes this many times slower. With the model below (a head worth 1.33 layers) the measured
+// split moves layers off rank 1 once it is more than ~1.4x slower per byte: 3x leaves a wide margin for
+// noise in the calibration or the trace.
+constexpr const char* kSlowRank = "1:3";
+constexpr int kLayers = 8;
+
+// A synthetic Q8_0 llama big enough for compute to dominate a micro-batch (8.6 MiB, 8 layers of 256).
+std::string make_model(const std::string& dir) {
+  const std::string path = dir + "/m.gguf";
+  const std::string cmd = std::string(GLACIER_BUILD_DIR) +
+                          "/glacier_mkmodel --preset tiny --n-embd 256 --n-layer " + std::to_string(kLayers) +
+                          " --n-head 8 --n-head-kv 4 --n-ff 768 --n-vocab 4096 --type q8_0 --seed 7 --out " + path +
+                          " > /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return path;
+}
+
+std::string make_prompts(const std::string& dir) {
+  const std::string path = dir + "/prompts.jsonl";
+  const char* words[] = {"the", "little", "cat", "sat", "on", "a", "warm", "mat", "and", "looked", "at", "the", "sun"};
+  std::ofstream out(path);
+  for (int i = 0; i < 12; ++i) {
+    std::string prompt;
+    for (int k = 0; k < 6 + 3 * i; ++k) prompt += std::string(k ? " " : "") + words[(i + k) % 13];
+    out << R"({"id": "p)" << i << R"(", "prompt": ")" << prompt << "\"}\n";
+  }
+  return path;
+}
+
+struct Outputs {
+  std::map<std::string, std::vector<int>> tokens;
+  std::map<std::string, std::vector<uint32_t>> logprob_bits;  // compared bit for bit
+  std::vector<glacier::model::LayerRange> split;              // the run's layer_split attribute
+};
+
+Outputs run_job(const std::string& dir, const std::string& name, const std::string& extra) {
+  const std::string args = "--model " + dir + "/m.gguf --prompts " + dir + "/prompts.jsonl --jsonl " + dir + "/" + name +
+                           ".jsonl --out " + dir + "/" + name + ".h5 --max-tokens 16 --threads 1 --bind none " + extra;
+  const auto run = run_glacier(2, args);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  Outputs o;
+  for (const auto& j : read_jsonl(dir + "/" + name + ".jsonl")) {
+    EXPECT_EQ(j["status"], "ok") << j.dump();
+    const std::string id = j["id"];
+    o.tokens[id] = j["tokens"].get<std::vector<int>>();
+    for (double lp : j["logprobs"]) {
+      const float f = static_cast<float>(lp);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      o.logprob_bits[id].push_back(bits);
+    }
+  }
+  EXPECT_EQ(o.tokens.size(), 12u);
+  if (run.exit_code == 0) {
+    const auto attrs = glacier::io::read_root_attributes(dir + "/" + name + ".h5");
+    o.split = glacier::pipeline::parse_layer_split(std::get<std::string>(attrs.at("layer_split")), kLayers, 2);
+  }
+  return o;
+}
+
+TEST(PipelinePartition, MeasuredSplitMovesLayersOffASlowRankWithIdenticalResults) {
+  const std::string dir = glacier::testing::scratch_dir("partition-measured");
+  make_model(dir);
+  make_prompts(dir);
+  const Outputs bytes = run_job(dir, "bytes", std::string("--slow-rank ") + kSlowRank);
+  const Outputs measured = run_job(dir, "measured", std::string("--partition measured --slow-rank ") + kSlowRank);
+  ASSERT_EQ(bytes.split.size(), 2u);
+  ASSERT_EQ(measured.split.size(), 2u);
+  EXPECT_LT(measured.split[1].size(), bytes.split[1].size())
+      << "bytes " << glacier::pipeline::format_layer_split(bytes.split) << ", measured "
+      << glacier::pipeline::format_layer_split(measured.split);
+  EXPECT_EQ(measured.tokens, bytes.tokens);
+  EXPECT_EQ(measured.logprob_bits, bytes.logprob_bits);
+  // The memory split of one host's equal ranks is another valid split: the same results again.
+  const Outputs memory = run_job(dir, "memory", "--partition memory");
+  EXPECT_EQ(memory.tokens, bytes.tokens);
+  EXPECT_EQ(memory.logprob_bits, bytes.logprob_bits);
+}
+
+TEST(PipelinePartition, SplitFromAnEarlierRunsTraceMovesLayersOffTheSlowRank) {
+  const std::string dir = glacier::testing::scratch_dir("partition-from");
+  make_model(dir);
+  make_prompts(dir);
+  const Outputs earlier = run_job(dir, "earlier", std::string("--slow-rank ") + kSlowRank);
+  const Outputs from = run_job(dir, "from", "--partition-from " + dir + "/earlier.h5 --slow-rank " + kSlowRank);
+  ASSERT_EQ(from.split.size(), 2u);
+  EXPECT_LT(from.split[1].size(), earlier.split[1].size())
+      << "earlier " << glacier::pipeline::format_layer_split(earlier.split) << ", from its trace "
+      << glacier::pipeline::format_layer_split(from.split);
+  EXPECT_EQ(from.tokens, earlier.tokens);
+  EXPECT_EQ(from.logprob_bits, earlier.logprob_bits);
+
+  // Another rank count than the earlier run's: refused before loading, naming the file.
+  const std::string base = "--model " + dir + "/m.gguf --prompts " + dir + "/prompts.jsonl --jsonl " + dir + "/x.jsonl ";
+  auto run = run_glacier(3, base + "--partition-from " + dir + "/earlier.h5", 30);
+  EXPECT_EQ(run.exit_code, kExitInputError) << run.output;
+  EXPECT_NE(run.output.find("option --partition-from " + dir +
+                            "/earlier.h5: expected a run on the same 3 ranks as this job (speeds belong to ranks), "
+                            "found a run on 2"),
+            std::string::npos)
+      << run.output;
+  // A results file without a trace.
+  const std::string no_trace = dir + "/no_trace.h5";
+  { glacier::io::ResultsFile results(no_trace, glacier::io::ResultsFile::Mode::Create); }
+  run = run_glacier(2, base + "--partition-from " + no_trace, 30);
+  EXPECT_EQ(run.exit_code, kExitInputError) << run.output;
+  EXPECT_NE(run.output.find("option --partition-from " + no_trace + ": trace file " + no_trace +
+                            ": expected a group /trace, found none"),
+            std::string::npos)
+      << run.output;
+}
+
+}  // namespace
