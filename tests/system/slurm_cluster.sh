@@ -6,7 +6,14 @@ set -euo pipefail
 readonly REGISTRY=/run/glacier-slurm   # one file a running cluster: its directory and the PID that owns it
 readonly READY_LIMIT_S=60              # each daemon is ready in ~2 s here; a loaded machine gets room
 readonly STOP_GRACE_S=10               # SIGTERM first (daemons save state), SIGKILL after this
+# Slurm holds a requeued job back for the credential lifetime (AuthInfo cred_expire, default 120 s) before
+# it may start again; a test of requeue-and-resume should not idle that long. Step launches here take well
+# under a second, so 10 s still leaves each credential ample time to be used.
+readonly CRED_EXPIRE_S=10
 readonly EXIT_SKIP=77
+# slurmstepd listens on a Unix socket DIR/spool/HOST/HOST_JOB.STEP, whose path must fit sun_path (108 bytes
+# with the NUL); the check leaves room for a 7-digit job id and the batch step's 10-digit id.
+readonly SOCKET_PATH_MAX=107
 
 usage() {
   cat <<EOF
@@ -75,20 +82,27 @@ start() {
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   [ ! -e "$dir/pids" ] || die "start: $dir already has a cluster; stop it first"
-  mkdir -p "$dir"/{state,spool,log,munge} "$REGISTRY"
+  host=$(hostname)
+  local longest_socket="$dir/spool/$host/${host}_1234567.4294967291"
+  [ ${#longest_socket} -le $SOCKET_PATH_MAX ] ||
+    die "start: expected a DIR path of at most $((SOCKET_PATH_MAX - ${#longest_socket} + ${#dir})) characters (job step sockets live under it), found ${#dir}: $dir"
+  # A DIR used by an earlier (stopped) cluster: its saved state names that cluster, and slurmctld refuses to
+  # start on another cluster's state ("CLUSTER NAME MISMATCH"); its logs would mix two clusters' lines.
+  rm -rf "$dir"/{state,spool,log,tmp}
+  mkdir -p "$dir"/{state,spool,log,munge,tmp} "$REGISTRY"
   echo "$dir $owner" > "$REGISTRY/$(echo "$dir" | tr / _)"
   : > "$dir/pids"
-  # munged refuses a key or socket directory that others could write: its own, owned by munge.
+  # munged refuses a key or socket directory that others could write: its own, owned by munge. A DIR used
+  # before keeps its old key: --force replaces it (a fresh key for every cluster).
   chown munge:munge "$dir/munge"
   chmod 0711 "$dir/munge"  # clients must reach the socket: execute for all, read and write for munge only
-  setpriv --reuid=munge --regid=munge --init-groups mungekey --create --keyfile="$dir/munge/munge.key" > /dev/null
+  setpriv --reuid=munge --regid=munge --init-groups mungekey --create --force --keyfile="$dir/munge/munge.key" > /dev/null
   setpriv --reuid=munge --regid=munge --init-groups munged --foreground --socket="$dir/munge/socket" \
     --key-file="$dir/munge/munge.key" --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/seed" \
     --log-file="$dir/munge/munged.log" > "$dir/log/munged-stdout.log" 2>&1 &
   echo "munged $!" >> "$dir/pids"
   wait_until $READY_LIMIT_S munged test -S "$dir/munge/socket" || start_failed "$dir"
 
-  host=$(hostname)
   # slurmd -C describes this machine (CPUs, sockets, cores, memory) as a node line.
   node_line=$(slurmd -C | head -n 1)
   ctld_port=$(free_port)
@@ -104,9 +118,12 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/socket
+AuthInfo=socket=$dir/munge/socket,cred_expire=$CRED_EXPIRE_S
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
+# Job steps' scratch (the PMIx plugin's spmix_appdir_JOB.STEP): per cluster, so that two clusters' job 1
+# do not share /tmp/spmix_appdir_1.0 and nothing is left in /tmp.
+TmpFS=$dir/tmp
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
@@ -123,8 +140,11 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 ReturnToService=2
 MailProg=/bin/true
-# Quick turn-around for tests: kill grace and the pause before a requeued job may start again.
+# Quick turn-around for tests: the grace between SIGTERM and SIGKILL when a job is cancelled or times out.
 KillWait=5
+# A job that becomes eligible by time (a requeued job after cred_expire) waits for the next periodic
+# scheduling pass (main 60 s, backfill 30 s by default); one job queue this small is cheap to scan each second.
+SchedulerParameters=sched_interval=1,bf_interval=1
 MinJobAge=600
 $node_line State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
