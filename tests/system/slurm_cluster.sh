@@ -14,6 +14,7 @@ readonly EXIT_SKIP=77
 # slurmstepd listens on a Unix socket DIR/spool/HOST/HOST_JOB.STEP, whose path must fit sun_path (108 bytes
 # with the NUL); the check leaves room for a 7-digit job id and the batch step's 10-digit id.
 readonly SOCKET_PATH_MAX=107
+readonly OWNER_POLL_S=1                # how often the watcher looks whether the cluster's owner still runs
 
 usage() {
   cat <<EOF
@@ -21,10 +22,11 @@ usage: $0 COMMAND
   check                  exit 0 if a cluster can be started here, else print why and exit $EXIT_SKIP
   start DIR [OWNER_PID]  start a cluster whose files all live in DIR (created); prints 'export SLURM_CONF=...'.
                          OWNER_PID (default: the caller) is the process it belongs to: when that process
-                         is gone, the next start stops this cluster as stale.
+                         is gone (even killed outright), a watcher stops the cluster within seconds.
   stop DIR               cancel its jobs, stop its daemons and any process left from its jobs
   logs DIR               print the daemons' logs
-  clean-stale            stop clusters whose owner has gone (every start does this first)
+  clean-stale            stop clusters whose owner has gone and whose watcher did not stop them
+                         (every start does this first)
 Clients need SLURM_CONF=DIR/slurm.conf in their environment.
 EOF
 }
@@ -158,13 +160,21 @@ EOF
   echo "slurmd $!" >> "$dir/pids"
   node_idle() { [ "$(sinfo -h -n "$host" -o %t)" = idle ]; }
   wait_until $READY_LIMIT_S "slurmd (node $host idle)" node_idle || { sinfo -N -l >&2 || true; start_failed "$dir"; }
+  # The owner may die without calling stop (a test killed by ctest's timeout): a watcher, detached from
+  # every caller's files and working directory, stops the cluster once the owner is gone.
+  (
+    cd /
+    while kill -0 "$owner" 2> /dev/null; do sleep $OWNER_POLL_S; done
+    stop "$dir"
+  ) < /dev/null > /dev/null 2>&1 &
+  echo "$!" > "$dir/watcher.pid"
   echo "export SLURM_CONF=$SLURM_CONF"
 }
 
 # Every process (but this script and its callers) with its working directory or an open file under DIR:
 # the job steps, their slurmstepd and anything a job left running there.
 processes_using() {
-  local dir=$1 pid keep=" $$ " p=$$
+  local dir=$1 pid keep=" $BASHPID " p=$BASHPID  # BASHPID: also right inside the watcher's subshell
   while [ "$p" -gt 1 ]; do keep+="$p "; p=$(awk '{print $4}' "/proc/$p/stat" 2> /dev/null || echo 1); done
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
     [[ $keep == *" $pid "* ]] && continue
@@ -176,6 +186,11 @@ stop() {
   local dir=$1 name pid deadline
   [ -d "$dir" ] || return 0
   dir=$(cd "$dir" && pwd)
+  if [ -f "$dir/watcher.pid" ]; then  # a stop by hand: the watcher is not needed any more
+    read -r pid < "$dir/watcher.pid"
+    [ "$pid" = "$BASHPID" ] || kill -TERM "$pid" 2> /dev/null || true
+    rm -f "$dir/watcher.pid"
+  fi
   if [ -f "$dir/slurm.conf" ] && [ -f "$dir/pids" ] && SLURM_CONF=$dir/slurm.conf timeout 10 scontrol ping > /dev/null 2>&1; then
     # Cancelled through Slurm first, so that slurmstepd ends the job steps it owns.
     SLURM_CONF=$dir/slurm.conf timeout 10 scancel --full --quiet --partition=debug 2> /dev/null || true
