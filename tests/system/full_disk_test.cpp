@@ -33,7 +33,7 @@ constexpr int kMaxTokens = 48;
 constexpr int kFlushEvery = 8;
 // The space check refuses a flush that would leave less than ResultSink::kSpaceMargin (8 MiB) free, so a
 // disk of just that size refuses the first one; this much more lets several hundred rows reach the file
-// first. (With 256 KiB only one flush fit: HDF5 grows the file in bursts.)
+// first. (With 256 KiB more only 64 fit: HDF5 grows the file in bursts, not row by row.)
 constexpr uint64_t kRoomForRows = uint64_t{512} << 10;
 constexpr uint64_t kDiskBytes = glacier::app::ResultSink::kSpaceMargin + kRoomForRows;
 // Each run takes a few seconds here; the limit only stops a hung one.
