@@ -14,6 +14,9 @@ PACKAGES=(
   python3-numpy python3-h5py-mpi python3-matplotlib
   clang libclang-rt-14-dev
   slurm-wlm munge iproute2
+  # Slurm's mpi/pmix plugin (srun --mpi=pmix in jobs/) loads the unversioned libpmix.so, which only this
+  # package ships; libopenmpi-dev pulls it in today, but the jobs should not depend on that.
+  libpmix-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,10 +1,15 @@
 #!/bin/bash
 # Submits a sharded run: an array of SHARDS pipelines over one prompt file, then the merge of their
-# results into MERGED once every shard has succeeded. Run from the checkout:
+# results into MERGED once every shard has succeeded. Run from the checkout, or from anywhere with
+# GLACIER_BIN set (relative paths are the current directory's):
 #   SHARDS=8 MODEL=m.gguf PROMPTS=p.jsonl jobs/submit_sharded.sh [sbatch options for the array --] [glacier_mpi options]
 set -euo pipefail
 SHARDS=${SHARDS:-4}
 JOBS_DIR=$(cd "$(dirname "$0")" && pwd)
+# The batch scripts find glacier_step.sh and merge_shards.py through GLACIER_JOBS_DIR (sbatch runs copies
+# of them elsewhere); by default they look in $SLURM_SUBMIT_DIR/jobs, which holds only when submitting
+# from the checkout. This script knows where they are.
+export GLACIER_JOBS_DIR=${GLACIER_JOBS_DIR:-$JOBS_DIR}
 array_options=()
 if [[ " $* " == *" -- "* ]]; then  # sbatch options for the array come before a "--"
   while [ "$1" != -- ]; do array_options+=("$1"); shift; done

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -160,6 +161,20 @@ std::vector<pid_t> descendants_of(pid_t root) {
     }
   }
   return found;
+}
+
+ShellResult run_shell(const std::string& command) {
+  ShellResult result;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) {
+    result.output = std::string("popen failed: ") + std::strerror(errno);
+    return result;
+  }
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) result.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = status < 0 ? -1 : exit_code_of(status);
+  return result;
 }
 
 std::vector<std::string> glacier_argv(int np, const std::string& args) {

@@ -44,6 +44,14 @@ bool is_alive(pid_t pid);
 // Process ids of every live descendant of `root` (children, their children, ...), from /proc.
 std::vector<pid_t> descendants_of(pid_t root);
 
+// `sh -c COMMAND`, stdout and stderr read together until it ends: its exit code (128 + the signal number
+// when a signal ended it, -1 when it could not be started) and its output.
+struct ShellResult {
+  int exit_code = -1;
+  std::string output;
+};
+ShellResult run_shell(const std::string& command);
+
 // argv for `mpiexec -np NP <flags> build/glacier_mpi ARGS`; ARGS is split on spaces, so its paths must
 // not contain any.
 std::vector<std::string> glacier_argv(int np, const std::string& args);
