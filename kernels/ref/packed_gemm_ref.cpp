@@ -12,20 +12,24 @@ namespace {
 constexpr int kQuadBytes = 4;
 constexpr int kLaneBytes = kPackRows * kQuadBytes;
 
-// Stored weight (with its offset) of element e of lane l's block.
-uint8_t q8_0_stored(const uint8_t* quads, int l, int e) { return quads[(e / kQuadBytes) * kLaneBytes + l * kQuadBytes + e % kQuadBytes]; }
-uint8_t q4_0_stored(const uint8_t* quads, int l, int e) {
+// Products of element e of lane l's block with the activation quant as stored: Q8_0 weights are signed
+// and the activation carries +128; Q4_0 nibbles carry +8 (the activation correction takes it off).
+int32_t q8_0_product(const uint8_t* quads, int l, int e, int8_t x) {
+  const auto w = static_cast<int8_t>(quads[(e / kQuadBytes) * kLaneBytes + l * kQuadBytes + e % kQuadBytes]);
+  return int32_t{w} * (int32_t{static_cast<uint8_t>(x)} - 128);
+}
+int32_t q4_0_product(const uint8_t* quads, int l, int e, int8_t x) {
   const int j = (e % 16) / kQuadBytes;  // elements 4j.. and 16+4j.. share zmm j
   const uint8_t byte = quads[j * kLaneBytes + l * kQuadBytes + e % kQuadBytes];
-  return e < 16 ? (byte & 0x0f) : (byte >> 4);
+  return int32_t{e < 16 ? (byte & 0x0f) : (byte >> 4)} * x;
 }
 
 // The exact integer sum of quad q (elements 4q..4q+3) of lane l's block with the activation quants,
-// the stored offset taken off by the quad correction.
-template <uint8_t (*Stored)(const uint8_t*, int, int)>
+// plus the activation's correction for that quad.
+template <int32_t (*Product)(const uint8_t*, int, int, int8_t)>
 int32_t quad_isum(const uint8_t* quads, int l, const int8_t* x, int q, int32_t correction) {
   int32_t sum = correction;
-  for (int k = 0; k < kQuadBytes; ++k) sum += int32_t{Stored(quads, l, kQuadBytes * q + k)} * x[kQuadBytes * q + k];
+  for (int k = 0; k < kQuadBytes; ++k) sum += Product(quads, l, kQuadBytes * q + k, x[kQuadBytes * q + k]);
   return sum;
 }
 
@@ -36,7 +40,7 @@ float hsum8(const float (&acc)[kQuadsPerBlock]) {
   return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-template <WeightType T, uint8_t (*Stored)(const uint8_t*, int, int), bool kBlockSums>
+template <WeightType T, int32_t (*Product)(const uint8_t*, int, int, int8_t), bool kBlockSums>
 void packed_gemm_ref(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x,
                      size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
   const int64_t nb = cols / kQK8_0;
@@ -54,11 +58,11 @@ void packed_gemm_ref(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_beg
           const float d = fp16_to_f32(scales[b * kPackRows + l]) * a.scales[b];
           if (kBlockSums) {
             int32_t isum = a.block_corrections[b];
-            for (int q = 0; q < kQuadsPerBlock; ++q) isum += quad_isum<Stored>(quads, l, xb, q, 0);
+            for (int q = 0; q < kQuadsPerBlock; ++q) isum += quad_isum<Product>(quads, l, xb, q, 0);
             acc = std::fma(static_cast<float>(isum), d, acc);
           } else {
             for (int q = 0; q < kQuadsPerBlock; ++q) {
-              const int32_t isum = quad_isum<Stored>(quads, l, xb, q, a.quad_corrections[b * kQuadsPerBlock + q]);
+              const int32_t isum = quad_isum<Product>(quads, l, xb, q, a.quad_corrections[b * kQuadsPerBlock + q]);
               lanes[q] = std::fma(static_cast<float>(isum), d, lanes[q]);
             }
           }
@@ -72,13 +76,13 @@ void packed_gemm_ref(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_beg
 }  // namespace
 
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_ref) {
-  packed_gemm_ref<WeightType::Q8_0, q8_0_stored, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
+  packed_gemm_ref<WeightType::Q8_0, q8_0_product, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_ref) {
-  packed_gemm_ref<WeightType::Q4_0, q4_0_stored, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
+  packed_gemm_ref<WeightType::Q4_0, q4_0_product, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_ref) {
-  packed_gemm_ref<WeightType::Q4_0, q4_0_stored, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
+  packed_gemm_ref<WeightType::Q4_0, q4_0_product, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 
 }  // namespace glacier::kernels

@@ -1,6 +1,6 @@
 // AVX2 packed GEMM (layouts and orders in packed_gemm.h), for x86 CPUs without AVX-512 VNNI: a group's
 // 16 lanes as two halves of 8, one half at a time. maddubs saturates at 16 bits, so Q8_0 takes the sign
-// trick (|w| times x with w's sign, exact for |x| <= 127) instead of the stored +128; Q4_0 nibbles are small.
+// trick (|w| times x with w's sign, exact for |x| <= 127) on the signed activation; Q4_0 nibbles are small.
 #include <immintrin.h>
 
 #include "kernels/packed_gemm.h"
@@ -31,9 +31,9 @@ struct Q8Quads {
   static constexpr WeightType kType = WeightType::Q8_0;
   static constexpr bool kCorrected = false;  // the sign trick multiplies the signed weights directly
   static __m256i isum(const uint8_t* block, int h, int q, const int8_t* xb) {
-    const __m256i w = _mm256_xor_si256(load_ymm(block + q * kLaneBytes + h * kHalfBytes),
-                                       _mm256_set1_epi8(static_cast<char>(0x80)));  // w + 128 -> w
-    return quad_dots(_mm256_abs_epi8(w), _mm256_sign_epi8(broadcast_quad(xb + q * kQuadBytes), w));
+    const __m256i w = load_ymm(block + q * kLaneBytes + h * kHalfBytes);
+    const __m256i x = _mm256_xor_si256(broadcast_quad(xb + q * kQuadBytes), _mm256_set1_epi8(static_cast<char>(0x80)));  // x + 128 -> x
+    return quad_dots(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
   }
 };
 
