@@ -1,4 +1,5 @@
-// StageMatmul: activation preparation into preallocated storage, then a row-parallel matmul.
+// StageMatmul: activation preparation into preallocated storage, then a row-parallel matmul over the
+// output granules of one or several matrices.
 #include "compute/stage_matmul.h"
 
 #include <algorithm>
@@ -7,21 +8,64 @@
 
 namespace glacier::compute {
 
+namespace {
+
+// Whether two matrices take the same prepared activations.
+bool same_form(const kernels::Matrix& a, const kernels::Matrix& b) {
+  return a.type == b.type && (a.packed != nullptr) == (b.packed != nullptr) && a.cols == b.cols;
+}
+
+}  // namespace
+
 void StageMatmul::reserve(const kernels::Matrix& w, int64_t max_rows) {
   if (!w.data) return;
   const size_t need = kernels::activation_bytes(w, max_rows);
-  if (need > act_storage_.size()) act_storage_.resize(need);
+  for (auto& storage : act_storage_)
+    if (need > storage.size()) storage.resize(need);
 }
 
 void StageMatmul::operator()(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx, float* y) {
+  several({{&w, y}}, x, n_rows, ldx);
+}
+
+void StageMatmul::several(std::initializer_list<Output> outputs, const float* x, int64_t n_rows, int64_t ldx) {
   if (n_rows == 0) return;
-  GLACIER_ASSERT(kernels::activation_bytes(w, n_rows) <= act_storage_.size(),
-                 "activation storage reserved for this matrix and batch");
-  kernels::PreparedActivations a = kernels::prepare_activations(w, x, n_rows, ldx, act_storage_.data());
-  // Threads take whole output granules (a packed matrix's 16-row groups).
-  const int64_t granule = kernels::output_granule(w);
-  pool_.parallel_for((w.rows + granule - 1) / granule, [&](int64_t b, int64_t e, int) {
-    kernels::matmul(w, a, y, w.rows, b * granule, std::min(w.rows, e * granule));
+  GLACIER_ASSERT(outputs.size() <= static_cast<size_t>(kMaxOutputs), "at most four products share an input");
+  // Each output's prepared activations: converted once per distinct form.
+  kernels::PreparedActivations prepared[kMaxForms];
+  const kernels::Matrix* form_of[kMaxForms] = {};
+  int form_index[kMaxOutputs] = {};
+  int n_forms = 0, n = 0;
+  int64_t granule_end[kMaxOutputs] = {};  // cumulative output granules, matrix after matrix
+  for (const Output& out : outputs) {
+    const kernels::Matrix& w = *out.w;
+    int f = 0;
+    while (f < n_forms && !same_form(*form_of[f], w)) ++f;
+    if (f == n_forms) {
+      GLACIER_ASSERT(n_forms < kMaxForms, "at most two activation forms share an input");
+      GLACIER_ASSERT(kernels::activation_bytes(w, n_rows) <= act_storage_[f].size(),
+                     "activation storage reserved for this matrix and batch");
+      prepared[f] = kernels::prepare_activations(w, x, n_rows, ldx, act_storage_[f].data());
+      form_of[f] = &w;
+      ++n_forms;
+    }
+    form_index[n] = f;
+    const int64_t granule = kernels::output_granule(w);
+    granule_end[n] = (n ? granule_end[n - 1] : 0) + (w.rows + granule - 1) / granule;
+    ++n;
+  }
+  const Output* outs = outputs.begin();
+  // Threads take whole output granules (a packed matrix's 16-row groups) of the concatenated outputs.
+  pool_.parallel_for(granule_end[n - 1], [&](int64_t b, int64_t e, int) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t start = i ? granule_end[i - 1] : 0;
+      const int64_t lo = std::max(b, start), hi = std::min(e, granule_end[i]);
+      if (lo >= hi) continue;
+      const kernels::Matrix& w = *outs[i].w;
+      const int64_t granule = kernels::output_granule(w);
+      kernels::matmul(w, prepared[form_index[i]], outs[i].y, w.rows, (lo - start) * granule,
+                      std::min(w.rows, (hi - start) * granule));
+    }
   });
 }
 

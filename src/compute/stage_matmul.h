@@ -1,8 +1,10 @@
 // Weight x activation-batch products for a stage: converts the activations once into the weight
 // type's form (in storage sized at start-up, so a step allocates nothing) and splits the weight
-// rows over the thread pool. Shared by the attention, dense FFN and MoE code.
+// rows over the thread pool. Products that share an input (q, k, v; gate, up) run as one split, so
+// they share one conversion and one wait for the threads. Used by the attention, dense FFN and MoE code.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -17,11 +19,19 @@ class StageMatmul {
   void reserve(const kernels::Matrix& w, int64_t max_rows);
   // y[r * w.rows + o] = W row o . x row r, for the n_rows rows of x (row stride ldx floats).
   void operator()(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx, float* y);
+  // The same for several matrices of one input width at once: outputs[i].y gets outputs[i].w's product.
+  struct Output {
+    const kernels::Matrix* w;
+    float* y;
+  };
+  void several(std::initializer_list<Output> outputs, const float* x, int64_t n_rows, int64_t ldx);
   ThreadPool& pool() { return pool_; }
 
  private:
+  static constexpr int kMaxOutputs = 4;
+  static constexpr int kMaxForms = 2;  // distinct activation forms in one call (e.g. Q4_K and Q6_K)
   ThreadPool& pool_;
-  std::vector<uint8_t> act_storage_;  // prepared (quantized) activations
+  std::vector<uint8_t> act_storage_[kMaxForms];  // prepared (quantized) activations
 };
 
 }  // namespace glacier::compute

@@ -60,9 +60,7 @@ void TransformerStage::embed(const MicroBatch& mb, float* x) {
 // q, k, v of every token (biases, per-head q/k norms and RoPE applied); k and v go into the KV cache.
 void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int32_t li) {
   const int32_t E = cfg_.n_embd, Q = cfg_.q_dim(), KV = cfg_.kv_dim(), hd = cfg_.head_dim;
-  matmul_(L.wq, xn_.data(), n, E, q_.data());
-  matmul_(L.wk, xn_.data(), n, E, k_.data());
-  matmul_(L.wv, xn_.data(), n, E, v_.data());
+  matmul_.several({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, E);
   auto rope = cfg_.rope_mode == model::RopeMode::Normal ? kernels::rope_normal : kernels::rope_neox;
   for (int32_t i = 0; i < n; ++i) {
     float* q = q_.data() + static_cast<size_t>(i) * Q;
@@ -88,8 +86,7 @@ void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int3
 // Dense FFN on xn_: tmp_ = down(act(gate . x) * (up . x)).
 void TransformerStage::dense_ffn(const model::LayerWeights& L, int32_t n) {
   const int32_t E = cfg_.n_embd, F = cfg_.n_ff;
-  matmul_(L.w_gate, xn_.data(), n, E, gate_.data());
-  matmul_(L.w_up, xn_.data(), n, E, up_.data());
+  matmul_.several({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n, E);
   for (int32_t i = 0; i < n; ++i) {
     float* g = gate_.data() + static_cast<size_t>(i) * F;
     gated_activation(cfg_.spec.ffn_act, g, up_.data() + static_cast<size_t>(i) * F, F, g);
