@@ -51,6 +51,13 @@ void attend_ref(const AttentionArgs& a);
 void attend_avx2(const AttentionArgs& a);
 void attend_avx512(const AttentionArgs& a);
 
+// The sum of exp_approx(x[i] - shift) over [0, n): double sum, chunk after chunk, of tree16 of 16
+// elements (0 past n) — the softmax sum of attention, used for log-sum-exp over a vocabulary.
+using SumExpFn = double (*)(const float* x, int64_t n, float shift);
+double sum_exp_ref(const float* x, int64_t n, float shift);
+double sum_exp_avx2(const float* x, int64_t n, float shift);
+double sum_exp_avx512(const float* x, int64_t n, float shift);
+
 // out[i] = silu(gate[i]) * up[i] with silu(x) = x / (1 + exp_approx(-x)) (arguments clamped as in
 // exp_approx): the same floats on every variant.
 using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);

@@ -58,6 +58,7 @@ struct DotKernels {
   // Attention over the tiled KV cache and the SwiGLU activation (attention.h).
   AttendFn attend;
   SwigluFn swiglu;
+  SumExpFn sum_exp;
 };
 
 bool cpu_supports(Isa isa);

@@ -54,6 +54,16 @@ void attend_ref(const AttentionArgs& a) {
   }
 }
 
+double sum_exp_ref(const float* x, int64_t n, float shift) {
+  double sum = 0.0;
+  for (int64_t c0 = 0; c0 < n; c0 += kKeyTile) {
+    float c[kKeyTile] = {};
+    for (int64_t i = c0; i < n && i < c0 + kKeyTile; ++i) c[i - c0] = exp_approx(x[i] - shift);
+    sum += static_cast<double>(tree16(c));
+  }
+  return sum;
+}
+
 void swiglu_ref(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu_approx(gate[i]) * up[i];
 }

@@ -130,6 +130,7 @@ const DotKernels& ref_kernels() {
       packed_gemm_q4_0_block_sums_ref,
       attend_ref,
       swiglu_ref,
+      sum_exp_ref,
   };
   return table;
 }

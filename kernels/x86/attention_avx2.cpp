@@ -117,6 +117,24 @@ void attend_avx2(const AttentionArgs& a) {
                 lane_acc + static_cast<size_t>(h) * kKeyTile * row, a.out + h * a.out_stride);
 }
 
+double sum_exp_avx2(const float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  double sum = 0.0;
+  int64_t i = 0;
+  for (; i + kKeyTile <= n; i += kKeyTile)
+    sum += static_cast<double>(halving_sum(exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)),
+                                           exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + kHalf), s))));
+  if (i < n) {  // the last chunk, zero past n
+    float c[kKeyTile] = {};
+    for (int64_t k = i; k < n; ++k) c[k - i] = x[k];
+    const __m256 lo = _mm256_loadu_ps(c), hi = _mm256_loadu_ps(c + kHalf);
+    const __m256 vlo = _mm256_and_ps(visible(0, 0, 0, static_cast<int32_t>(n - i - 1)), exp8(_mm256_sub_ps(lo, s)));
+    const __m256 vhi = _mm256_and_ps(visible(0, 1, 0, static_cast<int32_t>(n - i - 1)), exp8(_mm256_sub_ps(hi, s)));
+    sum += static_cast<double>(halving_sum(vlo, vhi));
+  }
+  return sum;
+}
+
 void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out) {
   const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
   int64_t i = 0;

@@ -109,6 +109,16 @@ void attend_avx512(const AttentionArgs& a) {
                 lane_acc + static_cast<size_t>(h) * kKeyTile * ((a.hd + 15) / 16 * 16), a.out + h * a.out_stride);
 }
 
+double sum_exp_avx512(const float* x, int64_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; i += kKeyTile) {
+    const __mmask16 m = n - i >= kKeyTile ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    sum += static_cast<double>(halving_sum(_mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)))));
+  }
+  return sum;
+}
+
 void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out) {
   const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; i += 16) {

@@ -235,6 +235,7 @@ const DotKernels& avx2_kernels() {
       packed_gemm_q4_0_block_sums_avx2,
       attend_avx2,
       swiglu_avx2,
+      sum_exp_avx2,
   };
   return table;
 }

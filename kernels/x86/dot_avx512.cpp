@@ -268,6 +268,7 @@ const DotKernels& avx512_kernels() {
       packed_gemm_q4_0_block_sums_avx512,
       attend_avx512,
       swiglu_avx512,
+      sum_exp_avx512,
   };
   return table;
 }

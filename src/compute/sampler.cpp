@@ -1,10 +1,11 @@
-// Sampling and scoring over a logits row. Log-probabilities use a double-precision log-sum-exp of the
-// raw logits, so the figure written for a token does not depend on the sampling settings.
+// Sampling and scoring over a logits row. Log-probabilities use a log-sum-exp of the raw logits (float
+// exponentials summed in double), so the figure written for a token does not depend on the sampling settings.
 #include "compute/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/dispatch.h"
 #include "util/error.h"
 
 namespace glacier::compute {
@@ -33,9 +34,9 @@ int32_t argmax(const float* logits, int32_t n) {
 
 double log_sum_exp(const float* logits, int32_t n) {
   const float mx = logits[argmax(logits, n)];
-  double sum = 0.0;
-  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  return mx + std::log(sum);
+  // The vocabulary-wide sum runs every token on every row: the vector exp of the kernels (exp_approx.h,
+  // under 2 ulp) in float, chunk sums added in double.
+  return mx + std::log(kernels::active_kernels().sum_exp(logits, n, mx));
 }
 
 std::pair<double, bool> target_logprob(const float* logits, int32_t n, int32_t target) {

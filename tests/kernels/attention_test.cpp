@@ -3,6 +3,7 @@
 // stays within its error bound, and the scratch bound of attention.h is respected.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -146,6 +147,21 @@ TEST(Attention, SwigluVariantsAgreeBitwiseAndWithTheDefinition) {
     std::vector<float> got(kN);
     kernels_for(isa).swiglu(g.data(), u.data(), kN, got.data());
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), kN * sizeof(float))) << isa_name(isa);
+  }
+}
+
+TEST(Attention, SumExpVariantsAgreeBitwiseAndWithFloat64) {
+  std::mt19937 rng(404);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  for (int64_t n : {1, 15, 16, 17, 32000, 32007}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = dist(rng);
+    const float shift = *std::max_element(x.begin(), x.end());
+    const double want = sum_exp_ref(x.data(), n, shift);
+    double exact = 0;
+    for (float v : x) exact += std::exp(double(v) - shift);
+    EXPECT_NEAR(want, exact, 2e-7 * exact) << n;  // exp within 2 ulp, float chunk sums of 16
+    for (Isa isa : supported_isas()) EXPECT_EQ(kernels_for(isa).sum_exp(x.data(), n, shift), want) << isa_name(isa) << " n " << n;
   }
 }
 
