@@ -2,10 +2,38 @@
 // short spin. Sleeping matters: oversubscribed MPI ranks must not burn a core another rank computes on.
 #include "util/thread_pool.h"
 
+#include <chrono>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace glacier {
 namespace {
-// Spins this many times before sleeping: a job follows the last one within microseconds in a forward pass.
-constexpr int kSpinBeforeSleep = 2000;
+// How long a worker spins for the next job before it sleeps. In a forward pass the next product follows
+// within tens of microseconds (a norm, a quantization between them), and waking a sleeping thread costs
+// about as much on a VM, which in decode (a hundred products a token) was several percent of the time;
+// a spin this short still leaves an idle rank's core to the others almost at once.
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(100);
+// Clock reads are not free: look at the clock once every this many spins.
+constexpr int kSpinsPerClockRead = 64;
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+// Spins until done() or the spin budget is over; returns done().
+template <typename Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % kSpinsPerClockRead == 0 && std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, std::function<void(int)> on_thread_start)
@@ -46,8 +74,9 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)
   int64_t b, e;
   share(n, n_threads_, 0, &b, &e);
   if (b < e) fn(b, e, 0);
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-    if (spin > kSpinBeforeSleep) std::this_thread::yield();
+  auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done)) {
+    while (!all_done()) std::this_thread::yield();  // a worker was descheduled: give it the core
   }
   job_ = nullptr;
 }
@@ -56,11 +85,11 @@ void ThreadPool::worker_loop(int index) {
   // Jobs are counted from construction: a worker that starts late must still see the first job.
   uint64_t seen = 0;
   for (;;) {
-    uint64_t g;
-    int spin = 0;
-    while ((g = generation_.load(std::memory_order_acquire)) == seen) {
-      if (++spin > kSpinBeforeSleep) generation_.wait(seen, std::memory_order_acquire);
+    auto next_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(next_job)) {
+      while (!next_job()) generation_.wait(seen, std::memory_order_acquire);
     }
+    const uint64_t g = generation_.load(std::memory_order_acquire);
     seen = g;
     if (stop_.load()) return;
     int64_t b, e;
