@@ -185,4 +185,16 @@ std::vector<std::string> glacier_argv(int np, const std::string& args) {
   return argv;
 }
 
+bool kill_and_wait_gone(const std::vector<pid_t>& pids, double seconds) {
+  for (pid_t p : pids) ::kill(p, SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    bool any = false;
+    for (pid_t p : pids) any = any || is_alive(p);
+    if (!any) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace glacier::testing

@@ -43,6 +43,9 @@ bool is_alive(pid_t pid);
 
 // Process ids of every live descendant of `root` (children, their children, ...), from /proc.
 std::vector<pid_t> descendants_of(pid_t root);
+// SIGKILLs each process still alive and waits (at most `seconds`) until every one is gone, its files and
+// their locks released; false when one outlived the wait. For ranks a launcher left behind when it exited.
+bool kill_and_wait_gone(const std::vector<pid_t>& pids, double seconds);
 
 // `sh -c COMMAND`, stdout and stderr read together until it ends: its exit code (128 + the signal number
 // when a signal ended it, -1 when it could not be started) and its output.

@@ -46,6 +46,8 @@ constexpr long kPartWayLines = 50;
 // A killed or stopped rank must end the whole job this fast (the reliability issue's bound): Open MPI
 // notices a dead rank within ~2 s here; a stopped one takes --stall-timeout plus the answer grace.
 constexpr double kRankFaultEndS = 10.0;
+// How long a killed process may take to be gone, files closed (a sanitizer build tears down slowly).
+constexpr double kLeftoverExitS = 10.0;
 constexpr int kFaultStallTimeoutS = 2;
 // The watchdog's own bound for ranks waiting on a silent rank 0 is 2 x the timeout plus the grace.
 constexpr int kRankZeroStallTimeoutS = 1;
@@ -221,6 +223,9 @@ std::string fault_one_rank(const Paths& p, const Reference& ref, int np, int ran
     ADD_FAILURE() << "rank " << rank << " not found among the job's processes";
     return job.output();
   }
+  // Every process of the job, kept to make sure none is left holding the results file after the fault
+  // (a launcher may exit before a stopped rank has taken its kill).
+  const std::vector<pid_t> processes = glacier::testing::descendants_of(job.pid());
   const double t0 = glacier::now_seconds();
   ::kill(*target, signal_number);
   const auto code = job.wait_for(kRankFaultEndS + 5.0);
@@ -234,6 +239,7 @@ std::string fault_one_rank(const Paths& p, const Reference& ref, int np, int ran
   std::printf("np %d: signal %d to rank %d ended the job in %.1f s\n", np, signal_number, rank, took);
   const std::string output = job.output();
   job.kill_tree();  // nothing may be left behind (a stopped rank especially)
+  EXPECT_TRUE(glacier::testing::kill_and_wait_gone(processes, kLeftoverExitS)) << "a rank outlived the job and its kill";
   const auto left = glacier::io::read_finished(p.h5());
   EXPECT_GT(left.rows.size(), 0u) << "no rows were flushed before the fault";
   EXPECT_LT(left.rows.size(), size_t{kPromptCount}) << "the fault came too late to test resuming";
