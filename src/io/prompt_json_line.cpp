@@ -247,6 +247,14 @@ void parse_jsonl_prompt_line(const std::string& path, const std::string& line_te
     // The parser quotes the bytes it read last, which may be the invalid UTF-8 it rejected.
     record.error = replace_invalid_utf8(where + "expected a JSON object, found invalid JSON (" +
                                         (at == std::string::npos ? what : what.substr(at)) + ")");
+  } catch (const json::exception& e) {
+    // The parser refuses numbers past double's range ("1e999") with out_of_range, not parse_error; no
+    // other JSON error may leave the line either.
+    record.ok = false;
+    std::string what = e.what();
+    const size_t at = what.find("] ");
+    record.error = replace_invalid_utf8(where + "expected a JSON object, found invalid JSON (" +
+                                        (at == std::string::npos ? what : what.substr(at + 2)) + ")");
   } catch (const BadLine& e) {
     record.ok = false;
     record.error = where + e.what();

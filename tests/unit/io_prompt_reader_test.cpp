@@ -199,6 +199,17 @@ TEST(IoPromptReader, ClippedValueInAMessageStaysValidUtf8) {
   EXPECT_FALSE(find_invalid_utf8(records[0].error).has_value()) << records[0].error;
 }
 
+// Found by prompt_fuzz: a number past double's range is refused by the JSON parser with another kind
+// of exception than a syntax error, which escaped the line and ended the whole job.
+TEST(IoPromptReader, NumberOutOfRangeFailsOnlyItsLine) {
+  auto records = read_prompts(write_file("range.jsonl", "{\"prompt\": \"x\", \"max_tokens\": 2147483e648}\n{\"prompt\": \"ok\"}\n"));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_FALSE(records[0].ok);
+  EXPECT_NE(records[0].error.find("range.jsonl:1: expected a JSON object, found invalid JSON (number overflow"), std::string::npos)
+      << records[0].error;
+  EXPECT_TRUE(records[1].ok) << records[1].error;
+}
+
 TEST(IoPromptReader, DuplicateIdIsAnErrorForTheLaterLine) {
   std::string path = write_file("dup.jsonl",
                                 "{\"id\": \"x\", \"prompt\": \"a\"}\n{\"id\": \"y\", \"prompt\": \"b\"}\n"
