@@ -1,0 +1,747 @@
+#!/usr/bin/python3
+"""Pipeline throughput model for glacier-mpi: predicts a job's tokens per second from one-rank compute
+timings, the link's latency and bandwidth, micro-batch size, stages, replicas and cores. `predict` checks
+it against the scaling sweep (sweep.sh); `cluster` prints predictions for a 70B model on EPYC clusters."""
+import argparse
+import csv
+import math
+import statistics
+import sys
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import nnls
+
+# ---------------------------------------------------------------------------------------------------
+# Model shapes and weight bytes
+
+# Bytes a weight takes in each GGUF type (block size and block bytes of ggml's formats).
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
+                    "q4_k": 144 / 256, "q5_k": 176 / 256, "q6_k": 210 / 256}
+
+
+@dataclass
+class Shape:
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    n_vocab: int
+    type: str
+
+    @staticmethod
+    def parse(text):
+        """'n_embd=512 n_layer=8 ... type=q8_0' (the string sweep.sh passes)."""
+        kv = dict(item.split("=", 1) for item in text.split())
+        want = ("n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_vocab", "type")
+        missing = [k for k in want if k not in kv]
+        if missing:
+            raise SystemExit(f"pipeline_model: --shape: expected {' '.join(k + '=' for k in want)}, missing {missing}")
+        if kv["type"] not in BYTES_PER_WEIGHT:
+            raise SystemExit(f"pipeline_model: --shape type: expected one of {sorted(BYTES_PER_WEIGHT)}, found {kv['type']}")
+        return Shape(*(int(kv[k]) for k in want[:-1]), kv["type"])
+
+    @property
+    def kv_dim(self):
+        return self.n_embd // self.n_head * self.n_head_kv
+
+    def layer_params(self):
+        """Matrix weights of one layer: q and o (n_embd^2), k and v (n_embd x kv_dim), gate, up, down."""
+        return 2 * self.n_embd * self.n_embd + 2 * self.n_embd * self.kv_dim + 3 * self.n_embd * self.n_ff
+
+    def layer_bytes(self):
+        return self.layer_params() * BYTES_PER_WEIGHT[self.type]
+
+    def head_bytes(self):
+        return self.n_vocab * self.n_embd * BYTES_PER_WEIGHT[self.type]
+
+
+def partition_by_bytes(shape, n_stages):
+    """glacier's --partition bytes (src/pipeline/partition.cpp): equal layers, so the split that minimises
+    the heaviest stage when the last one also holds the output head; ties go to earlier cuts."""
+    L, lb, hb = shape.n_layer, shape.layer_bytes(), shape.head_bytes()
+    inf = float("inf")
+    best = [[inf] * (L + 1) for _ in range(n_stages + 1)]
+    cut = [[-1] * (L + 1) for _ in range(n_stages + 1)]
+    best[0][0] = 0.0
+    for s in range(1, n_stages + 1):
+        for i in range(s, L - (n_stages - s) + 1):
+            for j in range(s - 1, i):
+                if best[s - 1][j] == inf:
+                    continue
+                c = max(best[s - 1][j], (i - j) * lb + (hb if s == n_stages else 0.0))
+                if c < best[s][i]:
+                    best[s][i], cut[s][i] = c, j
+    split, end = [], L
+    for s in range(n_stages, 0, -1):
+        split.insert(0, (cut[s][end], end))
+        end = cut[s][end]
+    return split
+
+
+def parse_split(text):
+    return [tuple(int(x) for x in part.split(":")) for part in text.split(",")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The driver's scheduler, replayed (a port of src/pipeline/scheduler.cpp). Results come back in submission
+# order and the driver submits until the ring is full or nothing is buildable, then waits for the oldest
+# result, so the sequence of micro-batches does not depend on timing: it is replayed once, then timed.
+
+@dataclass
+class MicroBatch:
+    id: int
+    tokens: int       # rows through every layer
+    logits: int       # rows through the output head (sampled chunks)
+
+
+@dataclass
+class _Seq:
+    length: int        # tokens to feed: the prompt, then one more per generated token
+    max_new: int
+    n_fed: int = 0
+    generated: int = 0
+    in_flight: int = 0
+    awaiting: bool = False
+    finished: bool = False
+
+
+def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
+    """prompts: [(prompt_tokens, generated)] in queue order. Returns the driver's actions in order:
+    ('submit', MicroBatch) and ('poll', id)."""
+    waiting = deque(_Seq(p, g) for p, g in prompts if g > 0 and p > 0)
+    active, free_slots = [], n_slots
+    actions, in_flight, next_id, ring = [], 0, 0, deque()
+
+    def build():
+        nonlocal next_id
+        budget, chunks, logits = ubatch, [], 0
+        decoding = sum(1 for a in active if not a.finished and a.n_fed > 0 and a.n_fed >= a.length - 1)
+        cap = max(1, -(-decoding // decode_groups))
+        taken = 0
+        for a in active:
+            if budget == 0:
+                break
+            remaining = a.length - a.n_fed
+            if a.finished or a.awaiting or remaining <= 0:
+                continue
+            is_decode = a.n_fed > 0 and remaining == 1
+            if is_decode and taken >= cap:
+                continue
+            n = min(remaining, budget)
+            last = n == remaining
+            a.awaiting = last
+            logits += last
+            chunks.append((a, last))
+            a.n_fed += n
+            a.in_flight += 1
+            budget -= n
+            taken += is_decode
+        if not chunks:
+            return None
+        mb = MicroBatch(next_id, ubatch - budget, logits)
+        next_id += 1
+        return mb, chunks
+
+    while True:
+        while waiting and free_slots > 0:  # admit()
+            active.append(waiting.popleft())
+            free_slots -= 1
+        while in_flight < max_in_flight:
+            built = build()
+            if built is None:
+                break
+            actions.append(("submit", built[0]))
+            ring.append(built)
+            in_flight += 1
+        if in_flight == 0:
+            if active:
+                raise RuntimeError("replay: active sequences but nothing to schedule")
+            if not waiting:
+                return actions
+            continue
+        mb, chunks = ring.popleft()  # poll(): the oldest result
+        actions.append(("poll", mb.id))
+        in_flight -= 1
+        for a, sampled in chunks:  # apply()
+            a.in_flight -= 1
+            if a.finished or not sampled:
+                continue
+            a.awaiting = False
+            a.generated += 1
+            if a.generated >= a.max_new:
+                a.finished = True
+            else:
+                a.length += 1
+        for a in [a for a in active if a.finished and a.in_flight == 0]:  # retire_finished()
+            active.remove(a)
+            free_slots += 1
+
+
+def scheduler_options(n_stages):
+    """src/app/job.cpp scheduler_options(): 2P micro-batches in the ring, P decode groups."""
+    return {"max_in_flight": 2 * n_stages, "decode_groups": n_stages}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compute cost: a matrix product over n rows of W weight bytes takes W * tau(n) seconds on one core.
+# tau(n) is the kernels' batch efficiency, measured: it is not smooth in n (glacier's packed int8 GEMM runs
+# 4-row tiles plus a 1-3 row remainder tile, and a separate path for 1-2 rows), so it is kept at every row
+# count up to DENSE_UPTO (decode groups) and piecewise linear between coarser knots above (prefill). A
+# stage's micro-batch costs its layers' bytes x tau(tokens) and, on the last stage, the head's bytes x
+# tau(logits). Attention, norms and the embedding are not modelled apart (at these short contexts they
+# ride along in tau; the cluster predictions add the KV reads).
+
+DENSE_UPTO = 32
+KNOTS = tuple(range(1, DENSE_UPTO + 1)) + (48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096)
+RIDGE = 1e-3  # weight of tau's second differences: only settles knots no sample pins down
+MAX_CLASS_WEIGHT = 10  # a (rows, logits) class of micro-batches weighs sqrt(count), at most sqrt(this)
+
+
+class Tau:
+    def __init__(self, knots, values):
+        self.knots, self.values = np.asarray(knots, float), np.asarray(values, float)
+
+    def __call__(self, n):
+        if n <= 0:
+            return 0.0
+        k, v = self.knots, self.values
+        if n >= k[-1]:  # linear continuation of the last segment
+            return float(v[-1] + (v[-1] - v[-2]) / (k[-1] - k[-2]) * (n - k[-1]))
+        return float(np.interp(n, k, v))
+
+
+def hat_basis(n, knots):
+    """Weights of each knot's value in tau(n) (linear interpolation, the last segment extended)."""
+    row = np.zeros(len(knots))
+    if n <= 0:
+        return row
+    j = min(max(int(np.searchsorted(knots, n)), 1), len(knots) - 1)
+    f = (n - knots[j - 1]) / (knots[j] - knots[j - 1])
+    row[j - 1], row[j] = 1 - f, f
+    return row
+
+
+def fit_tau(samples, shape):
+    """samples: [(tokens, logits, seconds)] of one-rank micro-batches (all layers + head). tau at the knots
+    the samples reach, fitted to the median time of each (tokens, logits) class (a busy machine gives a few
+    slow outliers) by non-negative least squares on relative residuals."""
+    classes = defaultdict(list)
+    for tokens, logits, seconds in samples:
+        classes[(tokens, logits)].append(seconds)
+    top = max(max(t, l) for t, l in classes)
+    knots = np.asarray([k for k in KNOTS if k < top] + [next(k for k in KNOTS if k >= top)], float)
+    layers_b, head_b = shape.n_layer * shape.layer_bytes(), shape.head_bytes()
+    rows, rhs = [], []
+    for (tokens, logits), secs in classes.items():
+        w = math.sqrt(min(len(secs), MAX_CLASS_WEIGHT))
+        a = layers_b * hat_basis(tokens, knots) + head_b * hat_basis(logits, knots)
+        rows.append(w * a / statistics.median(secs))
+        rhs.append(w)
+    scale = statistics.median(s for _, _, s in samples) / layers_b  # a typical tau, to weigh the ridge
+    for j in range(1, len(knots) - 1):
+        r = np.zeros(len(knots))
+        r[j - 1], r[j], r[j + 1] = 1, -2, 1
+        rows.append(RIDGE * r / scale)
+        rhs.append(0.0)
+    values, _ = nnls(np.asarray(rows), np.asarray(rhs))
+    return Tau(knots, values)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Timing: a discrete-event simulation of every rank of every replica. Ranks that compute at the same time
+# share the cores (processor sharing: each runs at min(1, cores / busy ranks)); a rank waiting for a
+# message takes no core (glacier's waits yield and sleep). Stage loops keep two send buffers, the driver
+# 2P: a send waits for the buffer's previous message to have left. An injected delay holds a send; it is
+# posted at the sender's next call into the channel: at once when it waits, or at the next layer boundary
+# when it computes (the layer hook).
+
+@dataclass
+class Link:
+    latency_s: float       # per message, one way (the transport's, without the injected delay)
+    bandwidth_Bps: float   # payload bytes per second
+    inject_s: float = 0.0  # --inject-latency-ms
+
+
+@dataclass
+class Node:
+    """Compute of one rank: seconds for a product over n rows of W bytes, split into the stage's layers."""
+    tau: object            # Tau or a callable n -> seconds per weight byte
+    cores: float           # cores the job's ranks share on this host
+    layer_extra: object = None  # callable (micro-batch, job) -> extra seconds a layer (KV reads); None = 0
+
+
+class _Rank:
+    def __init__(self, gen, host):
+        self.gen, self.host = gen, host
+        self.state, self.value = "ready", None
+        self.segments, self.remaining = deque(), 0.0
+        self.wait_key, self.until = None, 0.0
+        self.held = deque()  # injected-delay sends not yet posted: (due, key, bytes, dest, record)
+        self.done_at = None
+
+
+def simulate(programs, hosts, cores_by_host, link):
+    """programs: one generator per rank yielding ('compute', [segment seconds]), ('send', key, bytes, dest)
+    (returns a record whose 'left' time is filled in once the message has left), ('wait_left', record),
+    ('recv', key). hosts[i]: the host of rank i (ranks of one host share its cores)."""
+    ranks = [_Rank(p, h) for p, h in zip(programs, hosts)]
+    arrival = {}
+    t = 0.0
+    eps = 1e-12
+
+    def post(rank, key, nbytes, dest, record, when):
+        record["left"] = when
+        arrival[key] = when + link.latency_s + nbytes / link.bandwidth_Bps
+
+    def service(rank):  # the channel's service(): due held sends are posted
+        while rank.held and rank.held[0][0] <= t + eps:
+            due, key, nbytes, dest, record = rank.held.popleft()
+            post(rank, key, nbytes, dest, record, t)
+
+    def advance(rank):
+        while True:
+            service(rank)
+            try:
+                req = rank.gen.send(rank.value)
+            except StopIteration:
+                rank.state, rank.done_at = "done", t
+                return
+            rank.value = None
+            kind = req[0]
+            if kind == "compute":
+                segs = deque(s for s in req[1] if s > 0)
+                if segs:
+                    rank.segments, rank.remaining, rank.state = segs, segs.popleft(), "compute"
+                    return
+            elif kind == "send":
+                _, key, nbytes, dest = req
+                record = {"left": None}
+                if link.inject_s > 0:
+                    rank.held.append((t + link.inject_s, key, nbytes, dest, record))
+                else:
+                    post(rank, key, nbytes, dest, record, t)
+                rank.value = record
+            elif kind == "sleep":
+                rank.state, rank.wait_key = "wait_left", {"left": t + req[1]}
+                return
+            elif kind == "wait_left":
+                record = req[1]
+                if record["left"] is None or record["left"] > t + eps:
+                    rank.state, rank.until, rank.wait_key = "wait_left", None, record
+                    return
+            elif kind == "recv":
+                key = req[1]
+                if key not in arrival or arrival[key] > t + eps:
+                    rank.state, rank.wait_key = "recv", key
+                    return
+            else:
+                raise ValueError(kind)
+
+    for r in ranks:
+        advance(r)
+    while True:
+        busy_by_host = defaultdict(int)
+        for r in ranks:
+            if r.state == "compute":
+                busy_by_host[r.host] += 1
+        rate = {h: min(1.0, cores_by_host[h] / n) for h, n in busy_by_host.items()}
+        nxt = math.inf
+        for r in ranks:
+            if r.state == "compute":
+                nxt = min(nxt, t + r.remaining / rate[r.host])
+            elif r.state == "recv" and r.wait_key in arrival:
+                nxt = min(nxt, arrival[r.wait_key])
+            if r.state in ("recv", "wait_left", "done") and r.held:  # waiting ranks post held sends when due
+                nxt = min(nxt, r.held[0][0])
+            if r.state == "wait_left" and r.wait_key["left"] is not None:
+                nxt = min(nxt, r.wait_key["left"])
+        if nxt == math.inf:
+            if all(r.state == "done" and not r.held for r in ranks):
+                return t, [r.done_at for r in ranks]
+            raise RuntimeError("simulation deadlock: " + ", ".join(r.state for r in ranks))
+        dt = nxt - t
+        t = nxt
+        for r in ranks:
+            if r.state == "compute":
+                r.remaining -= dt * rate[r.host]
+                if r.remaining <= eps * 10:
+                    service(r)  # a layer boundary: the layer hook calls the channel
+                    if r.segments:
+                        r.remaining = r.segments.popleft()
+                    else:
+                        r.state = "ready"
+            elif r.state == "done":
+                service(r)  # a finished stage still waits in the channel (for the shutdown message)
+            elif r.state in ("recv", "wait_left"):
+                service(r)
+                if r.state == "recv" and r.wait_key in arrival and arrival[r.wait_key] <= t + eps:
+                    r.state = "ready"
+                elif r.state == "wait_left" and r.wait_key["left"] is not None and r.wait_key["left"] <= t + eps:
+                    r.state = "ready"
+        for r in ranks:
+            if r.state == "ready":
+                advance(r)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A job: replicas x stages, each replica replays the scheduler over its share of the prompts.
+
+WIRE_BYTES_PER_TOKEN = {"f32": lambda e: 4 * e, "f16": lambda e: 2 * e, "bf16": lambda e: 2 * e,
+                        "int8": lambda e: e + 4}  # int8: one byte a value and a float scale a token
+HEADER_BYTES_PER_MB = 64      # forward header; per-chunk fields are a few tens of bytes more, ignored
+BACK_BYTES_PER_LOGIT = 16     # sampled token id, log-prob and bookkeeping per sequence
+
+
+@dataclass
+class Job:
+    shape: Shape
+    prompts: list             # [(prompt_tokens, generated)] in input order
+    n_ranks: int
+    replicas: int
+    ubatch: int
+    slots: int
+    wire: str = "f32"
+    split: list = None        # [(first, last)] per stage; default: partition_by_bytes
+    ctx_hint: int = 0         # typical context for KV reads (cluster model); 0 = ignore
+
+
+def share_prompts(prompts, replicas):
+    """World rank 0 hands out equal shares in queue order (src/app/work_queue.cpp: guided self-scheduling;
+    every job of the sweep fits the first hand-outs, so each replica gets one contiguous share)."""
+    per = -(-len(prompts) // replicas)
+    return [prompts[i * per:(i + 1) * per] for i in range(replicas)]
+
+
+def stage_costs(job, node, split, stage, mb, per_layer_segments=True):
+    """Segments (seconds on a free core) of one micro-batch on one stage: one per layer, then the head (one
+    segment in all when no send is held back: then layer boundaries change nothing)."""
+    first, last = split[stage]
+    per_layer = job.shape.layer_bytes() * node.tau(mb.tokens)
+    if node.layer_extra is not None:
+        per_layer += node.layer_extra(mb, job)
+    segs = [per_layer] * (last - first)
+    if stage == len(split) - 1 and mb.logits > 0:
+        segs.append(job.shape.head_bytes() * node.tau(mb.logits))
+    return segs if per_layer_segments else [sum(segs)]
+
+
+def predict_job(job, node, link, hosts_per_replica=None):
+    """Seconds the job takes (rank 0's span: first hand-out to last result) and the tokens it counts."""
+    P = job.n_ranks // job.replicas
+    split = job.split or partition_by_bytes(job.shape, P)
+    opts = scheduler_options(P)
+    fwd_bytes = WIRE_BYTES_PER_TOKEN[job.wire](job.shape.n_embd)
+    programs, hosts = [], []
+    for r, share in enumerate(share_prompts(job.prompts, job.replicas)):
+        actions = replay_scheduler(share, job.slots, job.ubatch, opts["max_in_flight"], opts["decode_groups"])
+        mbs = [a[1] for a in actions if a[0] == "submit"]
+        start_delay = 0.0 if r == 0 else 2 * (link.latency_s + link.inject_s)  # ask for work, get the answer
+        programs += make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_delay, link)
+        hosts += [hosts_per_replica(r, s) if hosts_per_replica else 0 for s in range(P)]
+    n_hosts = max(hosts) + 1
+    _, done = simulate(programs, hosts, {h: node.cores for h in range(n_hosts)}, link)
+    # Other replicas' results travel to world rank 0 (one more hop) before the job can end.
+    span = max(done[r * P] + (0 if r == 0 else link.latency_s + link.inject_s) for r in range(job.replicas))
+    return span
+
+
+def make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_delay, link):
+    P = len(split)
+    base = r * P
+    segmented = link.inject_s > 0
+    driver_buffers = scheduler_options(P)["max_in_flight"]  # PipelineRing: a send buffer per micro-batch in flight
+
+    def driver():
+        if start_delay > 0:
+            yield ("sleep", start_delay)
+        sent = {}
+        for act in actions:
+            if act[0] == "submit":
+                mb = act[1]
+                yield ("compute", stage_costs(job, node, split, 0, mb, segmented))
+                if P == 1:
+                    continue
+                prev = sent.pop(mb.id - driver_buffers, None)
+                if prev is not None:
+                    yield ("wait_left", prev)
+                sent[mb.id] = yield ("send", ("fwd", r, 1, mb.id), HEADER_BYTES_PER_MB + mb.tokens * fwd_bytes, base + 1)
+            elif P > 1:
+                yield ("recv", ("back", r, act[1]))
+
+    def stage(s):
+        sent = {}
+        for mb in mbs:
+            yield ("recv", ("fwd", r, s, mb.id))
+            yield ("compute", stage_costs(job, node, split, s, mb, segmented))
+            prev = sent.pop(mb.id - 2, None)  # two send buffers (src/pipeline/stage_loop.cpp)
+            if prev is not None:
+                yield ("wait_left", prev)
+            if s == P - 1:
+                key, nbytes, dest = ("back", r, mb.id), HEADER_BYTES_PER_MB + mb.logits * BACK_BYTES_PER_LOGIT, base
+            else:
+                key, nbytes, dest = ("fwd", r, s + 1, mb.id), HEADER_BYTES_PER_MB + mb.tokens * fwd_bytes, base + s + 1
+            sent[mb.id] = yield ("send", key, nbytes, dest)
+
+    return [driver()] + [stage(s) for s in range(1, P)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The design document's closed forms (pipeline-design.md, last section), for comparison: prefill of M
+# micro-batches (M + P - 1) T + (P - 1) h; decode b min(G / C, 1 / T) with C = sum t_s + P h, G = P groups
+# of b = sequences / G; the cores bound the rate when ranks outnumber them.
+
+def formula_job(job, node, link):
+    P = job.n_ranks // job.replicas
+    split = job.split or partition_by_bytes(job.shape, P)
+    fwd = WIRE_BYTES_PER_TOKEN[job.wire](job.shape.n_embd)
+    share = share_prompts(job.prompts, job.replicas)[0]
+    share_cores = min(1.0, node.cores / job.n_ranks)  # when every rank computes at once
+    h_of = lambda tokens: link.latency_s + link.inject_s + tokens * fwd / link.bandwidth_Bps
+    prompt_tokens = sum(p for p, _ in share)
+    new_tokens = max(g for _, g in share)
+    if new_tokens <= 1:  # prefill: M full micro-batches; a sampled row per prompt spread over them
+        M = math.ceil(prompt_tokens / job.ubatch)
+        mb = MicroBatch(0, job.ubatch, max(1, round(len(share) / M)))
+        t = [sum(stage_costs(job, node, split, s, mb)) for s in range(P)]
+        return max((M + P - 1) * max(t) + (P - 1) * h_of(job.ubatch), M * sum(t) / share_cores / P if share_cores < 1 else 0)
+    seqs = min(len(share), job.slots)
+    G = P
+    b = max(1, round(seqs / G))
+    mb = MicroBatch(0, b, b)
+    t = [sum(stage_costs(job, node, split, s, mb)) for s in range(P)]
+    C = sum(t) + P * h_of(b)
+    round_time = max(C, G * max(t))  # every sequence advances a token: b G / (b min(G / C, 1 / T))
+    if share_cores < 1:
+        round_time = max(round_time, G * sum(t) / (share_cores * P))
+    return new_tokens * math.ceil(len(share) / job.slots) * round_time
+
+
+# ---------------------------------------------------------------------------------------------------
+# The sweep: calibrate on its one-rank runs, predict the rest.
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def load_workloads(path):
+    w = defaultdict(list)
+    for row in read_csv(path):
+        w[row["workload"]].append((int(row["index"]), int(row["prompt_tokens"]), int(row["generated"])))
+    return {k: [(p, g) for _, p, g in sorted(v)] for k, v in w.items()}
+
+
+def calibrate(sweep_rows, calib_rows, workloads, shape):
+    """tau from every micro-batch of the sweep's one-rank runs. The scheduler replay of each run names the
+    output rows of its micro-batches (the trace has only their token counts): the replay must give the
+    trace's token counts, or the model's scheduler is not glacier's and nothing it predicts can be trusted."""
+    runs = {row["run"]: row for row in sweep_rows if row["np"] == "1"}
+    by_run = defaultdict(list)
+    for row in calib_rows:
+        by_run[row["run"]].append((int(row["microbatch"]), int(row["tokens"]), float(row["compute_s"])))
+    samples = []
+    for run, mbs in by_run.items():
+        if run not in runs:
+            continue  # a run left out (disturbed by other work)
+        cfg = runs[run]
+        opts = scheduler_options(1)
+        actions = replay_scheduler(workloads[cfg["workload"]], int(cfg["slots"]), int(cfg["ubatch"]),
+                                   opts["max_in_flight"], opts["decode_groups"])
+        replayed = [a[1] for a in actions if a[0] == "submit"]
+        measured = sorted(mbs)
+        if [m.tokens for m in replayed] != [tok for _, tok, _ in measured]:
+            raise SystemExit(f"pipeline_model: run {run}: the replayed scheduler's micro-batches "
+                             f"{[m.tokens for m in replayed][:12]}... differ from the trace's "
+                             f"{[tok for _, tok, _ in measured][:12]}...")
+        samples += [(m.tokens, m.logits, s) for m, (_, _, s) in zip(replayed, measured)]
+    return fit_tau(samples, shape), samples
+
+
+def config_key(row):
+    return (row["workload"], int(row["np"]), int(row["replicas"]), int(row["ubatch"]), row["wire"],
+            float(row["latency_ms"]), int(row["slots"]))
+
+
+def predict_sweep(args):
+    shape = Shape.parse(args.shape)
+    every = read_csv(args.sweep)
+    # Runs during which other processes took CPU time are left out: no model of this job can know them.
+    sweep = [r for r in every if r.get("clean", "1") == "1" and float(r.get("other_cores", 0)) <= args.max_other_cores]
+    if len(sweep) < len(every):
+        print(f"left out {len(every) - len(sweep)} of {len(every)} runs during which other work used more than "
+              f"{args.max_other_cores:g} cores")
+    workloads = load_workloads(args.workloads)
+    tau, samples = calibrate(sweep, read_csv(args.calibration), workloads, shape)
+    fit_err = [abs(shape.n_layer * shape.layer_bytes() * tau(t) + shape.head_bytes() * tau(l) - s) / s
+               for t, l, s in samples]
+    print(f"calibration: {len(samples)} one-rank micro-batches; tau at rows {list(map(int, tau.knots))}: "
+          + ", ".join(f"{v * 1e12:.0f}" for v in tau.values) + " ps a weight byte; "
+          f"|fit error| of the micro-batches: median {100 * statistics.median(fit_err):.1f}%, "
+          f"90th percentile {100 * np.percentile(fit_err, 90):.1f}%")
+    groups = defaultdict(list)
+    for row in sweep:
+        groups[config_key(row)].append(row)
+    out = []
+    for key, rows in groups.items():
+        workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+        measured = statistics.median(float(r["tok_per_s"]) for r in rows)
+        prompts = workloads[workload]
+        job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
+        node = Node(tau, args.cores)
+        link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, latency_ms / 1000.0)
+        tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
+        pred = tokens / predict_job(job, node, link)
+        formula = tokens / formula_job(job, node, link)
+        out.append({"kind": rows[0]["kind"], "workload": workload, "np": np_, "replicas": replicas,
+                    "stages": np_ // replicas, "ubatch": ubatch, "wire": wire, "latency_ms": latency_ms,
+                    "slots": slots, "runs": len(rows), "measured_tok_per_s": measured,
+                    "measured_min": min(float(r["tok_per_s"]) for r in rows),
+                    "measured_max": max(float(r["tok_per_s"]) for r in rows),
+                    "predicted_tok_per_s": pred, "error_pct": 100 * (pred - measured) / measured,
+                    "formula_tok_per_s": formula, "formula_error_pct": 100 * (formula - measured) / measured})
+    kind_order = {"layout": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
+    out.sort(key=lambda o: (o["workload"] != "prefill", kind_order.get(o["kind"], 9), o["np"], -o["stages"],
+                            o["ubatch"], o["wire"], o["latency_ms"], o["slots"]))
+    if args.out:
+        with open(args.out, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(out[0].keys()))
+            w.writeheader()
+            for o in out:
+                w.writerow({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in o.items()})
+    print_table(out, args.tolerance_pct)
+
+
+def print_table(out, tolerance):
+    print("| workload | np | replicas x stages | ubatch | wire | hop ms | slots | measured tok/s (min-max) | "
+          "model tok/s | error | closed form | error |")
+    print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for o in out:
+        flag = "" if abs(o["error_pct"]) <= tolerance else " **"
+        print(f"| {o['workload']} | {o['np']} | {o['replicas']} x {o['stages']} | {o['ubatch']} | {o['wire']} | "
+              f"{o['latency_ms']:g} | {o['slots']} | {o['measured_tok_per_s']:.0f} ({o['measured_min']:.0f}-"
+              f"{o['measured_max']:.0f}) | {o['predicted_tok_per_s']:.0f} | {o['error_pct']:+.1f}%{flag} | "
+              f"{o['formula_tok_per_s']:.0f} | {o['formula_error_pct']:+.1f}% |")
+    errs = [abs(o["error_pct"]) for o in out if o["kind"] != "calib"]
+    if errs:
+        within = sum(e <= tolerance for e in errs)
+        print(f"\nmodel vs measured over {len(errs)} predicted configurations (calibration runs excluded): "
+              f"median |error| {statistics.median(errs):.1f}%, max {max(errs):.1f}%, "
+              f"{within} within {tolerance:g}% (** marks the others)")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Clusters beyond this machine: one rank a node with all its cores, compute from stated node figures.
+
+NETWORKS = {  # one-way small-message latency and payload bandwidth, as MPI sees them
+    "1 GbE": Link(50e-6, 0.117e9),        # TCP through the kernel; 0.94 Gbit/s of payload
+    "25 GbE": Link(15e-6, 2.9e9),         # TCP; about 23 Gbit/s of payload
+    "InfiniBand": Link(2e-6, 23e9),       # HDR 200 Gbit/s through UCX verbs
+}
+LLAMA_70B = Shape(n_embd=8192, n_layer=80, n_head=64, n_head_kv=8, n_ff=28672, n_vocab=128256, type="q4_k")
+
+
+def node_tau(mem_bw, int8_ops, bytes_per_weight):
+    """Seconds a weight byte over n rows on a whole node: streaming the weights once (memory bandwidth)
+    or the arithmetic (2 int8 operations a weight and row), whichever is longer."""
+    return lambda n: 0.0 if n <= 0 else max(1.0 / mem_bw, n * 2.0 / (bytes_per_weight * int8_ops))
+
+
+def kv_reads(mem_bw, shape):
+    """Decode rows read their sequence's K and V (f32) for every earlier position, per layer."""
+    kv_bytes_per_position = 2 * shape.kv_dim * 4
+    return lambda mb, job: mb.logits * job.ctx_hint * kv_bytes_per_position / mem_bw
+
+
+def cluster(args):
+    shape = LLAMA_70B
+    bpw = BYTES_PER_WEIGHT[shape.type]
+    total = shape.n_layer * shape.layer_bytes() + 2 * shape.head_bytes()  # + the embedding, same size
+    node = Node(node_tau(args.mem_gbytes * 1e9, args.int8_tops * 1e12, bpw), cores=1.0)
+    node.layer_extra = kv_reads(args.mem_gbytes * 1e9, shape)
+    prefill = [(args.prefill_tokens, 1)] * args.prefill_prompts
+    decode = [(args.decode_prompt_tokens, args.decode_new_tokens)] * args.decode_prompts
+    decode_ctx = args.decode_prompt_tokens + args.decode_new_tokens // 2  # the average context of a decode row
+    print(f"Llama-70B shape (80 layers, n_embd 8192, n_ff 28672, GQA 8 KV heads, vocab 128256) in Q4_K: "
+          f"{total / 1e9:.1f} GB of weights ({bpw * 8:.2f} bits a weight)")
+    print(f"node: {args.mem_gbytes:g} GB/s memory bandwidth for weight streaming, {args.int8_tops:g} int8 TOP/s "
+          f"for products; one rank a node; KV f32; decode rows also read their KV ({decode_ctx} positions)")
+    print(f"prefill: {args.prefill_prompts} prompts x {args.prefill_tokens} tokens, 1 new token, ubatch "
+          f"{args.ubatch}; decode: {args.decode_prompts} prompts of {args.decode_prompt_tokens} tokens x "
+          f"{args.decode_new_tokens} new, {args.slots} slots a pipeline; decode groups = stages")
+    print("networks: " + "; ".join(f"{n}: {l.latency_s * 1e6:g} us, {l.bandwidth_Bps / 1e9:g} GB/s"
+                                  for n, l in NETWORKS.items()))
+    print()
+    names = list(NETWORKS)
+    print("| nodes | layout | wire | " + " | ".join(f"prefill tok/s, {n}" for n in names) + " | "
+          + " | ".join(f"decode tok/s, {n}" for n in names) + " | decode hop / stage, 1 GbE |")
+    print("|---:|---|---|" + "---:|" * (2 * len(names) + 1))
+    for nodes in args.nodes:
+        layouts = [(1, nodes)] + ([(nodes, 1)] if args.replicas_row else [])
+        for replicas, stages in layouts:
+            split = partition_by_bytes(shape, stages)
+            for wire in (("f32", "int8") if stages > 1 else ("-",)):
+                w = "f32" if wire == "-" else wire
+                pj = Job(shape, prefill, nodes, replicas, args.ubatch, args.slots, w)
+                dj = Job(shape, decode, nodes, replicas, args.ubatch, args.slots, w, ctx_hint=decode_ctx)
+                hosts = lambda r, s, P=stages: r * P + s  # one rank a node
+                p_rates, d_rates = [], []
+                for net in names:
+                    link = NETWORKS[net] if stages > 1 else Link(0.0, 1e30)  # replicas: no hops
+                    p_rates.append(sum(p for p, _ in prefill) / predict_job(pj, node, link, hosts))
+                    d_rates.append(sum(g for _, g in decode) / predict_job(dj, node, link, hosts))
+                b = max(1, args.slots // stages)  # a decode group's rows
+                t = max(sum(stage_costs(dj, node, split, s, MicroBatch(0, b, b))) for s in range(stages))
+                gbe = NETWORKS["1 GbE"]
+                h = gbe.latency_s + b * WIRE_BYTES_PER_TOKEN[w](shape.n_embd) / gbe.bandwidth_Bps
+                layout = f"{replicas} x {stages}" + (" (replicas)" if replicas > 1 else "")
+                print(f"| {nodes} | {layout} | {wire} | " + " | ".join(f"{r:.0f}" for r in p_rates) + " | "
+                      + " | ".join(f"{r:.0f}" for r in d_rates) + " | "
+                      + (f"{h / t:.3f}" if stages > 1 else "-") + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("predict", help="calibrate on the sweep's one-rank runs and predict every configuration")
+    p.add_argument("--sweep", required=True)
+    p.add_argument("--calibration", required=True)
+    p.add_argument("--workloads", required=True)
+    p.add_argument("--shape", required=True, help="'n_embd=512 n_layer=8 n_head=8 n_head_kv=4 n_ff=1536 n_vocab=8192 type=q8_0'")
+    p.add_argument("--cores", type=float, default=2.0, help="cores the job's ranks share (this machine: 2)")
+    # Open MPI's shared-memory transport on this machine (machine-notes.md): 0.2 us, about 1 GB/s.
+    p.add_argument("--link-latency-us", type=float, default=0.2)
+    p.add_argument("--link-gbytes", type=float, default=1.0, help="link bandwidth, GB/s")
+    p.add_argument("--tolerance-pct", type=float, default=15.0, help="the README's target for the model")
+    p.add_argument("--max-other-cores", type=float, default=0.25,
+                   help="leave out runs during which other processes used more CPU than this (sweep.sh's MAX_OTHER_CORES)")
+    p.add_argument("--out")
+    c = sub.add_parser("cluster", help="predict a 70B Q4_K model on 2, 4, 8 EPYC nodes over three networks")
+    # An EPYC 9654 (Genoa, 96 cores, 12 x DDR5-4800 = 461 GB/s peak): STREAM reaches about 360 GB/s; weight
+    # streaming is taken at 300 GB/s (this project's GEMV reaches 85% of read bandwidth on one core here).
+    c.add_argument("--mem-gbytes", type=float, default=300.0, help="memory bandwidth a node streams weights at, GB/s")
+    # Prefill arithmetic: this machine's Q8_0 products reach about 150 G int8 op/s a core at 128 rows (tau
+    # of the sweep's calibration); 96 cores at 60% of that (Q4_K unpacking, scaling over cores) is ~8.6.
+    c.add_argument("--int8-tops", type=float, default=8.0, help="int8 tera-operations a second a node sustains")
+    c.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8])
+    c.add_argument("--ubatch", type=int, default=512)
+    c.add_argument("--slots", type=int, default=32, help="sequences in flight a pipeline (glacier's default cap)")
+    c.add_argument("--prefill-prompts", type=int, default=256)
+    c.add_argument("--prefill-tokens", type=int, default=512)
+    # Enough sequences to fill every replica's slots (8 replicas x 32), so layouts are compared at full load.
+    c.add_argument("--decode-prompts", type=int, default=256)
+    c.add_argument("--decode-prompt-tokens", type=int, default=16)
+    c.add_argument("--decode-new-tokens", type=int, default=128)
+    c.add_argument("--replicas-row", action=argparse.BooleanOptionalAction, default=True,
+                   help="also show every node running the whole model on its own (replicas, no network)")
+    args = ap.parse_args()
+    if args.command == "predict":
+        predict_sweep(args)
+    elif args.command == "cluster":
+        cluster(args)
+
+
+if __name__ == "__main__":
+    main()

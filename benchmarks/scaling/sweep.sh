@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Scaling study on one host: glacier_mpi over ranks x replicas, --ubatch, --wire and --inject-latency-ms
+# for a prefill-heavy and a decode-heavy workload, interleaved over REPS repetitions. Writes the raw runs,
+# the one-rank runs' micro-batch timings (the pipeline model's calibration) and the workloads' token counts
+# to results/*.csv, then predicts every run with pipeline_model.py and draws the plots (plot_sweep.py).
+# Usage: benchmarks/scaling/sweep.sh [BUILD_DIR] [MODEL.gguf]   (QUICK=1: one rep of a few configurations)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "${1:-build}" && pwd)
+MODEL=${2:-}
+PY=${PY:-/usr/bin/python3}          # the system python has numpy, h5py and matplotlib (machine-notes.md)
+REPS=${REPS:-3}                     # the machine is shared and noisy: medians of REPS interleaved runs
+QUICK=${QUICK:-0}
+RESULTS=${RESULTS:-$HERE/results}
+SLOTS=32                            # glacier_mpi's default cap, given explicitly so every run has the same
+BASE_UBATCH=128                     # the pipeline benchmark's micro-batch; the ubatch sweep varies it
+PREFILL_PROMPTS=64                  # 30-70 words each (about 4000 tokens), 1 new token: prefill-heavy
+DECODE_PROMPTS=32                   # 8 words each (about 11 tokens), DECODE_TOKENS new: decode-heavy
+DECODE_TOKENS=64
+RAMP_STEP=4                         # calibration: prompt i generates RAMP_STEP (i + 1) tokens (below)
+RUN_LIMIT_S=300                     # one job; the slowest configuration takes about 15 s here
+NICE=5                              # the machine is shared with other work
+QUIET_CORES=${QUIET_CORES:-0.5}     # a run starts once other work uses less CPU than this (cores) ...
+QUIET_WAIT_S=${QUIET_WAIT_S:-300}   # ... or after waiting this long; each run records what others used
+MAX_OTHER_CORES=${MAX_OTHER_CORES:-0.25}  # a run during which others used more is repeated (and flagged) ...
+MAX_TRIES=${MAX_TRIES:-4}                 # ... up to this many times
+CLK_TCK=$(getconf CLK_TCK)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+
+for tool in glacier_mpi glacier_mkmodel; do
+  [ -x "$BUILD/$tool" ] || { echo "sweep: expected $BUILD/$tool (build it first), found nothing" >&2; exit 2; }
+done
+"$BUILD/glacier_mpi" --help | grep -q -- --inject-latency-ms ||
+  { echo "sweep: $BUILD/glacier_mpi has no --inject-latency-ms option; rebuild it" >&2; exit 2; }
+"$PY" -c 'import numpy, h5py, matplotlib' 2> /dev/null ||
+  { echo "sweep: $PY lacks numpy, h5py or matplotlib (set PY to a python that has them)" >&2; exit 2; }
+mkdir -p "$RESULTS"
+# A copy of the program: the build directory is shared, and a rebuild during the sweep would mix versions.
+cp "$BUILD/glacier_mpi" "$WORK/glacier_mpi"
+GLACIER=$WORK/glacier_mpi
+
+# The model's shape is also the pipeline model's input (pipeline_model.py --shape), so it is one string.
+DEFAULT_SHAPE="n_embd=512 n_layer=8 n_head=8 n_head_kv=4 n_ff=1536 n_vocab=8192 type=q8_0"
+SHAPE=${SHAPE:-$DEFAULT_SHAPE}
+if [ -z "$MODEL" ]; then
+  # The synthetic Q8_0 llama of benchmarks/pipeline (35 MB): compute, not start-up, dominates a job.
+  MODEL=$WORK/bench.gguf
+  "$BUILD/glacier_mkmodel" --preset tiny --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 4 --n-ff 1536 \
+    --n-vocab 8192 --type q8_0 --seed 7 --out "$MODEL" > /dev/null
+elif [ "$SHAPE" = "$DEFAULT_SHAPE" ]; then
+  echo "sweep: with a model of your own, give its shape in SHAPE (as pipeline_model.py --shape takes it); found the default" >&2
+  exit 2
+fi
+
+"$PY" - "$WORK" "$PREFILL_PROMPTS" "$DECODE_PROMPTS" "$RAMP_STEP" <<'PY'
+import json, sys
+words = ("the little cat sat on a warm mat and looked at the bright sun while the dog ran after a red ball "
+         "in the green park near the old tall tree where birds sang every morning").split()
+work, n_prefill, n_decode, ramp_step = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+with open(work + "/prefill.jsonl", "w") as f:
+    for i in range(n_prefill):
+        n = 30 + (i * 7) % 40
+        f.write(json.dumps({"id": "p%d" % i, "prompt": " ".join(words[(i + k) % len(words)] for k in range(n))}) + "\n")
+with open(work + "/decode.jsonl", "w") as f:
+    for i in range(n_decode):
+        start = (i * 3) % (len(words) - 8)
+        f.write(json.dumps({"id": "d%d" % i, "prompt": " ".join(words[start:start + 8])}) + "\n")
+# The decode prompts with lengths that grow by ramp_step: on one rank in one micro-batch group, the group
+# shrinks by a sequence every ramp_step steps, so one run times decode micro-batches of every size from
+# n_decode rows down to 1 (the kernels' cost is not smooth in the row count: 4-row tiles, a 1-2 row path).
+with open(work + "/ramp.jsonl", "w") as f:
+    for i in range(n_decode):
+        start = (i * 3) % (len(words) - 8)
+        f.write(json.dumps({"id": "r%d" % i, "prompt": " ".join(words[start:start + 8]),
+                            "max_tokens": ramp_step * (i + 1)}) + "\n")
+PY
+
+# Configurations, one a line: kind workload np replicas ubatch wire latency_ms slots.
+# kind: calib = one-rank runs only the model's calibration needs (small decode groups, other ubatches;
+# every one-rank run calibrates);
+# layout = np x replicas at the base settings; ubatch, wire, latency = one factor changed from the base.
+configs() {
+  local layouts="1:1 2:1 2:2 4:1 4:2 4:4"   # np:replicas; stages = np / replicas
+  local piped="2:1 4:1 4:2"                # layouts with more than one stage (hops to time)
+  local w l u
+  if [ "$QUICK" = 1 ]; then
+    echo "calib ramp 1 1 512 f32 0 $SLOTS"
+    for w in prefill decode; do
+      for l in 1:1 2:1 4:1; do echo "layout $w ${l%:*} ${l#*:} $BASE_UBATCH f32 0 $SLOTS"; done
+    done
+    echo "latency decode 4 1 $BASE_UBATCH f32 1 $SLOTS"
+    return
+  fi
+  for u in 32 512; do echo "calib prefill 1 1 $u f32 0 $SLOTS"; done
+  # One decode group (every prompt fits one micro-batch of 512) shrinking from 32 sequences to 1.
+  echo "calib ramp 1 1 512 f32 0 $SLOTS"
+  for w in prefill decode; do
+    for l in $layouts; do echo "layout $w ${l%:*} ${l#*:} $BASE_UBATCH f32 0 $SLOTS"; done
+    for l in $layouts; do
+      for u in 32 512; do
+        [ "$w" = prefill ] && [ "$l" = 1:1 ] && continue  # already a calibration run
+        echo "ubatch $w ${l%:*} ${l#*:} $u f32 0 $SLOTS"
+      done
+    done
+    for l in $piped; do echo "wire $w ${l%:*} ${l#*:} $BASE_UBATCH int8 0 $SLOTS"; done
+    for l in $piped; do
+      for lat in 1 5; do echo "latency $w ${l%:*} ${l#*:} $BASE_UBATCH f32 $lat $SLOTS"; done
+    done
+  done
+}
+
+mapfile -t CONFIGS < <(configs)
+[ "$QUICK" = 1 ] && REPS=1
+
+busy_ticks() {  # CPU time the whole machine has spent busy, in clock ticks (user nice system irq softirq steal)
+  awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
+}
+# Waits until other work leaves the machine mostly idle (the ranks share 2 cores: a busy neighbour halves
+# a pipeline's speed and no model of this job can know it); prints the seconds waited.
+wait_quiet() {
+  local waited=0 before after
+  while :; do
+    before=$(busy_ticks); sleep 1; after=$(busy_ticks)
+    awk -v d=$((after - before)) -v hz="$CLK_TCK" -v q="$QUIET_CORES" 'BEGIN {exit !(d / hz < q)}' && break
+    waited=$((waited + 1))
+    [ $waited -ge "$QUIET_WAIT_S" ] && break
+    sleep 4; waited=$((waited + 4))
+  done
+  echo $waited
+}
+
+# One job; prints "seconds prompt_tok_per_s generated_tok_per_s micro_batches layer_split other_cores".
+# other_cores: the CPU other processes used during the job (machine busy time minus the job's own CPU
+# time, which /usr/bin/time reports for mpirun and the ranks it waits for), in cores.
+run_job() {  # workload np replicas ubatch wire latency slots h5
+  local workload=$1 np=$2 replicas=$3 ubatch=$4 wire=$5 latency=$6 slots=$7 h5=$8 log=$WORK/run.log
+  local max=1 prompts=$WORK/prefill.jsonl
+  if [ "$workload" = decode ]; then max=$DECODE_TOKENS; prompts=$WORK/decode.jsonl; fi
+  if [ "$workload" = ramp ]; then max=$((RAMP_STEP * DECODE_PROMPTS)); prompts=$WORK/ramp.jsonl; fi  # per-prompt max_tokens
+  local busy0 busy1 t0 t1
+  busy0=$(busy_ticks); t0=$(date +%s.%N)
+  if ! timeout -k 10 $RUN_LIMIT_S nice -n $NICE /usr/bin/time -f '%U %S' -o "$WORK/time.txt" \
+      "${MPIRUN[@]}" -np "$np" "$GLACIER" --model "$MODEL" \
+      --prompts "$prompts" --out "$h5" --max-tokens "$max" --threads 1 --bind none --slots "$slots" \
+      --ubatch "$ubatch" --wire "$wire" --inject-latency-ms "$latency" --replicas "$replicas" > "$log" 2>&1; then
+    echo "sweep: job failed ($workload np $np replicas $replicas ubatch $ubatch wire $wire latency $latency ms):" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+  local line split
+  line=$(sed -n 's/^done: .* (\([0-9]*\) failed), .* in \([0-9.]*\) s: \([0-9.]*\) prompt tok\/s, \([0-9.]*\) generated tok\/s, \([0-9]*\) micro-batches$/\1 \2 \3 \4 \5/p' "$log")
+  split=$(sed -n 's/.*layer split \([0-9:,]*\) .*/\1/p' "$log" | head -1)
+  [ -n "$split" ] || split=0:$(sed -n 's/.*layers 0:\([0-9]*\) .*/\1/p' "$log" | head -1)  # one stage logs no split
+  read -r failed seconds prompt_rate gen_rate mbs <<< "$line"
+  if [ -z "${mbs:-}" ] || [ "$failed" != 0 ]; then
+    echo "sweep: expected a 'done:' line with 0 failed prompts from the job ($workload np $np replicas $replicas), found:" >&2
+    grep -E '^done:|error' "$log" >&2 || cat "$log" >&2
+    exit 1
+  fi
+  busy1=$(busy_ticks); t1=$(date +%s.%N)
+  local other
+  other=$(awk -v d=$((busy1 - busy0)) -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" '{printf "%.2f", (d / hz - $1 - $2) / (t1 - t0)}' "$WORK/time.txt")
+  echo "$seconds $prompt_rate $gen_rate $mbs $split $other"
+}
+
+CSV=$RESULTS/sweep.csv
+CALIB=$RESULTS/calibration.csv
+WORKLOADS=$RESULTS/workloads.csv
+echo "run,rep,kind,workload,np,replicas,stages,ubatch,wire,latency_ms,slots,layer_split,seconds,prompt_tok_per_s,generated_tok_per_s,tok_per_s,micro_batches,other_cores,waited_s,clean" > "$CSV"
+echo "run,microbatch,tokens,compute_s" > "$CALIB"
+echo "$(basename "$MODEL") ($(du -h "$MODEL" | cut -f1)); ${#CONFIGS[@]} configurations x $REPS reps, 1 thread a rank, nice $NICE;" \
+  "glacier_mpi built $(date -r "$BUILD/glacier_mpi" '+%F %T') at $(git -C "$HERE" rev-parse --short HEAD 2> /dev/null || echo '?')"
+# Warm-up: page cache and first touch, so the first measured run is not the slowest.
+run_job prefill 1 1 $BASE_UBATCH f32 0 $SLOTS "$WORK/warm.h5" > /dev/null
+
+run=0
+for rep in $(seq "$REPS"); do
+  # Odd repetitions run the list backwards, so drifting load on the machine does not always hit the same
+  # configurations first.
+  order=$(seq 0 $((${#CONFIGS[@]} - 1)))
+  [ $((rep % 2)) = 0 ] && order=$(tac <<< "$order")
+  for i in $order; do
+    read -r kind workload np replicas ubatch wire latency slots <<< "${CONFIGS[$i]}"
+    for try in $(seq "$MAX_TRIES"); do
+      run=$((run + 1))
+      h5=$WORK/run$run.h5
+      waited=$(wait_quiet)
+      read -r seconds prate grate mbs split other <<< "$(run_job "$workload" "$np" "$replicas" "$ubatch" "$wire" "$latency" "$slots" "$h5")"
+      rate=$prate; [ "$workload" = prefill ] || rate=$grate
+      clean=$(awk -v o="$other" -v m="$MAX_OTHER_CORES" 'BEGIN {print (o <= m) ? 1 : 0}')
+      echo "$run,$rep,$kind,$workload,$np,$replicas,$((np / replicas)),$ubatch,$wire,$latency,$slots,\"$split\",$seconds,$prate,$grate,$rate,$mbs,$other,$waited,$clean" >> "$CSV"
+      printf '%4d rep %d %-8s %-8s np %d = %d x %d ubatch %4d %-4s %s ms slots %2d: %8.1f tok/s (others used %s cores%s; waited %s s)\n' \
+        "$run" "$rep" "$kind" "$workload" "$np" "$replicas" "$((np / replicas))" "$ubatch" "$wire" "$latency" "$slots" "$rate" \
+        "$other" "$([ "$clean" = 1 ] || echo ': repeated')" "$waited"
+      [ "$clean" = 1 ] && break
+      rm -f "$h5"
+    done
+    [ "$clean" = 1 ] || echo "sweep: others kept using the machine through $MAX_TRIES tries; the runs are flagged unclean" >&2
+    if [ "$np" = 1 ]; then
+      [ -s "$WORKLOADS.$workload" ] || "$PY" "$HERE/trace_tools.py" workload "$h5" "$workload" > "$WORKLOADS.$workload"
+      # A disturbed one-rank run must not calibrate the model.
+      if [ "$clean" = 1 ]; then "$PY" "$HERE/trace_tools.py" microbatches "$h5" "$run" >> "$CALIB"; fi
+    fi
+    # The Gantt charts' runs: four stages at the base settings (and 1 ms a hop for decode).
+    if [ "$np/$replicas/$ubatch/$wire" = 4/1/$BASE_UBATCH/f32 ] && { [ "$workload/$latency" = prefill/0 ] || [ "$workload/$latency" = decode/1 ]; }; then
+      cp "$h5" "$RESULTS/gantt_$workload.h5"
+    fi
+    rm -f "$h5"
+  done
+done
+{ echo "workload,index,prompt_tokens,generated"; cat "$WORKLOADS".*; } > "$WORKLOADS"
+rm -f "$WORKLOADS".*
+echo "raw runs: $CSV; calibration: $CALIB; workloads: $WORKLOADS"
+
+"$PY" "$HERE/pipeline_model.py" predict --sweep "$CSV" --calibration "$CALIB" --workloads "$WORKLOADS" \
+  --shape "$SHAPE" --out "$RESULTS/predicted.csv"
+"$PY" "$HERE/plot_sweep.py" --sweep "$CSV" --predicted "$RESULTS/predicted.csv" --results "$RESULTS"
