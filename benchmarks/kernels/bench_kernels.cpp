@@ -4,7 +4,11 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -71,11 +75,56 @@ std::vector<float> random_activations(int64_t rows, int64_t cols) {
   return x;
 }
 
-void set_rates(benchmark::State& state, double weight_bytes, double ops) {
+// The machine's peaks, measured once at start-up by the same loops as the peak/ benchmarks, so every
+// kernel's rate is also printed as a fraction of the roofline it is up against.
+struct Peaks {
+  double read_bytes_per_s = 0;  // one thread streaming from memory
+  double int8_ops_per_s = 0;    // one thread of AVX-512 VNNI dpbusd (0 without AVX-512)
+  double f32_flops_per_s = 0;   // one thread of FMA (the widest available)
+};
+Peaks g_peaks;
+
+double seconds_of(const std::function<void()>& f) {
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+Peaks measure_peaks(bool avx512) {
+  Peaks p;
+  constexpr size_t kBytes = size_t(256) << 20;
+  std::vector<float> buf(kBytes / 4, 1.0f);
+  volatile float sink = 0;
+  p.read_bytes_per_s = double(kBytes) / seconds_of([&] { sink = read_sum_avx2(buf.data(), buf.size()); });
+  constexpr int64_t kIters = 1 << 22;
+  const double lanes = avx512 ? 16 : 8;
+  p.f32_flops_per_s = 2 * lanes * kChains * double(kIters) /
+                      seconds_of([&] { sink = avx512 ? fma_loop_avx512(kIters) : fma_loop_avx2(kIters); });
+  if (avx512) p.int8_ops_per_s = 128.0 * kChains * double(kIters) / seconds_of([&] { sink = float(vnni_loop_avx512(kIters)); });
+  (void)sink;
+  return p;
+}
+
+// Rates, and the fractions of peak: read bandwidth for the weights, and the arithmetic peak of the
+// kernel's kind (int8 for the block types, fp32 FMA for the float types).
+// `seconds`: the wall time of the whole timed loop (its iterations), for the plain fractions.
+void set_rates(benchmark::State& state, double weight_bytes, double ops, double seconds, bool int8 = false) {
   const double n = double(state.iterations());
   state.counters["weight_B/s"] = benchmark::Counter(weight_bytes * n, benchmark::Counter::kIsRate);
   state.counters["op/s"] = benchmark::Counter(ops * n, benchmark::Counter::kIsRate);
+  if (g_peaks.read_bytes_per_s > 0 && seconds > 0)
+    state.counters["of_read_peak"] = weight_bytes * n / seconds / g_peaks.read_bytes_per_s;
+  const double op_peak = int8 ? g_peaks.int8_ops_per_s : g_peaks.f32_flops_per_s;
+  if (op_peak > 0 && seconds > 0) state.counters["of_op_peak"] = ops * n / seconds / op_peak;
 }
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+bool is_block_type(WeightType t) { return t != WeightType::F32 && t != WeightType::F16 && t != WeightType::BF16; }
 
 // One weight row (in L1/L2) against one prepared activation row.
 void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
@@ -100,11 +149,12 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
     return k.f32_f32_tile;
   }();
   float out = 0;
+  const double t0 = now_s();
   for (auto _ : state) {
     tile(w.data(), p.data, p.row_bytes, 1, n, &out, 1);
     benchmark::DoNotOptimize(out);
   }
-  set_rates(state, double(row_bytes(t, n)), 2.0 * double(n));
+  set_rates(state, double(row_bytes(t, n)), 2.0 * double(n), now_s() - t0, is_block_type(t));
 }
 
 // rows x cols weights (larger than the caches) times a batch of range(0) activation rows; `packed`:
@@ -123,12 +173,13 @@ void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, 
   const auto x = random_activations(batch, cols);
   std::vector<unsigned char> storage(kernels::activation_bytes(m, batch));
   std::vector<float> y(size_t(batch * rows));
+  const double t0 = now_s();
   for (auto _ : state) {
     const auto p = kernels::prepare_activations(m, x.data(), batch, cols, storage.data());
     kernels::matmul(m, p, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
   }
-  set_rates(state, double(w.size()), 2.0 * double(rows * cols * batch));
+  set_rates(state, double(w.size()), 2.0 * double(rows * cols * batch), now_s() - t0, is_block_type(t));
 }
 
 void openblas_bench(benchmark::State& state, int64_t rows, int64_t cols) {
@@ -136,6 +187,7 @@ void openblas_bench(benchmark::State& state, int64_t rows, int64_t cols) {
   const auto w = random_activations(rows, cols);
   const auto x = random_activations(batch, cols);
   std::vector<float> y(size_t(batch * rows));
+  const double t0 = now_s();
   for (auto _ : state) {
     if (batch == 1)
       cblas_sgemv(CblasRowMajor, CblasNoTrans, int(rows), int(cols), 1.0f, w.data(), int(cols), x.data(), 1,
@@ -145,7 +197,7 @@ void openblas_bench(benchmark::State& state, int64_t rows, int64_t cols) {
                   int(cols), w.data(), int(cols), 0.0f, y.data(), int(rows));
     benchmark::DoNotOptimize(y.data());
   }
-  set_rates(state, double(w.size() * 4), 2.0 * double(rows * cols * batch));
+  set_rates(state, double(w.size() * 4), 2.0 * double(rows * cols * batch), now_s() - t0);
 }
 
 void peak_read_bandwidth(benchmark::State& state) {
@@ -178,6 +230,12 @@ void peak_vnni(benchmark::State& state) {
 void register_all() {
   const bool avx2 = kernels::cpu_supports(Isa::Avx2);
   const bool avx512 = kernels::cpu_supports(Isa::Avx512);
+  if (avx2) {
+    g_peaks = measure_peaks(avx512);
+    std::printf("peaks (1 thread): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, int8 VNNI %.0f GOP/s; of_read_peak and "
+                "of_op_peak below are fractions of these\n",
+                g_peaks.read_bytes_per_s / 1e9, g_peaks.f32_flops_per_s / 1e9, g_peaks.int8_ops_per_s / 1e9);
+  }
   if (avx2) {
     benchmark::RegisterBenchmark("peak/read_256MB", peak_read_bandwidth)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("peak/fma_f32_avx2", peak_fma, false);

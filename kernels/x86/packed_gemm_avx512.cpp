@@ -189,7 +189,7 @@ inline __m512 tree8(const __m512 (&a)[kQuadsPerBlock]) {
 constexpr int64_t kPrefetchBlocks = 6;
 
 // Groups [g0, g0 + G) x activation rows [r0, r0 + R), lane order (8 G R accumulators: G * R <= 3).
-// kPrefetch: the weights stream from memory once (decode) rather than being reused by more row tiles.
+// kPrefetch: the tile that first reads a group from memory (each later row tile finds it in the caches).
 template <class Lanes, int G, int R, bool kPrefetch>
 void lane_tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows, int64_t g0, const uint8_t* x,
                size_t x_row_bytes, int64_t r0, float* y, int64_t ldy) {
@@ -250,6 +250,11 @@ void lane_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, in
   // three rows (measured 7% faster than two on prefill batches).
   for (int64_t g = g_begin; g < g_end; ++g) {
     int64_t r = 0;
+    // The first tile streams the group from memory (it prefetches); the others find it in L1/L2.
+    if (n_rows >= 3) {
+      lane_tile<Lanes, 1, 3, true>(w, group_bytes, cols, rows, g, x, x_row_bytes, 0, y, ldy);
+      r = 3;
+    }
     for (; r + 3 <= n_rows; r += 3) lane_tile<Lanes, 1, 3, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy);
     for (; r + 2 <= n_rows; r += 2) lane_tile<Lanes, 1, 2, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy);
     if (r < n_rows) lane_tile<Lanes, 1, 1, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy);
