@@ -23,7 +23,7 @@ struct Matrix {
   // the goldens exact (a small model's greedy margins are as thin as 3e-4). Set by the loader.
   bool block_sum_order = false;
   // Q8_0/Q4_0: the matrix repacked by pack_groups() (packed_gemm.h), or null. When set, matmul uses the
-  // packed GEMM (block-sum order for every row count) and the output range must follow 16-row groups.
+  // packed GEMM (bitwise the results of the unpacked kernels) and the output range follows 16-row groups.
   const uint8_t* packed = nullptr;
 };
 
@@ -37,6 +37,12 @@ struct PreparedActivations {
   int64_t n_rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;
+  // The same activations with n rows (rows converted piecewise into one storage).
+  PreparedActivations with_rows(int64_t n) const {
+    PreparedActivations p = *this;
+    p.n_rows = n;
+    return p;
+  }
 };
 
 size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols);

@@ -17,6 +17,17 @@ bool same_form(const kernels::Matrix& a, const kernels::Matrix& b) {
 
 }  // namespace
 
+kernels::PreparedActivations StageMatmul::prepare(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx,
+                                                  uint8_t* storage) {
+  if (n_rows < kParallelPrepareRows) return kernels::prepare_activations(w, x, n_rows, ldx, storage);
+  // Rows convert independently: split them over the threads like the products.
+  const size_t row_bytes = kernels::activation_bytes(w, 1);
+  pool_.parallel_for(n_rows, [&](int64_t b, int64_t e, int) {
+    kernels::prepare_activations(w, x + b * ldx, e - b, ldx, storage + static_cast<size_t>(b) * row_bytes);
+  });
+  return kernels::prepare_activations(w, x, 0, ldx, storage).with_rows(n_rows);
+}
+
 void StageMatmul::reserve(const kernels::Matrix& w, int64_t max_rows) {
   if (!w.data) return;
   const size_t need = kernels::activation_bytes(w, max_rows);
@@ -45,7 +56,7 @@ void StageMatmul::several(std::initializer_list<Output> outputs, const float* x,
       GLACIER_ASSERT(n_forms < kMaxForms, "at most two activation forms share an input");
       GLACIER_ASSERT(kernels::activation_bytes(w, n_rows) <= act_storage_[f].size(),
                      "activation storage reserved for this matrix and batch");
-      prepared[f] = kernels::prepare_activations(w, x, n_rows, ldx, act_storage_[f].data());
+      prepared[f] = prepare(w, x, n_rows, ldx, act_storage_[f].data());
       form_of[f] = &w;
       ++n_forms;
     }

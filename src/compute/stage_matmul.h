@@ -28,7 +28,12 @@ class StageMatmul {
   ThreadPool& pool() { return pool_; }
 
  private:
+  kernels::PreparedActivations prepare(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx,
+                                       uint8_t* storage);
   static constexpr int kMaxOutputs = 4;
+  // Batches from this many rows convert their activations on every thread (decode rows stay on one:
+  // a wait for the threads would cost more than the conversion).
+  static constexpr int64_t kParallelPrepareRows = 16;
   static constexpr int kMaxForms = 2;  // distinct activation forms in one call (e.g. Q4_K and Q6_K)
   ThreadPool& pool_;
   std::vector<uint8_t> act_storage_[kMaxForms];  // prepared (quantized) activations

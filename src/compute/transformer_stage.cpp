@@ -35,6 +35,7 @@ TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWe
   }
   tmp_.resize(t * cfg.n_embd);
   scores_.resize(static_cast<size_t>(pool.size()) * scores_per_thread());
+  rope_cs_.resize(static_cast<size_t>(cfg.n_rot));
   // Prepared activations for the widest input of any of the shard's matrices, in its type.
   for (const model::LayerWeights& L : w_.layer) {
     for (const kernels::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
@@ -61,7 +62,9 @@ void TransformerStage::embed(const MicroBatch& mb, float* x) {
 void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int32_t li) {
   const int32_t E = cfg_.n_embd, Q = cfg_.q_dim(), KV = cfg_.kv_dim(), hd = cfg_.head_dim;
   matmul_.several({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n, E);
-  auto rope = cfg_.rope_mode == model::RopeMode::Normal ? kernels::rope_normal : kernels::rope_neox;
+  auto rope = cfg_.rope_mode == model::RopeMode::Normal ? kernels::rope_apply_normal : kernels::rope_apply_neox;
+  float* rope_cos = rope_cs_.data();
+  float* rope_sin = rope_cos + cfg_.n_rot / 2;
   for (int32_t i = 0; i < n; ++i) {
     float* q = q_.data() + static_cast<size_t>(i) * Q;
     float* k = k_.data() + static_cast<size_t>(i) * KV;
@@ -75,11 +78,11 @@ void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int3
       for (int32_t h = 0; h < cfg_.n_head; ++h) kernels::rmsnorm(q + h * hd, L.q_norm.data(), hd, cfg_.rms_eps, q + h * hd);
       for (int32_t h = 0; h < cfg_.n_head_kv; ++h) kernels::rmsnorm(k + h * hd, L.k_norm.data(), hd, cfg_.rms_eps, k + h * hd);
     }
-    const int32_t pos = token_pos_[i];
-    for (int32_t h = 0; h < cfg_.n_head; ++h) rope(q + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
-    for (int32_t h = 0; h < cfg_.n_head_kv; ++h) rope(k + h * hd, cfg_.n_rot, pos, cfg_.rope_base);
-    kv_.store_key(li, token_slot_[i], pos, k);
-    std::memcpy(kv_.value(li, token_slot_[i], pos), v, KV * sizeof(float));
+    kernels::rope_angles(cfg_.n_rot, token_pos_[i], cfg_.rope_base, rope_cos, rope_sin);  // once for all heads
+    for (int32_t h = 0; h < cfg_.n_head; ++h) rope(q + h * hd, cfg_.n_rot, rope_cos, rope_sin);
+    for (int32_t h = 0; h < cfg_.n_head_kv; ++h) rope(k + h * hd, cfg_.n_rot, rope_cos, rope_sin);
+    kv_.store_key(li, token_slot_[i], token_pos_[i], k);
+    std::memcpy(kv_.value(li, token_slot_[i], token_pos_[i]), v, KV * sizeof(float));
   }
 }
 

@@ -57,6 +57,7 @@ class TransformerStage {
     return kernels::attention_scratch_floats(cfg_.n_head / cfg_.n_head_kv, kv_.n_ctx(), cfg_.head_dim);
   }
   std::vector<int32_t> token_pos_, token_slot_;
+  std::vector<float> rope_cs_;             // one token's RoPE cosines then sines
 };
 
 }  // namespace glacier::compute
