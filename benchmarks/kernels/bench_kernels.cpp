@@ -164,6 +164,7 @@ void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, 
   kernels::set_active_isa(isa);
   const auto w = random_weights(t, rows, cols);
   kernels::Matrix m{t, w.data(), rows, cols, row_bytes(t, cols)};
+  m.block_sum_order = t == WeightType::Q4_0 && rows % 8 == 0;  // as the model loader sets it
   std::unique_ptr<uint8_t, decltype(&std::free)> packed_copy(nullptr, &std::free);
   if (packed) {
     packed_copy.reset(static_cast<uint8_t*>(std::aligned_alloc(kernels::kPackAlign, kernels::packed_bytes(m))));

@@ -633,6 +633,52 @@ def print_table(out, tolerance):
 
 
 # ---------------------------------------------------------------------------------------------------
+# bench_hop_latency.sh: 4 stages on 4 network-namespace hosts (TCP over veths, the same 2 cores), decode
+# of 64 prompts x 64 tokens at --ubatch 512 (its default) with 4 or 32 slots, 0 or 1 ms injected a hop.
+
+HOP_PROMPTS, HOP_TOKENS, HOP_UBATCH, HOP_STAGES = 64, 64, 512, 4
+WINDOW_WORDS, WINDOW_STRIDE, N_WORDS = 8, 3, 36  # both scripts' prompts: 8 words from word 3j mod (36 - 8)
+
+
+def hop_workload(decode):
+    """bench_hop_latency.sh's prompts are sweep.sh's decode prompts continued: prompt j is the window at word
+    3j mod 28, the window of decode prompt j mod 28 (3 is invertible mod 28), so it has its token count."""
+    period = N_WORDS - WINDOW_WORDS
+    if len(decode) < period:
+        raise SystemExit(f"pipeline_model: hop: expected at least {period} decode prompts in the workloads, found {len(decode)}")
+    if any(g != HOP_TOKENS for _, g in decode):
+        raise SystemExit(f"pipeline_model: hop: expected every decode prompt to generate {HOP_TOKENS} tokens (as the "
+                         f"benchmark's do), found {sorted(set(g for _, g in decode))}")
+    return [decode[j % period] for j in range(HOP_PROMPTS)]
+
+
+def predict_hop(args):
+    shape = Shape.parse(args.shape)
+    sweep = [r for r in read_csv(args.sweep) if r.get("clean", "1") == "1"]
+    workloads = load_workloads(args.workloads)
+    tau, _ = calibrate(sweep, read_csv(args.calibration), workloads, shape)
+    prompts = hop_workload(workloads["decode"])
+    rates = defaultdict(list)
+    for row in read_csv(args.hop_csv):
+        rates[(int(row["slots"]), float(row["latency_ms"]))].append(float(row["generated_tok_per_s"]))
+    tokens = sum(g for _, g in prompts)
+    print(f"bench_hop_latency: {HOP_STAGES} stages over TCP ({args.link_latency_us:g} us, {args.link_gbytes:g} GB/s), "
+          f"{args.cores:g} cores, ubatch {HOP_UBATCH}")
+    print("| slots | hop ms | measured tok/s (median of runs) | ratio to 0 ms | model tok/s | model ratio | error |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    pred = {}
+    for (slots, lat), v in sorted(rates.items()):
+        job = Job(shape, prompts, HOP_STAGES, 1, HOP_UBATCH, slots)
+        link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, lat / 1000.0)
+        pred[(slots, lat)] = tokens / predict_job(job, Node(tau, args.cores), link)
+    for (slots, lat), v in sorted(rates.items()):
+        m, base = statistics.median(v), statistics.median(rates.get((slots, 0.0), [float("nan")]))
+        p, pbase = pred[(slots, lat)], pred.get((slots, 0.0), float("nan"))
+        print(f"| {slots} | {lat:g} | {m:.0f} ({len(v)} runs) | {m / base:.3f} | {p:.0f} | {p / pbase:.3f} | "
+              f"{100 * (p - m) / m:+.1f}% |")
+
+
+# ---------------------------------------------------------------------------------------------------
 # Clusters beyond this machine: one rank a node with all its cores, compute from stated node figures.
 
 NETWORKS = {  # one-way small-message latency and payload bandwidth, as MPI sees them
@@ -718,6 +764,16 @@ def main():
     p.add_argument("--max-other-cores", type=float, default=0.25,
                    help="leave out runs during which other processes used more CPU than this (sweep.sh's MAX_OTHER_CORES)")
     p.add_argument("--out")
+    h = sub.add_parser("hop", help="predict bench_hop_latency.sh's runs (calibrated on the sweep)")
+    h.add_argument("--hop-csv", required=True, help="bench_hop_latency.sh's CSV")
+    h.add_argument("--sweep", required=True)
+    h.add_argument("--calibration", required=True)
+    h.add_argument("--workloads", required=True)
+    h.add_argument("--shape", required=True)
+    h.add_argument("--cores", type=float, default=2.0)
+    # TCP between network namespaces on this machine (machine-notes.md): 16 us, 1.6 GB/s.
+    h.add_argument("--link-latency-us", type=float, default=16.0)
+    h.add_argument("--link-gbytes", type=float, default=1.6)
     c = sub.add_parser("cluster", help="predict a 70B Q4_K model on 2, 4, 8 EPYC nodes over three networks")
     # An EPYC 9654 (Genoa, 96 cores, 12 x DDR5-4800 = 461 GB/s peak): STREAM reaches about 360 GB/s; weight
     # streaming is taken at 300 GB/s (this project's GEMV reaches 85% of read bandwidth on one core here).
@@ -739,6 +795,8 @@ def main():
     args = ap.parse_args()
     if args.command == "predict":
         predict_sweep(args)
+    elif args.command == "hop":
+        predict_hop(args)
     elif args.command == "cluster":
         cluster(args)
 

@@ -20,7 +20,8 @@ DECODE_TOKENS=64
 RAMP_STEP=4                         # calibration: prompt i generates RAMP_STEP (i + 1) tokens (below)
 RUN_LIMIT_S=300                     # one job; the slowest configuration takes about 15 s here
 NICE=5                              # the machine is shared with other work
-QUIET_CORES=${QUIET_CORES:-0.5}     # a run starts once other work uses less CPU than this (cores) ...
+QUIET_CORES=${QUIET_CORES:-0.5}     # a run starts once other work has used less CPU than this (cores) ...
+QUIET_SECONDS=${QUIET_SECONDS:-3}   # ... for this many seconds in a row (a neighbour's gap between its runs is shorter) ...
 QUIET_WAIT_S=${QUIET_WAIT_S:-300}   # ... or after waiting this long; each run records what others used
 MAX_OTHER_CORES=${MAX_OTHER_CORES:-0.25}  # a run during which others used more is repeated (and flagged) ...
 MAX_TRIES=${MAX_TRIES:-4}                 # ... up to this many times
@@ -121,15 +122,17 @@ busy_ticks() {  # CPU time the whole machine has spent busy, in clock ticks (use
 # Waits until other work leaves the machine mostly idle (the ranks share 2 cores: a busy neighbour halves
 # a pipeline's speed and no model of this job can know it); prints the seconds waited.
 wait_quiet() {
-  local waited=0 before after
-  while :; do
+  local waited=0 quiet=0 before after
+  while [ $quiet -lt "$QUIET_SECONDS" ] && [ $waited -lt "$QUIET_WAIT_S" ]; do
     before=$(busy_ticks); sleep 1; after=$(busy_ticks)
-    awk -v d=$((after - before)) -v hz="$CLK_TCK" -v q="$QUIET_CORES" 'BEGIN {exit !(d / hz < q)}' && break
     waited=$((waited + 1))
-    [ $waited -ge "$QUIET_WAIT_S" ] && break
-    sleep 4; waited=$((waited + 4))
+    if awk -v d=$((after - before)) -v hz="$CLK_TCK" -v q="$QUIET_CORES" 'BEGIN {exit !(d / hz < q)}'; then
+      quiet=$((quiet + 1))
+    else
+      quiet=0
+    fi
   done
-  echo $waited
+  echo $((waited - quiet))
 }
 
 # One job; prints "seconds prompt_tok_per_s generated_tok_per_s micro_batches layer_split other_cores".
@@ -196,7 +199,7 @@ for rep in $(seq "$REPS"); do
         "$run" "$rep" "$kind" "$workload" "$np" "$replicas" "$((np / replicas))" "$ubatch" "$wire" "$latency" "$slots" "$rate" \
         "$other" "$([ "$clean" = 1 ] || echo ': repeated')" "$waited"
       [ "$clean" = 1 ] && break
-      rm -f "$h5"
+      [ "$try" -lt "$MAX_TRIES" ] && rm -f "$h5"  # the last try is kept, flagged
     done
     [ "$clean" = 1 ] || echo "sweep: others kept using the machine through $MAX_TRIES tries; the runs are flagged unclean" >&2
     if [ "$np" = 1 ]; then

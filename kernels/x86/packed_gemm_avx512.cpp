@@ -50,8 +50,14 @@ struct Q4Quads {
   }
 };
 
-// Groups [g0, g0 + G) x activation rows [r0, r0 + R).
-template <class Quads, int G, int R>
+// Blocks ahead that decode prefetches: the hardware prefetcher alone left a single thread at about 60%
+// of the read bandwidth on weights streaming from memory; 4 to 12 blocks ahead all reach about 85%
+// (bench_kernels packed/.../65536x4096), 6 was best.
+constexpr int64_t kPrefetchBlocks = 6;
+
+// Groups [g0, g0 + G) x activation rows [r0, r0 + R), block sums; kPrefetch: the tile that first reads
+// the groups from memory.
+template <class Quads, int G, int R, bool kPrefetch>
 void tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows, int64_t g0, const uint8_t* x,
           size_t x_row_bytes, int64_t r0, float* y, int64_t ldy) {
   const int64_t nb = cols / kQK8_0;
@@ -71,7 +77,14 @@ void tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows, int6
     const uint8_t* wb[G];
     const int8_t* xb[R];
     __m512i acc[G][R];
-    for (int g = 0; g < G; ++g) wb[g] = group[g] + b * quad_bytes;
+    for (int g = 0; g < G; ++g) {
+      wb[g] = group[g] + b * quad_bytes;
+      if (kPrefetch) {
+        for (size_t off = 0; off < quad_bytes; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(wb[g] + kPrefetchBlocks * quad_bytes + off), _MM_HINT_T0);
+        if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wscale[g] + (b + kPrefetchBlocks) * kPackRows), _MM_HINT_T0);
+      }
+    }
     for (int r = 0; r < R; ++r) {
       xb[r] = a[r].quants + b * kQK8_0;
       const __m512i correction = _mm512_set1_epi32(a[r].block_corrections[b]);
@@ -101,11 +114,19 @@ void rows_of(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows, i
              size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
   constexpr int kRows = 4;
   int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows) tile<Quads, G, kRows>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy);
+  if (n_rows >= kRows) {  // the first tile streams the groups from memory
+    tile<Quads, G, kRows, true>(w, group_bytes, cols, rows, g0, x, x_row_bytes, 0, y, ldy);
+    r = kRows;
+  }
+  for (; r + kRows <= n_rows; r += kRows) tile<Quads, G, kRows, false>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy);
+  const bool first = r == 0;
   switch (n_rows - r) {
-    case 3: tile<Quads, G, 3>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy); break;
-    case 2: tile<Quads, G, 2>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy); break;
-    case 1: tile<Quads, G, 1>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy); break;
+    case 3: first ? tile<Quads, G, 3, true>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy)
+                  : tile<Quads, G, 3, false>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy); break;
+    case 2: first ? tile<Quads, G, 2, true>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy)
+                  : tile<Quads, G, 2, false>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy); break;
+    case 1: first ? tile<Quads, G, 1, true>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy)
+                  : tile<Quads, G, 1, false>(w, group_bytes, cols, rows, g0, x, x_row_bytes, r, y, ldy); break;
     default: break;
   }
 }
@@ -183,10 +204,6 @@ inline __m512 tree8(const __m512 (&a)[kQuadsPerBlock]) {
                        _mm512_add_ps(_mm512_add_ps(a[5], a[1]), _mm512_add_ps(a[7], a[3])));
 }
 
-// Blocks ahead that decode prefetches: the hardware prefetcher alone left a single thread at about 60%
-// of the read bandwidth on weights streaming from memory; 4 to 12 blocks ahead all reach about 85%
-// (bench_kernels packed/.../65536x4096), 6 was best.
-constexpr int64_t kPrefetchBlocks = 6;
 
 // Groups [g0, g0 + G) x activation rows [r0, r0 + R), lane order (8 G R accumulators: G * R <= 3).
 // kPrefetch: the tile that first reads a group from memory (each later row tile finds it in the caches).
