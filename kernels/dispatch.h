@@ -23,6 +23,14 @@ constexpr int kMaxTileRows = 4;
 using DotTileFn = void (*)(const void* w, const void* x, size_t x_stride, int nx, int64_t n,
                            float* out, int64_t out_stride);
 
+// Weight rows [o_begin, o_end) (w_row_bytes apart, n elements each) against n_rows prepared activation
+// rows: y[r * ldy + o], each bitwise the variant's single-row dot. A register-tiled alternative to the
+// tile loop of matmul.cpp where a variant has one.
+using RowGemmFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n,
+                           const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy);
+void f16_gemm_avx512(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
+                     size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy);
+
 // The dot products of one variant. n counts elements (a multiple of 32 for the block types).
 struct DotKernels {
   float (*f32_f32)(const float* w, const float* x, int64_t n);
@@ -59,6 +67,8 @@ struct DotKernels {
   AttendFn attend;
   SwigluFn swiglu;
   SumExpFn sum_exp;
+  // F16 weights against f16 activations, tiled over weight rows too (null: the tile loop of matmul.cpp).
+  RowGemmFn f16_gemm;
 };
 
 bool cpu_supports(Isa isa);

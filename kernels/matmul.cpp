@@ -196,6 +196,11 @@ void matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy
     return;
   }
   GLACIER_ASSERT(!x.packed, "packed activations with unpacked weights");
+  if (w.type == WeightType::F16 && active_kernels().f16_gemm) {
+    active_kernels().f16_gemm(static_cast<const uint8_t*>(w.data), w.row_bytes, o_begin, o_end, w.cols,
+                              static_cast<const uint8_t*>(x.data), x.row_bytes, x.n_rows, y, ldy);
+    return;
+  }
   const DotTileFn tile = tile_for(active_kernels(), w.type, w.block_sum_order);
   const auto* wdata = static_cast<const unsigned char*>(w.data);
   const auto* xdata = static_cast<const unsigned char*>(x.data);

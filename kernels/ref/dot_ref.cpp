@@ -131,6 +131,7 @@ const DotKernels& ref_kernels() {
       attend_ref,
       swiglu_ref,
       sum_exp_ref,
+      nullptr,
   };
   return table;
 }

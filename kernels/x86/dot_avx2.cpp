@@ -236,6 +236,7 @@ const DotKernels& avx2_kernels() {
       attend_avx2,
       swiglu_avx2,
       sum_exp_avx2,
+      nullptr,
   };
   return table;
 }

@@ -269,6 +269,7 @@ const DotKernels& avx512_kernels() {
       attend_avx512,
       swiglu_avx512,
       sum_exp_avx512,
+      f16_gemm_avx512,
   };
   return table;
 }

@@ -167,6 +167,36 @@ TEST_P(MatmulVariants, MatchesFloat64DequantizeAndMultiply) {
   }
 }
 
+// Whatever tiling a variant uses for a product (row tiles, register tiles over weight rows), each output
+// is bitwise the variant's single-row dot of that weight row and activation row.
+TEST_P(MatmulVariants, EveryOutputIsTheSingleRowDot) {
+  std::mt19937 rng(205);
+  const DotKernels& k = kernels_for(GetParam());
+  for (WeightType t : kTypes) {
+    const TestWeights w = make_weights(t, rng);
+    const auto x = make_activations(rng, kBatch);
+    std::vector<float> y(size_t(kBatch * kRows));
+    run(w, x, 0, kBatch, 0, kRows, y);
+    std::vector<unsigned char> storage(activation_bytes(w.type, kBatch, kCols));
+    const PreparedActivations p = prepare_activations(w.type, x.data(), kBatch, kCols, kCols, storage.data());
+    for (int64_t r = 0; r < kBatch; ++r)
+      for (int64_t o = 0; o < kRows; ++o) {
+        const unsigned char* wr = w.bytes.data() + o * (w.bytes.size() / size_t(kRows));
+        const unsigned char* xr = static_cast<const unsigned char*>(p.data) + r * p.row_bytes;
+        float want = 0;
+        switch (t) {
+          case WeightType::F32: want = k.f32_f32(reinterpret_cast<const float*>(wr), reinterpret_cast<const float*>(xr), kCols); break;
+          case WeightType::F16: want = k.f16_f16(reinterpret_cast<const uint16_t*>(wr), reinterpret_cast<const uint16_t*>(xr), kCols); break;
+          case WeightType::BF16: want = k.bf16_bf16(reinterpret_cast<const uint16_t*>(wr), reinterpret_cast<const uint16_t*>(xr), kCols); break;
+          case WeightType::Q8_0: want = k.q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(wr), reinterpret_cast<const BlockQ8_0*>(xr), kCols); break;
+          case WeightType::Q4_0: want = k.q4_0_q8_0(reinterpret_cast<const BlockQ4_0*>(wr), reinterpret_cast<const BlockQ8_0*>(xr), kCols); break;
+          default: break;
+        }
+        EXPECT_EQ(y[size_t(r * kRows + o)], want) << weight_type_name(t) << " on " << isa_name(GetParam()) << " row " << r << " out " << o;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, MatmulVariants, ::testing::ValuesIn(supported_isas()),
                          [](const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); });
 
