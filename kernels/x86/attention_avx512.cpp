@@ -53,7 +53,7 @@ __mmask16 visible(int32_t j, int32_t first, int32_t last) {
 }
 
 // One head: scores into s (index t - 16 j0), softmax weights over them, the output into out.
-void attend_head(const AttentionArgs& a, const float* q, float* s, float* lane_acc, float* out) {
+void attend_head(const AttentionArgs& a, const float* q, float* s, float* out) {
   const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
   const __m512 scale = _mm512_set1_ps(a.scale), minus_inf = _mm512_set1_ps(-INFINITY);
   __m512 maxv = minus_inf;
@@ -76,26 +76,34 @@ void attend_head(const AttentionArgs& a, const float* q, float* s, float* lane_a
     sum += static_cast<double>(halving_sum(e));
   }
   const float inv = static_cast<float>(1.0 / sum);
-  // Output: 16 accumulator rows (position mod 16) of hd floats, then their tree.
+  // Output, 16 dimensions at a time: the 16 lane chains (position mod 16) in registers over every
+  // position, then their tree. The weights p_t are formed first, over the scores.
   const int32_t nv = (a.hd + 15) / 16;
   const int32_t tail = a.hd - 16 * (nv - 1);
   const __mmask16 last_mask = tail >= 16 ? __mmask16(0xffff) : __mmask16((1u << tail) - 1);
-  const size_t row = static_cast<size_t>(nv) * 16;
-  for (size_t i = 0; i < kKeyTile * row; i += 16) _mm512_storeu_ps(lane_acc + i, _mm512_setzero_ps());
   const int32_t base = j0 * kKeyTile;
-  for (int32_t t = a.first; t <= a.last; ++t) {
-    const __m512 p = _mm512_set1_ps(s[t - base] * inv);
-    const float* vt = a.values + static_cast<int64_t>(t) * a.value_stride;
-    float* acc = lane_acc + (t % kKeyTile) * row;
-    for (int32_t v = 0; v < nv; ++v) {
-      const __mmask16 mv = v == nv - 1 ? last_mask : __mmask16(0xffff);
-      _mm512_storeu_ps(acc + 16 * v, _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(mv, vt + 16 * v), _mm512_loadu_ps(acc + 16 * v)));
-    }
-  }
+  const __m512 inv_v = _mm512_set1_ps(inv);
+  for (int32_t j = j0; j < j1; ++j) _mm512_storeu_ps(s + (j - j0) * kKeyTile, _mm512_mul_ps(_mm512_loadu_ps(s + (j - j0) * kKeyTile), inv_v));
   for (int32_t v = 0; v < nv; ++v) {
+    const __mmask16 mv = v == nv - 1 ? last_mask : __mmask16(0xffff);
+    const float* vcol = a.values + 16 * v;
     __m512 c[kKeyTile];
-    for (int i = 0; i < kKeyTile; ++i) c[i] = _mm512_loadu_ps(lane_acc + i * row + 16 * v);
-    _mm512_mask_storeu_ps(out + 16 * v, v == nv - 1 ? last_mask : __mmask16(0xffff), tree16(c));
+    for (__m512& x : c) x = _mm512_setzero_ps();
+    for (int32_t j = j0; j < j1; ++j) {
+      const int32_t t0 = j * kKeyTile;
+      const float* pj = s + (t0 - base);
+      if (t0 >= a.first && t0 + kKeyTile - 1 <= a.last) {  // a whole tile: every lane, no tests
+        for (int l = 0; l < kKeyTile; ++l)
+          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps(mv, vcol + static_cast<int64_t>(t0 + l) * a.value_stride), c[l]);
+      } else {  // the window's first or last tile: only the visible positions (others may be unwritten)
+        for (int l = 0; l < kKeyTile; ++l) {
+          const int32_t t = t0 + l;
+          if (t < a.first || t > a.last) continue;
+          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps(mv, vcol + static_cast<int64_t>(t) * a.value_stride), c[l]);
+        }
+      }
+    }
+    _mm512_mask_storeu_ps(out + 16 * v, mv, tree16(c));
   }
 }
 
@@ -103,10 +111,8 @@ void attend_head(const AttentionArgs& a, const float* q, float* s, float* lane_a
 
 void attend_avx512(const AttentionArgs& a) {
   const int32_t n = a.last + 1;  // positions the scratch covers
-  float* lane_acc = a.scores + static_cast<size_t>(a.n_q) * (n + kKeyTile);
   for (int32_t h = 0; h < a.n_q; ++h)
-    attend_head(a, a.q + h * a.q_stride, a.scores + static_cast<size_t>(h) * (n + kKeyTile),
-                lane_acc + static_cast<size_t>(h) * kKeyTile * ((a.hd + 15) / 16 * 16), a.out + h * a.out_stride);
+    attend_head(a, a.q + h * a.q_stride, a.scores + static_cast<size_t>(h) * (n + kKeyTile), a.out + h * a.out_stride);
 }
 
 double sum_exp_avx512(const float* x, int64_t n, float shift) {
