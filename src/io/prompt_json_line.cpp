@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "io/prompt_reader.h"
+#include "model/chat_template.h"
+#include "util/error.h"
 #include "io/utf8.h"
 
 namespace glacier::io {
@@ -140,7 +142,15 @@ class FieldReader {
       if (!(content->is_string() || content->is_array() || content->is_null()))
         fail(key + "[].content", "a string or an array", *content);
     }
-    return v->dump();
+    std::string text = v->dump();
+    // The chat templates' own reading, so that a conversation accepted here also renders (the content
+    // parts, their "type" and "text"): a bad one fails this line now, not later in the job.
+    try {
+      model::parse_chat_messages(text);
+    } catch (const InputError& e) {
+      throw BadLine("\"" + prefix_ + key + "\": " + e.what());
+    }
+    return text;
   }
 
  private:

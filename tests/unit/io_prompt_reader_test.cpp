@@ -210,6 +210,21 @@ TEST(IoPromptReader, NumberOutOfRangeFailsOnlyItsLine) {
   EXPECT_TRUE(records[1].ok) << records[1].error;
 }
 
+// Found by prompt_fuzz: a content part without "type" passed the reader, and only the chat template
+// refused it when the job built the prompt; the reader now reads messages as the templates do.
+TEST(IoPromptReader, MessagesTheTemplatesRefuseFailTheirLine) {
+  auto records = read_prompts(write_file("parts.jsonl",
+      "{\"messages\": [{\"role\": \"user\", \"content\": [{\"text\": \"hi\"}]}]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"hi\"}]}]}\n"));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_FALSE(records[0].ok);
+  EXPECT_NE(records[0].error.find("parts.jsonl:1: \"messages\": chat messages JSON: element 0 key \"content\" part 0: "
+                                  "expected \"type\": \"text\", found no \"type\""),
+            std::string::npos)
+      << records[0].error;
+  EXPECT_TRUE(records[1].ok) << records[1].error;
+}
+
 TEST(IoPromptReader, DuplicateIdIsAnErrorForTheLaterLine) {
   std::string path = write_file("dup.jsonl",
                                 "{\"id\": \"x\", \"prompt\": \"a\"}\n{\"id\": \"y\", \"prompt\": \"b\"}\n"
