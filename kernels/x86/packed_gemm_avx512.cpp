@@ -55,6 +55,22 @@ struct Q4Quads {
 // (bench_kernels packed/.../65536x4096), 6 was best.
 constexpr int64_t kPrefetchBlocks = 6;
 
+// Where a tile's G groups (their quads and scales) and R activation rows start.
+template <int G, int R>
+struct TileSources {
+  const uint8_t* group[G];
+  const uint16_t* wscale[G];
+  PackedActivationRow a[R];
+  TileSources(WeightType type, const uint8_t* w, size_t group_bytes, int64_t cols, int64_t g0, const uint8_t* x,
+              size_t x_row_bytes, int64_t r0) {
+    for (int g = 0; g < G; ++g) {
+      group[g] = w + (g0 + g) * group_bytes;
+      wscale[g] = packed_group_scales(type, group[g], cols);
+    }
+    for (int r = 0; r < R; ++r) a[r] = packed_activation_row(x + (r0 + r) * x_row_bytes, cols);
+  }
+};
+
 // Groups [g0, g0 + G) x activation rows [r0, r0 + R), block sums; kPrefetch: the tile that first reads
 // the groups from memory.
 template <class Quads, int G, int R, bool kPrefetch>
@@ -62,14 +78,10 @@ void tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows, int6
           size_t x_row_bytes, int64_t r0, float* y, int64_t ldy) {
   const int64_t nb = cols / kQK8_0;
   const size_t quad_bytes = packed_block_quad_bytes(Quads::kType);
-  const uint8_t* group[G];
-  const uint16_t* wscale[G];
-  for (int g = 0; g < G; ++g) {
-    group[g] = w + (g0 + g) * group_bytes;
-    wscale[g] = packed_group_scales(Quads::kType, group[g], cols);
-  }
-  PackedActivationRow a[R];
-  for (int r = 0; r < R; ++r) a[r] = packed_activation_row(x + (r0 + r) * x_row_bytes, cols);
+  const TileSources<G, R> src(Quads::kType, w, group_bytes, cols, g0, x, x_row_bytes, r0);
+  const auto& group = src.group;
+  const auto& wscale = src.wscale;
+  const auto& a = src.a;
   __m512 facc[G][R];
   for (int g = 0; g < G; ++g)
     for (int r = 0; r < R; ++r) facc[g][r] = _mm512_setzero_ps();
@@ -212,14 +224,10 @@ void lane_tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows,
                size_t x_row_bytes, int64_t r0, float* y, int64_t ldy) {
   const int64_t nb = cols / kQK8_0;
   const size_t quad_bytes = packed_block_quad_bytes(Lanes::kType);
-  const uint8_t* group[G];
-  const uint16_t* wscale[G];
-  for (int g = 0; g < G; ++g) {
-    group[g] = w + (g0 + g) * group_bytes;
-    wscale[g] = packed_group_scales(Lanes::kType, group[g], cols);
-  }
-  PackedActivationRow a[R];
-  for (int r = 0; r < R; ++r) a[r] = packed_activation_row(x + (r0 + r) * x_row_bytes, cols);
+  const TileSources<G, R> src(Lanes::kType, w, group_bytes, cols, g0, x, x_row_bytes, r0);
+  const auto& group = src.group;
+  const auto& wscale = src.wscale;
+  const auto& a = src.a;
   __m512 acc[G][R][kQuadsPerBlock];
   for (int g = 0; g < G; ++g)
     for (int r = 0; r < R; ++r)

@@ -1,6 +1,10 @@
 // JobRun: popen of a timeout-wrapped mpiexec command line (the flags this machine needs come from CMake).
 #include "common/job_runner.h"
 
+#include <gtest/gtest.h>
+
+#include <cstring>
+
 #include <cstdio>
 #include <fstream>
 #include <sys/wait.h>
@@ -33,6 +37,22 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   while (std::getline(in, line))
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+GeneratedById read_generated(const std::string& jsonl) {
+  GeneratedById o;
+  for (const auto& row : read_jsonl(jsonl)) {
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+    const std::string id = row["id"];
+    o.tokens[id] = row["tokens"].get<std::vector<int>>();
+    for (double lp : row["logprobs"]) {
+      const float f = static_cast<float>(lp);
+      uint32_t bits;
+      std::memcpy(&bits, &f, sizeof bits);
+      o.logprob_bits[id].push_back(bits);
+    }
+  }
+  return o;
 }
 
 }  // namespace glacier::testing

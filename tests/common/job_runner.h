@@ -1,5 +1,7 @@
 // Runs build/glacier_mpi under mpiexec from a test, and reads its JSONL output back.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,5 +18,13 @@ struct JobRun {
 // killed (then exit_code is 124, as timeout(1) reports).
 JobRun run_glacier(int np, const std::string& args, int time_limit_s = 120);
 std::vector<nlohmann::json> read_jsonl(const std::string& path);
+
+// A job's generated tokens and log-probs by prompt id, the log-probs as float bits (compared bit for bit).
+struct GeneratedById {
+  std::map<std::string, std::vector<int>> tokens;
+  std::map<std::string, std::vector<uint32_t>> logprob_bits;
+};
+// Reads a JSONL results file; every row must have status ok (a test failure names the row otherwise).
+GeneratedById read_generated(const std::string& jsonl);
 
 }  // namespace glacier::testing

@@ -49,10 +49,8 @@ std::string make_prompts(const std::string& dir) {
   return path;
 }
 
-struct Outputs {
-  std::map<std::string, std::vector<int>> tokens;
-  std::map<std::string, std::vector<uint32_t>> logprob_bits;  // compared bit for bit
-  std::vector<glacier::model::LayerRange> split;              // the run's layer_split attribute
+struct Outputs : glacier::testing::GeneratedById {
+  std::vector<glacier::model::LayerRange> split;  // the run's layer_split attribute
 };
 
 Outputs run_job(const std::string& dir, const std::string& name, const std::string& extra) {
@@ -61,17 +59,7 @@ Outputs run_job(const std::string& dir, const std::string& name, const std::stri
   const auto run = run_glacier(2, args);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   Outputs o;
-  for (const auto& j : read_jsonl(dir + "/" + name + ".jsonl")) {
-    EXPECT_EQ(j["status"], "ok") << j.dump();
-    const std::string id = j["id"];
-    o.tokens[id] = j["tokens"].get<std::vector<int>>();
-    for (double lp : j["logprobs"]) {
-      const float f = static_cast<float>(lp);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      o.logprob_bits[id].push_back(bits);
-    }
-  }
+  static_cast<glacier::testing::GeneratedById&>(o) = glacier::testing::read_generated(dir + "/" + name + ".jsonl");
   EXPECT_EQ(o.tokens.size(), 12u);
   if (run.exit_code == 0) {
     const auto attrs = glacier::io::read_root_attributes(dir + "/" + name + ".h5");

@@ -18,10 +18,7 @@ namespace {
 
 const std::string kPrompts = std::string(GLACIER_SOURCE_DIR) + "/tests/data/stories_prompts.jsonl";
 
-struct Outputs {
-  std::map<std::string, std::vector<int>> tokens;
-  std::map<std::string, std::vector<uint32_t>> logprob_bits;  // compared bit for bit
-};
+using Outputs = glacier::testing::GeneratedById;
 
 Outputs run_job(const std::string& model, int np, int ubatch, const std::string& extra = "") {
   const std::string out = glacier::testing::scratch_dir("eq") + "/np" + std::to_string(np) + "_ub" +
@@ -29,18 +26,7 @@ Outputs run_job(const std::string& model, int np, int ubatch, const std::string&
   auto run = run_glacier(np, "--model " + model + " --prompts " + kPrompts + " --jsonl " + out +
                                  " --max-tokens 64 --ubatch " + std::to_string(ubatch) + " " + extra);
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  Outputs o;
-  for (const auto& j : read_jsonl(out)) {
-    EXPECT_EQ(j["status"], "ok") << j.dump();
-    const std::string id = j["id"];
-    o.tokens[id] = j["tokens"].get<std::vector<int>>();
-    for (double lp : j["logprobs"]) {
-      const float f = static_cast<float>(lp);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      o.logprob_bits[id].push_back(bits);
-    }
-  }
+  Outputs o = glacier::testing::read_generated(out);
   EXPECT_EQ(o.tokens.size(), 27u);
   return o;
 }

@@ -35,26 +35,8 @@ constexpr double kRunLimitSeconds = 180;
 constexpr double kCleanupLimitSeconds = 30;
 constexpr int kSkipExitCode = 77;  // netns_hosts.sh check: namespaces cannot be made here
 
-struct Outputs {
-  std::map<std::string, std::vector<int>> tokens;
-  std::map<std::string, std::vector<uint32_t>> logprob_bits;  // compared bit for bit
-};
-
-Outputs read_outputs(const std::string& jsonl) {
-  Outputs o;
-  for (const auto& row : read_jsonl(jsonl)) {
-    EXPECT_EQ(row["status"], "ok") << row.dump();
-    const std::string id = row["id"];
-    o.tokens[id] = row["tokens"].get<std::vector<int>>();
-    for (double lp : row["logprobs"]) {
-      const float f = static_cast<float>(lp);
-      uint32_t bits;
-      std::memcpy(&bits, &f, sizeof bits);
-      o.logprob_bits[id].push_back(bits);
-    }
-  }
-  return o;
-}
+using Outputs = glacier::testing::GeneratedById;
+Outputs read_outputs(const std::string& jsonl) { return glacier::testing::read_generated(jsonl); }
 
 // Output of `command` (stdout and stderr) and its exit code.
 std::pair<int, std::string> shell(const std::string& command) {
