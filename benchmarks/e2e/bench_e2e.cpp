@@ -118,12 +118,12 @@ class Engine {
   // Runs n_seq sequences of `prompt` random tokens each, generating `generate` tokens (greedy, no stop);
   // returns the seconds it took.
   double run(int n_seq, int prompt, int generate, uint32_t seed) {
-    pipeline::LocalRing ring(*stage_, 2);
+    pipeline::LocalRing ring(*stage_, 1);
     pipeline::SchedulerOptions opt;
     opt.n_slots = n_slots_;
     opt.n_ctx = n_ctx_;
     opt.ubatch = ubatch_;
-    opt.max_in_flight = 2;
+    opt.max_in_flight = 1;  // as a one-stage job schedules (app/job.cpp scheduler_options)
     opt.decode_groups = 1;
     pipeline::Scheduler sched(opt, ring, [](const pipeline::SequenceOutcome&) { return false; },
                               [](pipeline::SequenceOutcome&&) {});

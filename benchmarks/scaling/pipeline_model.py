@@ -181,8 +181,9 @@ def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
 
 
 def scheduler_options(n_stages):
-    """src/app/job.cpp scheduler_options(): 2P micro-batches in the ring, P decode groups."""
-    return {"max_in_flight": 2 * n_stages, "decode_groups": n_stages}
+    """src/app/job.cpp scheduler_options(): 2P micro-batches in the ring (one for a single stage), P
+    decode groups."""
+    return {"max_in_flight": 1 if n_stages == 1 else 2 * n_stages, "decode_groups": n_stages}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -233,7 +233,10 @@ pipeline::SchedulerOptions scheduler_options(const RankSetup& s, int n_stages) {
   opt.n_slots = s.n_slots;
   opt.n_ctx = s.n_ctx;
   opt.ubatch = s.ubatch;
-  opt.max_in_flight = 2 * n_stages;   // the pipeline design's bound: enough to fill and overlap every stage
+  // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
+  // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
+  // decode steps into two cohorts (each reading every weight) where one micro-batch can hold them all.
+  opt.max_in_flight = n_stages == 1 ? 1 : 2 * n_stages;
   opt.decode_groups = n_stages;       // at least one decode group per stage keeps all stages busy
   return opt;
 }
