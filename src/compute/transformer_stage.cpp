@@ -132,9 +132,14 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const kernels::AttendFn attend = kernels::active_kernels().attend;
   // One task per (token, KV head): the query heads of a group share each key and value they read.
+  // A token's cost grows with its position, so the tasks go to the threads' contiguous shares in the
+  // order first, last, second, second to last, ...: every share then holds pairs of equal total cost
+  // (a plain order gave the last thread of a long prefill chunk three times the first one's work).
+  // Each task's arithmetic is its own, so the order changes no result.
   pool_.parallel_for(static_cast<int64_t>(n) * cfg_.n_head_kv, [&](int64_t b, int64_t e, int thread) {
     for (int64_t task = b; task < e; ++task) {
-      const int32_t i = static_cast<int32_t>(task / cfg_.n_head_kv), kvh = static_cast<int32_t>(task % cfg_.n_head_kv);
+      const int32_t j = static_cast<int32_t>(task / cfg_.n_head_kv), kvh = static_cast<int32_t>(task % cfg_.n_head_kv);
+      const int32_t i = j % 2 == 0 ? j / 2 : n - 1 - j / 2;
       const int32_t pos = token_pos_[i], slot = token_slot_[i];
       kernels::AttentionArgs a;
       a.q = q_.data() + static_cast<size_t>(i) * Q + kvh * group * hd;
