@@ -52,21 +52,40 @@ __mmask16 visible(int32_t j, int32_t first, int32_t last) {
   return static_cast<__mmask16>(m);
 }
 
-// One head: scores into s (index t - 16 j0), softmax weights over them, the output into out.
-void attend_head(const AttentionArgs& a, const float* q, float* s, float* out) {
+// Scores s_t of every head (head h's at scores + h * stride, index t - 16 j0), tile by tile: the query
+// heads of a group use each key tile while it is in L1 (head by head, long prefill windows re-read
+// every tile from L2 once per head).
+void scores(const AttentionArgs& a, size_t stride) {
   const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
   const __m512 scale = _mm512_set1_ps(a.scale), minus_inf = _mm512_set1_ps(-INFINITY);
-  __m512 maxv = minus_inf;
   for (int32_t j = j0; j < j1; ++j) {
     const float* tile = a.key_tiles + static_cast<size_t>(j) * a.tile_stride;
-    __m512 c[kKeyTile];
-    for (__m512& v : c) v = _mm512_setzero_ps();
-    for (int32_t d = 0; d < a.hd; ++d)  // 16 independent chains (d mod 16) hide the fma latency
-      c[d % kKeyTile] = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(tile + d * kKeyTile), c[d % kKeyTile]);
-    const __m512 sv = _mm512_mask_mov_ps(minus_inf, visible(j, a.first, a.last), _mm512_mul_ps(tree16(c), scale));
-    _mm512_storeu_ps(s + (j - j0) * kKeyTile, sv);
-    maxv = _mm512_max_ps(maxv, sv);
+    const __mmask16 vis = visible(j, a.first, a.last);
+    for (int32_t h = 0; h < a.n_q; ++h) {
+      const float* q = a.q + h * a.q_stride;
+      __m512 c[kKeyTile];
+      for (__m512& v : c) v = _mm512_setzero_ps();
+      // 16 independent chains (d mod 16) hide the fma latency; the indices are constants once the
+      // inner loop is unrolled, so the chains live in registers (an index d % 16 kept them on the stack).
+      int32_t d0 = 0;
+      for (; d0 + kKeyTile <= a.hd; d0 += kKeyTile) {
+#pragma GCC unroll 16
+        for (int l = 0; l < kKeyTile; ++l)
+          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + l]), _mm512_loadu_ps(tile + (d0 + l) * kKeyTile), c[l]);
+      }
+#pragma GCC unroll 16
+      for (int l = 0; l < kKeyTile; ++l)
+        if (d0 + l < a.hd) c[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + l]), _mm512_loadu_ps(tile + (d0 + l) * kKeyTile), c[l]);
+      _mm512_storeu_ps(a.scores + h * stride + (j - j0) * kKeyTile, _mm512_mask_mov_ps(minus_inf, vis, _mm512_mul_ps(tree16(c), scale)));
+    }
   }
+}
+
+// One head's scores in s become its softmax weights p_t.
+void softmax(const AttentionArgs& a, float* s) {
+  const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
+  __m512 maxv = _mm512_set1_ps(-INFINITY);
+  for (int32_t j = j0; j < j1; ++j) maxv = _mm512_max_ps(maxv, _mm512_loadu_ps(s + (j - j0) * kKeyTile));
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
   double sum = 0.0;
   for (int32_t j = j0; j < j1; ++j) {
@@ -75,44 +94,61 @@ void attend_head(const AttentionArgs& a, const float* q, float* s, float* out) {
     _mm512_storeu_ps(sj, e);
     sum += static_cast<double>(halving_sum(e));
   }
-  const float inv = static_cast<float>(1.0 / sum);
-  // Output, 16 dimensions at a time: the 16 lane chains (position mod 16) in registers over every
-  // position, then their tree. The weights p_t are formed first, over the scores.
+  const __m512 inv_v = _mm512_set1_ps(static_cast<float>(1.0 / sum));
+  for (int32_t j = j0; j < j1; ++j) _mm512_storeu_ps(s + (j - j0) * kKeyTile, _mm512_mul_ps(_mm512_loadu_ps(s + (j - j0) * kKeyTile), inv_v));
+}
+
+// Outputs, 16 dimensions at a time: for each slice every head in turn (the slice's values stay in L1
+// for the group), each keeping its 16 lane chains (position mod 16) in registers over every position,
+// then their tree.
+void weighted_values(const AttentionArgs& a, size_t stride) {
+  const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
   const int32_t nv = (a.hd + 15) / 16;
   const int32_t tail = a.hd - 16 * (nv - 1);
   const __mmask16 last_mask = tail >= 16 ? __mmask16(0xffff) : __mmask16((1u << tail) - 1);
   const int32_t base = j0 * kKeyTile;
-  const __m512 inv_v = _mm512_set1_ps(inv);
-  for (int32_t j = j0; j < j1; ++j) _mm512_storeu_ps(s + (j - j0) * kKeyTile, _mm512_mul_ps(_mm512_loadu_ps(s + (j - j0) * kKeyTile), inv_v));
+  const int64_t value_stride = a.value_stride;
   for (int32_t v = 0; v < nv; ++v) {
     const __mmask16 mv = v == nv - 1 ? last_mask : __mmask16(0xffff);
     const float* vcol = a.values + 16 * v;
-    __m512 c[kKeyTile];
-    for (__m512& x : c) x = _mm512_setzero_ps();
-    for (int32_t j = j0; j < j1; ++j) {
-      const int32_t t0 = j * kKeyTile;
-      const float* pj = s + (t0 - base);
-      if (t0 >= a.first && t0 + kKeyTile - 1 <= a.last) {  // a whole tile: every lane, no tests
-        for (int l = 0; l < kKeyTile; ++l)
-          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps(mv, vcol + static_cast<int64_t>(t0 + l) * a.value_stride), c[l]);
-      } else {  // the window's first or last tile: only the visible positions (others may be unwritten)
+    for (int32_t h = 0; h < a.n_q; ++h) {
+      const float* s = a.scores + h * stride;
+      __m512 c[kKeyTile];
+      for (__m512& x : c) x = _mm512_setzero_ps();
+      for (int32_t j = j0; j < j1; ++j) {
+        const int32_t t0 = j * kKeyTile;
+        const float* pj = s + (t0 - base);
+        const float* vt = vcol + static_cast<int64_t>(t0) * value_stride;
+        if (t0 >= a.first && t0 + kKeyTile - 1 <= a.last) {  // a whole tile
+#pragma GCC unroll 16
+          for (int l = 0; l < kKeyTile; ++l) {  // constant indices: the 16 chains stay in registers
+            c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps(mv, vt), c[l]);
+            vt += value_stride;
+          }
+          continue;
+        }
+        // The window's first or last tile: positions outside it have p_t = 0 (softmax wrote 0 there)
+        // and their values, which may be unwritten, load as 0; c + (+0) is c bit for bit (a chain that
+        // starts at +0 never holds -0), so this is the skipped step of the definition.
+        const uint32_t vis = visible(j, a.first, a.last);
+#pragma GCC unroll 16
         for (int l = 0; l < kKeyTile; ++l) {
-          const int32_t t = t0 + l;
-          if (t < a.first || t > a.last) continue;
-          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps(mv, vcol + static_cast<int64_t>(t) * a.value_stride), c[l]);
+          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps((vis >> l) & 1u ? mv : __mmask16(0), vt), c[l]);
+          vt += value_stride;
         }
       }
+      _mm512_mask_storeu_ps(a.out + h * a.out_stride + 16 * v, mv, tree16(c));
     }
-    _mm512_mask_storeu_ps(out + 16 * v, mv, tree16(c));
   }
 }
 
 }  // namespace
 
 void attend_avx512(const AttentionArgs& a) {
-  const int32_t n = a.last + 1;  // positions the scratch covers
-  for (int32_t h = 0; h < a.n_q; ++h)
-    attend_head(a, a.q + h * a.q_stride, a.scores + static_cast<size_t>(h) * (n + kKeyTile), a.out + h * a.out_stride);
+  const size_t stride = static_cast<size_t>(a.last + 1) + kKeyTile;  // one head's scores in the scratch
+  scores(a, stride);
+  for (int32_t h = 0; h < a.n_q; ++h) softmax(a, a.scores + h * stride);
+  weighted_values(a, stride);
 }
 
 double sum_exp_avx512(const float* x, int64_t n, float shift) {
