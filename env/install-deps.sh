@@ -11,7 +11,7 @@ PACKAGES=(
   libboost-program-options-dev
   libbenchmark-dev libgtest-dev
   nlohmann-json3-dev libpcre2-dev
-  python3-numpy python3-h5py-mpi python3-matplotlib
+  python3-numpy python3-h5py-mpi python3-matplotlib python3-scipy
   clang libclang-rt-14-dev
   slurm-wlm munge iproute2
   # Slurm's mpi/pmix plugin (srun --mpi=pmix in jobs/) loads the unversioned libpmix.so, which only this

@@ -116,8 +116,11 @@ configs() {
 mapfile -t CONFIGS < <(configs)
 [ "$QUICK" = 1 ] && REPS=1
 
-busy_ticks() {  # CPU time the whole machine has spent busy, in clock ticks (user nice system irq softirq steal)
-  awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
+# CPU time spent by processes that compete with the job, in clock ticks: /proc/stat's user, system, irq,
+# softirq and steal, not its nice column. The job runs niced, so its user time is in that column (its
+# system time is subtracted below); other niced work (fuzzers at nice 19) only takes what the job leaves.
+busy_ticks() {
+  awk '/^cpu / {print $2 + $4 + $7 + $8 + $9}' /proc/stat
 }
 # Waits until other work leaves the machine mostly idle (the ranks share 2 cores: a busy neighbour halves
 # a pipeline's speed and no model of this job can know it); prints the seconds waited.
@@ -136,7 +139,7 @@ wait_quiet() {
 }
 
 # One job; prints "seconds prompt_tok_per_s generated_tok_per_s micro_batches layer_split other_cores".
-# other_cores: the CPU other processes used during the job (machine busy time minus the job's own CPU
+# other_cores: the CPU competing processes used during the job (busy_ticks minus the job's own system
 # time, which /usr/bin/time reports for mpirun and the ranks it waits for), in cores.
 run_job() {  # workload np replicas ubatch wire latency slots h5
   local workload=$1 np=$2 replicas=$3 ubatch=$4 wire=$5 latency=$6 slots=$7 h5=$8 log=$WORK/run.log
@@ -165,7 +168,7 @@ run_job() {  # workload np replicas ubatch wire latency slots h5
   fi
   busy1=$(busy_ticks); t1=$(date +%s.%N)
   local other
-  other=$(awk -v d=$((busy1 - busy0)) -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" '{printf "%.2f", (d / hz - $1 - $2) / (t1 - t0)}' "$WORK/time.txt")
+  other=$(awk -v d=$((busy1 - busy0)) -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" '{printf "%.2f", (d / hz - $2) / (t1 - t0)}' "$WORK/time.txt")
   echo "$seconds $prompt_rate $gen_rate $mbs $split $other"
 }
 
