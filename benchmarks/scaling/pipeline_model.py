@@ -189,14 +189,14 @@ def scheduler_options(n_stages):
 # ---------------------------------------------------------------------------------------------------
 # Compute cost: a matrix product over n rows of W weight bytes takes W * tau(n) seconds on one core.
 # tau(n) is the kernels' batch efficiency, measured: it is not smooth in n (glacier's packed int8 GEMM runs
-# 4-row tiles plus a 1-3 row remainder tile, and a separate path for 1-2 rows), so it is kept at every row
-# count up to DENSE_UPTO (decode groups) and piecewise linear between coarser knots above (prefill). A
-# stage's micro-batch costs its layers' bytes x tau(tokens) and, on the last stage, the head's bytes x
+# 3- and 4-row tiles plus a remainder tile, and a separate path for 1-2 rows), so for decode rows it is kept
+# at every row count up to DENSE_UPTO (the ramp run times each) and linear between the larger counts the
+# samples have. Prefill rows get their own tau (fit_prefill_tau), their head rows the decode one. A stage's
+# micro-batch costs its layers' bytes x tau(tokens) and, on the last stage, the head's bytes x
 # tau(logits). Attention, norms and the embedding are not modelled apart (at these short contexts they
 # ride along in tau; the cluster predictions add the KV reads).
 
 DENSE_UPTO = 32
-KNOTS = tuple(range(1, DENSE_UPTO + 1)) + (48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096)
 RIDGE = 1e-3  # weight of tau's second differences: only settles knots no sample pins down
 MAX_CLASS_WEIGHT = 10  # a (rows, logits) class of micro-batches weighs sqrt(count), at most sqrt(this)
 
@@ -232,8 +232,15 @@ def fit_tau(samples, shape):
     classes = defaultdict(list)
     for tokens, logits, seconds in samples:
         classes[(tokens, logits)].append(seconds)
+    # Every row count up to DENSE_UPTO (decode groups: the tiles make tau jagged there), then the row
+    # counts the samples have above it (prefill micro-batches and their remainders): each knot is pinned
+    # by data, and tau is linear between them. Coarse fixed knots between sparse samples let the fit
+    # wander (it once put 15x the cost at 192 rows, where no sample was, that it put at 512).
     top = max(max(t, l) for t, l in classes)
-    knots = np.asarray([k for k in KNOTS if k < top] + [next(k for k in KNOTS if k >= top)], float)
+    above = sorted({n for t, l in classes for n in (t, l) if n > DENSE_UPTO})
+    knots = np.asarray([k for k in range(1, DENSE_UPTO + 1) if k <= top] + above, float)
+    if len(knots) < 2:
+        knots = np.asarray([1.0, 2.0])
     layers_b, head_b = shape.n_layer * shape.layer_bytes(), shape.head_bytes()
     rows, rhs = [], []
     for (tokens, logits), secs in classes.items():
@@ -272,6 +279,11 @@ class Node:
     tau: object            # Tau or a callable n -> seconds per weight byte
     cores: float           # cores the job's ranks share on this host
     layer_extra: object = None  # callable (micro-batch, job) -> extra seconds a layer (KV reads); None = 0
+    # Speed of each rank while two or more ranks of its host compute at once, against one alone: they
+    # share the memory bandwidth and the L3 (and, on a VM, whatever the host's other guests leave), so
+    # two ranks on two cores do not compute twice as fast as one. Measured (calibrate_contention).
+    contention: float = 1.0
+    head_tau: object = None  # tau of the output head's rows, when not tau (prefill: the decode fit's)
 
 
 class _Rank:
@@ -284,7 +296,7 @@ class _Rank:
         self.done_at = None
 
 
-def simulate(programs, hosts, cores_by_host, link):
+def simulate(programs, hosts, cores_by_host, link, contention=1.0):
     """programs: one generator per rank yielding ('compute', [segment seconds]), ('send', key, bytes, dest)
     (returns a record whose 'left' time is filled in once the message has left), ('wait_left', record),
     ('recv', key). hosts[i]: the host of rank i (ranks of one host share its cores)."""
@@ -348,7 +360,7 @@ def simulate(programs, hosts, cores_by_host, link):
         for r in ranks:
             if r.state == "compute":
                 busy_by_host[r.host] += 1
-        rate = {h: min(1.0, cores_by_host[h] / n) for h, n in busy_by_host.items()}
+        rate = {h: min(1.0, cores_by_host[h] / n) * (contention if n >= 2 else 1.0) for h, n in busy_by_host.items()}
         nxt = math.inf
         for r in ranks:
             if r.state == "compute":
@@ -425,7 +437,7 @@ def stage_costs(job, node, split, stage, mb, per_layer_segments=True):
         per_layer += node.layer_extra(mb, job)
     segs = [per_layer] * (last - first)
     if stage == len(split) - 1 and mb.logits > 0:
-        segs.append(job.shape.head_bytes() * node.tau(mb.logits))
+        segs.append(job.shape.head_bytes() * (node.head_tau or node.tau)(mb.logits))
     return segs if per_layer_segments else [sum(segs)]
 
 
@@ -443,7 +455,7 @@ def predict_job(job, node, link, hosts_per_replica=None):
         programs += make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_delay, link)
         hosts += [hosts_per_replica(r, s) if hosts_per_replica else 0 for s in range(P)]
     n_hosts = max(hosts) + 1
-    _, done = simulate(programs, hosts, {h: node.cores for h in range(n_hosts)}, link)
+    _, done = simulate(programs, hosts, {h: node.cores for h in range(n_hosts)}, link, node.contention)
     # Other replicas' results travel to world rank 0 (one more hop) before the job can end.
     span = max(done[r * P] + (0 if r == 0 else link.latency_s + link.inject_s) for r in range(job.replicas))
     return span
@@ -500,6 +512,8 @@ def formula_job(job, node, link):
     fwd = WIRE_BYTES_PER_TOKEN[job.wire](job.shape.n_embd)
     share = share_prompts(job.prompts, job.replicas)[0]
     share_cores = min(1.0, node.cores / job.n_ranks)  # when every rank computes at once
+    if job.n_ranks >= 2:
+        share_cores *= node.contention
     h_of = lambda tokens: link.latency_s + link.inject_s + tokens * fwd / link.bandwidth_Bps
     prompt_tokens = sum(p for p, _ in share)
     new_tokens = max(g for _, g in share)
@@ -535,11 +549,18 @@ def load_workloads(path):
     return {k: [(p, g) for _, p, g in sorted(v)] for k, v in w.items()}
 
 
-def calibrate(sweep_rows, calib_rows, workloads, shape):
-    """tau from every micro-batch of the sweep's one-rank runs. The scheduler replay of each run names the
+# Workloads whose one-rank runs calibrate each workload's tau: a prefill row (a prompt token, attending to
+# its own prompt) and a decode row (a sequence's next token, with its own KV and a sampled output) do not
+# cost the same per weight byte, so each is fitted on its own kind of micro-batches.
+CALIBRATES = {"prefill": ("prefill",), "decode": ("decode", "ramp"), "ramp": ("decode", "ramp")}
+
+
+def calibrate(sweep_rows, calib_rows, workloads, shape, workload=None, fit=True):
+    """tau from every micro-batch of the sweep's one-rank runs (of the workloads CALIBRATES[workload]). The scheduler replay of each run names the
     output rows of its micro-batches (the trace has only their token counts): the replay must give the
     trace's token counts, or the model's scheduler is not glacier's and nothing it predicts can be trusted."""
-    runs = {row["run"]: row for row in sweep_rows if row["np"] == "1"}
+    runs = {row["run"]: row for row in sweep_rows
+            if row["np"] == "1" and (workload is None or row["workload"] in CALIBRATES[workload])}
     by_run = defaultdict(list)
     for row in calib_rows:
         by_run[row["run"]].append((int(row["microbatch"]), int(row["tokens"]), float(row["compute_s"])))
@@ -558,12 +579,97 @@ def calibrate(sweep_rows, calib_rows, workloads, shape):
                              f"{[m.tokens for m in replayed][:12]}... differ from the trace's "
                              f"{[tok for _, tok, _ in measured][:12]}...")
         samples += [(m.tokens, m.logits, s) for m, (_, _, s) in zip(replayed, measured)]
-    return fit_tau(samples, shape), samples
+    return (fit_tau(samples, shape) if fit else None), samples
+
+
+def fit_prefill_tau(samples, shape, head_tau):
+    """A prefill micro-batch's rows are prompt tokens; its few output rows (the prompts that end in it) go
+    through the head as decode rows do. So the head's share is taken off with the decode fit (head_tau)
+    and tau of each token count the samples have is the median of what is left, per layer byte; linear
+    between those counts. (One least-squares fit of both parts cannot tell a 32-token micro-batch's
+    layers from its 2 head rows: it once gave the head rows 50x the cost of the layers' rows.)"""
+    per = defaultdict(list)
+    layers_b, head_b = shape.n_layer * shape.layer_bytes(), shape.head_bytes()
+    for tokens, logits, seconds in samples:
+        per[tokens].append(max(0.0, seconds - head_b * head_tau(logits)) / layers_b)
+    knots = sorted(per)
+    values = [statistics.median(per[k]) for k in knots]
+    if len(knots) == 1:  # one size only: cost proportional to the rows
+        knots, values = [0.0] + knots, [0.0] + values
+    return Tau(knots, values)
+
+
+def is_contention_run(key):
+    """The runs of two one-stage replicas (np 2 = 2 x 1, no hops) at any --ubatch: they calibrate
+    Node.contention."""
+    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+    return (np_, replicas, wire, latency_ms) == (2, 2, "f32", 0.0)
+
+
+def calibrate_contention(groups, workloads, shape, taus, args):
+    """Node.contention per workload: the value at which the runs of two one-stage replicas (two
+    independent pipelines, no hops between ranks; every --ubatch of the sweep) are predicted as measured
+    on geometric average. That is the machine's slowdown of two ranks computing at once, measured rather
+    than assumed; those runs are calibration then, not predictions. Without such runs a workload keeps 1."""
+    jobs = defaultdict(list)
+    for key, rows in groups.items():
+        if not is_contention_run(key):
+            continue
+        workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+        measured = statistics.median(float(r["tok_per_s"]) for r in rows)
+        prompts = workloads[workload]
+        tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
+        job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
+        jobs[workload].append((job, tokens, measured))
+    link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
+    found = {}
+    for workload, runs in jobs.items():
+        tau, head_tau = taus[workload]
+
+        def log_error(c):  # grows with c
+            return sum(math.log(tokens / predict_job(job, Node(tau, args.cores, contention=c, head_tau=head_tau), link) / measured)
+                       for job, tokens, measured in runs)
+        lo, hi = 0.05, 1.0
+        if log_error(hi) <= 0:
+            found[workload] = hi
+            continue
+        for _ in range(20):  # bisection
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if log_error(mid) < 0 else (lo, mid)
+        found[workload] = (lo + hi) / 2
+    return found
 
 
 def config_key(row):
     return (row["workload"], int(row["np"]), int(row["replicas"]), int(row["ubatch"]), row["wire"],
             float(row["latency_ms"]), int(row["slots"]))
+
+
+def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, verbose=False):
+    """What the sweep calibrates: tau (and the head's tau) per workload from its one-rank runs, and the
+    contention per workload from its two-replica runs."""
+    taus = {}
+    decode_tau, decode_samples = calibrate(sweep, calib_rows, workloads, shape, "decode")
+    for workload in sorted(workloads):
+        if workload == "prefill":
+            _, samples = calibrate(sweep, calib_rows, workloads, shape, workload, fit=False)
+            tau, head_tau = fit_prefill_tau(samples, shape, decode_tau), decode_tau
+        else:
+            tau, head_tau, samples = decode_tau, None, decode_samples
+        taus[workload] = (tau, head_tau)
+        if workload == "ramp" or not verbose:
+            continue  # the decode fit
+        fit_err = [abs(shape.n_layer * shape.layer_bytes() * tau(t) + shape.head_bytes() * (head_tau or tau)(l) - s) / s
+                   for t, l, s in samples]
+        print(f"calibration ({workload}): {len(samples)} one-rank micro-batches; tau at rows {list(map(int, tau.knots))}: "
+              + ", ".join(f"{v * 1e12:.0f}" for v in tau.values) + " ps a weight byte; "
+              f"|fit error| of the micro-batches: median {100 * statistics.median(fit_err):.1f}%, "
+              f"90th percentile {100 * np.percentile(fit_err, 90):.1f}%")
+    contention = calibrate_contention(groups, workloads, shape, taus, args)
+    if verbose:
+        print("contention (speed of a rank while two compute at once, fitted to the 2 x 1 replica runs): "
+              + ", ".join(f"{w} {c:.3f}" for w, c in sorted(contention.items())))
+    return taus, contention
 
 
 def predict_sweep(args):
@@ -575,35 +681,30 @@ def predict_sweep(args):
         print(f"left out {len(every) - len(sweep)} of {len(every)} runs during which other work used more than "
               f"{args.max_other_cores:g} cores")
     workloads = load_workloads(args.workloads)
-    tau, samples = calibrate(sweep, read_csv(args.calibration), workloads, shape)
-    fit_err = [abs(shape.n_layer * shape.layer_bytes() * tau(t) + shape.head_bytes() * tau(l) - s) / s
-               for t, l, s in samples]
-    print(f"calibration: {len(samples)} one-rank micro-batches; tau at rows {list(map(int, tau.knots))}: "
-          + ", ".join(f"{v * 1e12:.0f}" for v in tau.values) + " ps a weight byte; "
-          f"|fit error| of the micro-batches: median {100 * statistics.median(fit_err):.1f}%, "
-          f"90th percentile {100 * np.percentile(fit_err, 90):.1f}%")
     groups = defaultdict(list)
     for row in sweep:
         groups[config_key(row)].append(row)
+    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, verbose=True)
     out = []
     for key, rows in groups.items():
         workload, np_, replicas, ubatch, wire, latency_ms, slots = key
         measured = statistics.median(float(r["tok_per_s"]) for r in rows)
         prompts = workloads[workload]
         job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
-        node = Node(tau, args.cores)
+        node = Node(taus[workload][0], args.cores, contention=contention.get(workload, 1.0), head_tau=taus[workload][1])
         link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, latency_ms / 1000.0)
         tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
         pred = tokens / predict_job(job, node, link)
         formula = tokens / formula_job(job, node, link)
-        out.append({"kind": rows[0]["kind"], "workload": workload, "np": np_, "replicas": replicas,
+        calibrating = is_contention_run(key)
+        out.append({"kind": "contention" if calibrating else rows[0]["kind"], "workload": workload, "np": np_, "replicas": replicas,
                     "stages": np_ // replicas, "ubatch": ubatch, "wire": wire, "latency_ms": latency_ms,
                     "slots": slots, "runs": len(rows), "measured_tok_per_s": measured,
                     "measured_min": min(float(r["tok_per_s"]) for r in rows),
                     "measured_max": max(float(r["tok_per_s"]) for r in rows),
                     "predicted_tok_per_s": pred, "error_pct": 100 * (pred - measured) / measured,
                     "formula_tok_per_s": formula, "formula_error_pct": 100 * (formula - measured) / measured})
-    kind_order = {"layout": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
+    kind_order = {"layout": 0, "contention": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
     out.sort(key=lambda o: (o["workload"] != "prefill", kind_order.get(o["kind"], 9), o["np"], -o["stages"],
                             o["ubatch"], o["wire"], o["latency_ms"], o["slots"]))
     if args.out:
@@ -620,15 +721,15 @@ def print_table(out, tolerance):
           "model tok/s | error | closed form | error |")
     print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for o in out:
-        flag = "" if abs(o["error_pct"]) <= tolerance else " **"
+        flag = " (fit)" if o["kind"] in ("calib", "contention") else "" if abs(o["error_pct"]) <= tolerance else " **"
         print(f"| {o['workload']} | {o['np']} | {o['replicas']} x {o['stages']} | {o['ubatch']} | {o['wire']} | "
               f"{o['latency_ms']:g} | {o['slots']} | {o['measured_tok_per_s']:.0f} ({o['measured_min']:.0f}-"
               f"{o['measured_max']:.0f}) | {o['predicted_tok_per_s']:.0f} | {o['error_pct']:+.1f}%{flag} | "
               f"{o['formula_tok_per_s']:.0f} | {o['formula_error_pct']:+.1f}% |")
-    errs = [abs(o["error_pct"]) for o in out if o["kind"] != "calib"]
+    errs = [abs(o["error_pct"]) for o in out if o["kind"] not in ("calib", "contention")]
     if errs:
         within = sum(e <= tolerance for e in errs)
-        print(f"\nmodel vs measured over {len(errs)} predicted configurations (calibration runs excluded): "
+        print(f"\nmodel vs measured over {len(errs)} predicted configurations (calibration runs, c, excluded): "
               f"median |error| {statistics.median(errs):.1f}%, max {max(errs):.1f}%, "
               f"{within} within {tolerance:g}% (** marks the others)")
 
@@ -653,11 +754,23 @@ def hop_workload(decode):
     return [decode[j % period] for j in range(HOP_PROMPTS)]
 
 
+# Open MPI's shared-memory transport on this machine (machine-notes.md): 0.2 us, about 1 GB/s.
+SHM_LATENCY_US, SHM_GBYTES = 0.2, 1.0
+
+
 def predict_hop(args):
     shape = Shape.parse(args.shape)
     sweep = [r for r in read_csv(args.sweep) if r.get("clean", "1") == "1"]
     workloads = load_workloads(args.workloads)
-    tau, _ = calibrate(sweep, read_csv(args.calibration), workloads, shape)
+    groups = defaultdict(list)
+    for row in sweep:
+        groups[config_key(row)].append(row)
+    sweep_link = (args.link_latency_us, args.link_gbytes)
+    args.link_latency_us, args.link_gbytes = SHM_LATENCY_US, SHM_GBYTES  # the sweep ran over shared memory
+    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args)
+    args.link_latency_us, args.link_gbytes = sweep_link
+    tau, _ = taus["decode"]
+    node = Node(tau, args.cores, contention=contention.get("decode", 1.0))
     prompts = hop_workload(workloads["decode"])
     rates = defaultdict(list)
     for row in read_csv(args.hop_csv):
@@ -671,7 +784,7 @@ def predict_hop(args):
     for (slots, lat), v in sorted(rates.items()):
         job = Job(shape, prompts, HOP_STAGES, 1, HOP_UBATCH, slots)
         link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, lat / 1000.0)
-        pred[(slots, lat)] = tokens / predict_job(job, Node(tau, args.cores), link)
+        pred[(slots, lat)] = tokens / predict_job(job, node, link)
     for (slots, lat), v in sorted(rates.items()):
         m, base = statistics.median(v), statistics.median(rates.get((slots, 0.0), [float("nan")]))
         p, pbase = pred[(slots, lat)], pred.get((slots, 0.0), float("nan"))
@@ -758,9 +871,8 @@ def main():
     p.add_argument("--workloads", required=True)
     p.add_argument("--shape", required=True, help="'n_embd=512 n_layer=8 n_head=8 n_head_kv=4 n_ff=1536 n_vocab=8192 type=q8_0'")
     p.add_argument("--cores", type=float, default=2.0, help="cores the job's ranks share (this machine: 2)")
-    # Open MPI's shared-memory transport on this machine (machine-notes.md): 0.2 us, about 1 GB/s.
-    p.add_argument("--link-latency-us", type=float, default=0.2)
-    p.add_argument("--link-gbytes", type=float, default=1.0, help="link bandwidth, GB/s")
+    p.add_argument("--link-latency-us", type=float, default=SHM_LATENCY_US)
+    p.add_argument("--link-gbytes", type=float, default=SHM_GBYTES, help="link bandwidth, GB/s")
     p.add_argument("--tolerance-pct", type=float, default=15.0, help="the README's target for the model")
     p.add_argument("--max-other-cores", type=float, default=0.25,
                    help="leave out runs during which other processes used more CPU than this (sweep.sh's MAX_OTHER_CORES)")

@@ -46,14 +46,14 @@ def plot_throughput(pred, path):
         med = np.array([float(o["measured_tok_per_s"]) for o in rows])
         lo = med - np.array([float(o["measured_min"]) for o in rows])
         hi = np.array([float(o["measured_max"]) for o in rows]) - med
-        colors = ["tab:gray" if o["kind"] == "calib" else "tab:blue" for o in rows]
+        colors = ["tab:gray" if o["kind"] in ("calib", "contention") else "tab:blue" for o in rows]
         ax.bar(x, med, color=colors, yerr=[lo, hi], capsize=2, label="measured (median, min-max)")
         ax.plot(x, [float(o["predicted_tok_per_s"]) for o in rows], "o", color="tab:red", label="pipeline model")
         ax.plot(x, [float(o["formula_tok_per_s"]) for o in rows], "x", color="black", label="closed form")
         ax.set_xticks(x, [label(o) for o in rows], rotation=60, ha="right", fontsize=8)
         unit = "prompt" if workload == "prefill" else "generated"
         ax.set_ylabel(f"{unit} tok/s")
-        ax.set_title(f"{workload}: replicas x stages, ubatch, wire, injected ms a hop (gray: one-rank calibration runs)")
+        ax.set_title(f"{workload}: replicas x stages, ubatch, wire, injected ms a hop (gray: calibration runs)")
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
