@@ -7,7 +7,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" && pwd)
 MODEL=${2:-}
 LATENCIES_MS=${LATENCIES_MS:-"0 1"}
-SLOTS_LIST=${SLOTS_LIST:-"4 32"}   # 4 = one sequence a stage (latency exposed); 32 = the default cap
+# slots:decode-groups. 4:0 = one sequence a stage (latency exposed); 32:0 = the default cap, a decode group
+# a stage; 64:8 = two groups a stage, so one group computes while the other crosses the links.
+CONFIGS=${CONFIGS:-"4:0 32:0 64:8"}
 PROMPTS=${PROMPTS:-64}
 MAX_TOKENS=${MAX_TOKENS:-64}
 REPS=${REPS:-3}                    # the machine is shared and noisy: the median of REPS runs is reported
@@ -39,40 +41,43 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": "d%d" % i, "prompt": " ".join(words[start:start + 8])}) + "\n")
 PY
 
-run_job() {  # latency_ms slots -> "generated_tok_per_s seconds"
-  local latency=$1 slots=$2 log=$WORK/run.log
+run_job() {  # latency_ms slots decode_groups -> "generated_tok_per_s seconds"
+  local latency=$1 slots=$2 groups=$3 log=$WORK/run.log
   local job=("$BUILD/glacier_mpi" --model "$MODEL" --prompts "$WORK/prompts.jsonl" --jsonl "$WORK/out.jsonl"
-             --max-tokens "$MAX_TOKENS" --threads 1 --bind none --slots "$slots"
+             --max-tokens "$MAX_TOKENS" --threads 1 --bind none --slots "$slots" --decode-groups "$groups"
              --inject-latency-ms "$latency")
   if [ "$LAUNCH" = netns ]; then
     NETNS_HOSTS=$HOSTS timeout -k 10 $RUN_LIMIT_S "$HERE/../../tests/system/netns_hosts.sh" run -np "$HOSTS" "${job[@]}" > "$log" 2>&1
   else
     timeout -k 10 $RUN_LIMIT_S mpirun --oversubscribe --bind-to none -np "$HOSTS" "${job[@]}" > "$log" 2>&1
-  fi || { echo "bench_hop_latency: job failed (latency $latency ms, slots $slots):" >&2; cat "$log" >&2; exit 1; }
+  fi || { echo "bench_hop_latency: job failed (latency $latency ms, slots $slots, decode groups $groups):" >&2; cat "$log" >&2; exit 1; }
   sed -n 's/^done: .* generated tokens in \([0-9.]*\) s: .* \([0-9.]*\) generated tok\/s.*/\2 \1/p' "$log"
 }
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "model $(basename "$MODEL") ($(du -h "$MODEL" | cut -f1)); $HOSTS ranks ($LAUNCH), 1 thread each; $PROMPTS prompts x $MAX_TOKENS new tokens; median of $REPS"
-echo "slots,latency_ms,rep,generated_tok_per_s,seconds" > "$CSV"
-run_job 0 32 > /dev/null  # warm-up: page cache, first touch
+echo "slots,decode_groups,latency_ms,rep,generated_tok_per_s,seconds" > "$CSV"
+run_job 0 32 0 > /dev/null  # warm-up: page cache, first touch
 declare -A rates
 for rep in $(seq "$REPS"); do
-  for slots in $SLOTS_LIST; do
+  for config in $CONFIGS; do
     for latency in $LATENCIES_MS; do  # interleaved, so drifting load on the machine hits every configuration
-      read -r rate seconds <<< "$(run_job "$latency" "$slots")"
-      echo "$slots,$latency,$rep,$rate,$seconds" >> "$CSV"
-      rates[$slots,$latency]+="$rate "
+      read -r rate seconds <<< "$(run_job "$latency" "${config%:*}" "${config#*:}")"
+      echo "${config%:*},${config#*:},$latency,$rep,$rate,$seconds" >> "$CSV"
+      rates[$config,$latency]+="$rate "
     done
   done
 done
-printf '%6s %11s %18s %22s\n' slots "latency ms" "generated tok/s" "ratio to 0 ms"
-for slots in $SLOTS_LIST; do
-  base=$(tr ' ' '\n' <<< "${rates[$slots,0]:-}" | grep . | median)
+printf '%6s %13s %11s %18s %15s
+' slots "decode groups" "latency ms" "generated tok/s" "ratio to 0 ms"
+for config in $CONFIGS; do
+  base=$(tr ' ' '\n' <<< "${rates[$config,0]:-}" | grep . | median)
   for latency in $LATENCIES_MS; do
-    rate=$(tr ' ' '\n' <<< "${rates[$slots,$latency]}" | grep . | median)
-    printf '%6s %11s %18.1f %22s\n' "$slots" "$latency" "$rate" "$(awk -v a="$rate" -v b="$base" 'BEGIN{if (b > 0) printf "%.3f", a / b; else print "-"}')"
+    rate=$(tr ' ' '\n' <<< "${rates[$config,$latency]}" | grep . | median)
+    groups=${config#*:}; [ "$groups" = 0 ] && groups="$HOSTS (default)"
+    printf '%6s %13s %11s %18.1f %15s\n' "${config%:*}" "$groups" "$latency" "$rate" \
+      "$(awk -v a="$rate" -v b="$base" 'BEGIN{if (b > 0) printf "%.3f", a / b; else print "-"}')"
   done
 done
 echo "raw figures: $CSV"

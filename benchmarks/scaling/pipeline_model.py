@@ -180,10 +180,11 @@ def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
             free_slots += 1
 
 
-def scheduler_options(n_stages):
-    """src/app/job.cpp scheduler_options(): 2P micro-batches in the ring (one for a single stage), P
-    decode groups."""
-    return {"max_in_flight": 1 if n_stages == 1 else 2 * n_stages, "decode_groups": n_stages}
+def scheduler_options(n_stages, decode_groups=0):
+    """src/app/job.cpp scheduler_options(): P decode groups unless --decode-groups says otherwise, 2P
+    micro-batches in the ring or one a group if more (one for a single stage)."""
+    groups = decode_groups if decode_groups > 0 else n_stages
+    return {"max_in_flight": 1 if n_stages == 1 else max(2 * n_stages, groups), "decode_groups": groups}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -419,6 +420,7 @@ class Job:
     wire: str = "f32"
     split: list = None        # [(first, last)] per stage; default: partition_by_bytes
     ctx_hint: int = 0         # typical context for KV reads (cluster model); 0 = ignore
+    decode_groups: int = 0    # --decode-groups (0 = one a stage)
 
 
 def share_prompts(prompts, replicas):
@@ -445,7 +447,7 @@ def predict_job(job, node, link, hosts_per_replica=None):
     """Seconds the job takes (rank 0's span: first hand-out to last result) and the tokens it counts."""
     P = job.n_ranks // job.replicas
     split = job.split or partition_by_bytes(job.shape, P)
-    opts = scheduler_options(P)
+    opts = scheduler_options(P, job.decode_groups)
     fwd_bytes = WIRE_BYTES_PER_TOKEN[job.wire](job.shape.n_embd)
     programs, hosts = [], []
     for r, share in enumerate(share_prompts(job.prompts, job.replicas)):
@@ -465,7 +467,7 @@ def make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_de
     P = len(split)
     base = r * P
     segmented = link.inject_s > 0
-    driver_buffers = scheduler_options(P)["max_in_flight"]  # PipelineRing: a send buffer per micro-batch in flight
+    driver_buffers = scheduler_options(P, job.decode_groups)["max_in_flight"]  # PipelineRing: a send buffer per micro-batch in flight
 
     def driver():
         if start_delay > 0:
@@ -774,22 +776,22 @@ def predict_hop(args):
     prompts = hop_workload(workloads["decode"])
     rates = defaultdict(list)
     for row in read_csv(args.hop_csv):
-        rates[(int(row["slots"]), float(row["latency_ms"]))].append(float(row["generated_tok_per_s"]))
+        rates[(int(row["slots"]), int(row.get("decode_groups", 0)), float(row["latency_ms"]))].append(float(row["generated_tok_per_s"]))
     tokens = sum(g for _, g in prompts)
     print(f"bench_hop_latency: {HOP_STAGES} stages over TCP ({args.link_latency_us:g} us, {args.link_gbytes:g} GB/s), "
           f"{args.cores:g} cores, ubatch {HOP_UBATCH}")
-    print("| slots | hop ms | measured tok/s (median of runs) | ratio to 0 ms | model tok/s | model ratio | error |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| slots | decode groups | hop ms | measured tok/s (median of runs) | ratio to 0 ms | model tok/s | model ratio | error |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     pred = {}
-    for (slots, lat), v in sorted(rates.items()):
-        job = Job(shape, prompts, HOP_STAGES, 1, HOP_UBATCH, slots)
+    for (slots, groups, lat), v in sorted(rates.items()):
+        job = Job(shape, prompts, HOP_STAGES, 1, HOP_UBATCH, slots, decode_groups=groups)
         link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, lat / 1000.0)
-        pred[(slots, lat)] = tokens / predict_job(job, node, link)
-    for (slots, lat), v in sorted(rates.items()):
-        m, base = statistics.median(v), statistics.median(rates.get((slots, 0.0), [float("nan")]))
-        p, pbase = pred[(slots, lat)], pred.get((slots, 0.0), float("nan"))
-        print(f"| {slots} | {lat:g} | {m:.0f} ({len(v)} runs) | {m / base:.3f} | {p:.0f} | {p / pbase:.3f} | "
-              f"{100 * (p - m) / m:+.1f}% |")
+        pred[(slots, groups, lat)] = tokens / predict_job(job, node, link)
+    for (slots, groups, lat), v in sorted(rates.items()):
+        m, base = statistics.median(v), statistics.median(rates.get((slots, groups, 0.0), [float("nan")]))
+        p, pbase = pred[(slots, groups, lat)], pred.get((slots, groups, 0.0), float("nan"))
+        print(f"| {slots} | {groups or HOP_STAGES} | {lat:g} | {m:.0f} ({len(v)} runs) | {m / base:.3f} | {p:.0f} | "
+              f"{p / pbase:.3f} | {100 * (p - m) / m:+.1f}% |")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -222,5 +222,5 @@ rm -f "$WORKLOADS".*
 echo "raw runs: $CSV; calibration: $CALIB; workloads: $WORKLOADS"
 
 "$PY" "$HERE/pipeline_model.py" predict --sweep "$CSV" --calibration "$CALIB" --workloads "$WORKLOADS" \
-  --shape "$SHAPE" --out "$RESULTS/predicted.csv"
+  --shape "$SHAPE" --out "$RESULTS/predicted.csv" | tee "$RESULTS/predicted.md"
 "$PY" "$HERE/plot_sweep.py" --sweep "$CSV" --predicted "$RESULTS/predicted.csv" --results "$RESULTS"

@@ -75,6 +75,7 @@ struct RankSetup {
   int32_t n_ctx = 0;
   int32_t n_slots = 0;
   int32_t ubatch = 0;
+  int32_t decode_groups = 0;  // --decode-groups (0 = one a stage)
   uint64_t memory_budget = 0;  // bytes this rank may use: its share of the host's (or --max-memory-gib's)
   HostMemory memory;
   pipeline::ComputeThrottle throttle;  // --slow-rank
@@ -111,6 +112,7 @@ RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
   s.bytes = model::weight_bytes(*s.file, s.cfg);
   s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
   s.ubatch = std::min(o.ubatch, s.n_ctx);
+  s.decode_groups = o.decode_groups;
   return s;
 }
 
@@ -236,8 +238,10 @@ pipeline::SchedulerOptions scheduler_options(const RankSetup& s, int n_stages) {
   // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
   // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
   // decode steps into two cohorts (each reading every weight) where one micro-batch can hold them all.
-  opt.max_in_flight = n_stages == 1 ? 1 : 2 * n_stages;
-  opt.decode_groups = n_stages;       // at least one decode group per stage keeps all stages busy
+  // At least one decode group per stage keeps all stages busy; more (--decode-groups) keep a stage busy
+  // while other groups cross slow links: a group's round trip is its compute plus a hop per stage.
+  opt.decode_groups = s.decode_groups > 0 ? s.decode_groups : n_stages;
+  opt.max_in_flight = n_stages == 1 ? 1 : std::max(2 * n_stages, opt.decode_groups);
   return opt;
 }
 

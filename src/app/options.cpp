@@ -73,6 +73,8 @@ po::options_description describe(JobOptions& o) {
                                                        "for perplexity, the chunk length")
       ("slots", po::value(&o.slots)->default_value(o.slots), "sequences in flight (KV slots; 0 = sized from free memory)")
       ("ubatch", po::value(&o.ubatch)->default_value(o.ubatch), "tokens per micro-batch")
+      ("decode-groups", po::value(&o.decode_groups)->default_value(o.decode_groups),
+       "decode micro-batches in a pipeline at once (0 = one a stage; more hide slow links between ranks)")
       ("threads,t", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0 = the rank's share of the cores)")
       ("bind", po::value(&o.bind)->default_value(o.bind), "pin ranks and threads: core | numa | none")
       ("replicas", po::value<std::string>()->default_value("1")->notifier([&o](const std::string& v) {
@@ -124,6 +126,7 @@ void check(const JobOptions& o) {
   if (o.mode == "perplexity" && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));
   if (o.slots < 0) bad("slots", "a count >= 0", std::to_string(o.slots));
   if (o.ubatch < 1) bad("ubatch", "a count >= 1", std::to_string(o.ubatch));
+  if (o.decode_groups < 0) bad("decode-groups", "a count >= 0", std::to_string(o.decode_groups));
   if (o.threads < 0) bad("threads", "a count >= 0", std::to_string(o.threads));
   if (o.bind != "core" && o.bind != "numa" && o.bind != "none") bad("bind", "core, numa or none", "'" + o.bind + "'");
   if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")

@@ -24,6 +24,7 @@ struct JobOptions {
   int32_t ctx = 0;        // 0 = the model's training context, at most kDefaultMaxCtx
   int32_t slots = 0;      // 0 = sized from free memory
   int32_t ubatch = 512;
+  int32_t decode_groups = 0;  // decode micro-batches kept in a pipeline at once (0 = one a stage)
   int32_t threads = 0;    // 0 = this rank's share of the host's cores
   std::string bind = "core";
   int32_t replicas = 1;   // pipelines the ranks form (0 = auto: the shortest pipeline that fits memory)

@@ -1,4 +1,4 @@
-// Option parsing of the layer-split choice (--partition, --partition-from) and the --slow-rank testing
+// Option parsing of the layer-split choice (--partition, --partition-from), --decode-groups and the --slow-rank testing
 // aid: defaults, what --partition-from implies, and refusals that name the option.
 #include <gtest/gtest.h>
 
@@ -66,3 +66,9 @@ TEST(Options, SlowRankTakesRankAndFactor) {
 }
 
 }  // namespace
+
+TEST(Options, DecodeGroupsDefaultToOneAStageAndRefuseNegatives) {
+  EXPECT_EQ(parse({}).decode_groups, 0);
+  EXPECT_EQ(parse({"--decode-groups", "8"}).decode_groups, 8);
+  EXPECT_EQ(refusal({"--decode-groups", "-1"}), "option --decode-groups: expected a count >= 0, found -1");
+}
