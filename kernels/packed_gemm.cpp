@@ -13,7 +13,7 @@ namespace glacier::kernels {
 namespace {
 
 constexpr int kQuadBytes = 4;                       // bytes of one row in one 32-bit lane
-constexpr int kQ8Offset = 128;                      // Q8_0 weight bytes u hold the value u - 128
+constexpr int kQ8Offset = 128;                      // Q8_0 activations stored as x + 128 (unsigned)
 constexpr int kQ4Offset = 8;                        // Q4_0 nibbles u hold the value u - 8
 constexpr size_t kLaneBytes = kPackRows * kQuadBytes;  // one zmm: a quad of each of the 16 rows
 
@@ -34,7 +34,7 @@ void pack_q8_0_group(const Matrix& m, int64_t g, uint8_t* out) {
       for (int q = 0; q < kQK8_0 / kQuadBytes; ++q)
         for (int k = 0; k < kQuadBytes; ++k) {
           const int8_t w = real ? blocks[b].qs[q * kQuadBytes + k] : 0;
-          block_out[q * kLaneBytes + l * kQuadBytes + k] = static_cast<uint8_t>(w + kQ8Offset);
+          block_out[q * kLaneBytes + l * kQuadBytes + k] = static_cast<uint8_t>(w);
         }
     }
   }
@@ -101,8 +101,7 @@ size_t packed_activation_row_bytes(int64_t cols) {
 
 void prepare_packed_row(WeightType t, const float* x, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / kQK8_0;
-  // Both types store the weights unsigned (value + offset), so the correction is the activation's.
-  const int32_t offset = t == WeightType::Q8_0 ? kQ8Offset : kQ4Offset;
+  const int32_t offset = kQ4Offset;
   const DotKernels& k = active_kernels();
   for (int64_t b = 0; b < nb; ++b) {
     // Quantized block by block as the unpacked path does (every variant's quantizer is bit-identical
@@ -114,6 +113,11 @@ void prepare_packed_row(WeightType t, const float* x, int64_t cols, uint8_t* dst
     for (int32_t& q : quad) {
       sum += q;
       q *= -offset;
+    }
+    if (t == WeightType::Q8_0) {  // unsigned quants: the correction comes from the weights instead
+      for (auto& v : block.qs) v = static_cast<int8_t>(static_cast<uint8_t>(v + kQ8Offset));
+      sum = 0;
+      for (int32_t& q : quad) q = 0;
     }
     const float scale = fp16_to_f32(block.d);
     const int32_t correction = -offset * sum;

@@ -18,8 +18,9 @@ constexpr size_t kPackAlign = 64;
 
 // Layout of one group (rows 16g .. 16g+15; rows past the matrix are zero with scale 0), nb blocks:
 //   [nb x quads][nb x 16 fp16 scales], padded to a multiple of 64 bytes.
-// Q8_0 quads: 8 x 64 bytes a block; quad q holds, for lane l, bytes 4q..4q+3 of row l's block as
-//   unsigned u = w + 128 (the unsigned side of dpbusd); the activation row's corrections take the 128 off.
+// Q8_0 quads: 8 x 64 bytes a block; quad q holds, for lane l, bytes 4q..4q+3 of row l's block (signed,
+//   as in the file). The activations are the unsigned side of dpbusd (x + 128); the kernel takes the
+//   128 * (sum of the weight quad) off, computed once per weight quad for every activation row.
 // Q4_0 quads: 4 x 64 bytes a block; zmm j holds, for lane l, bytes 4j..4j+3 of row l's packed nibbles:
 //   low nibbles are elements 4j..4j+3, high nibbles elements 16+4j..16+4j+3, both as unsigned u (the
 //   value is u - 8, taken off through the activation row's corrections).
@@ -35,8 +36,9 @@ inline int64_t packed_groups(int64_t rows) { return (rows + kPackRows - 1) / kPa
 
 // Activations for packed weights, per row (packed_activation_row_bytes apart):
 //   [nb x 32 quants][nb x float scale][nb x int32 block correction][nb x 8 int32 quad corrections]
-// The quants are signed and correction = -offset * (sum of the block's or the quad's quants), offset 128
-// for Q8_0 and 8 for Q4_0: dpbusd of the unsigned weights started from it yields exactly the signed sum.
+// For Q8_0 the quants are x + 128 as unsigned bytes and the corrections zero; for Q4_0 the quants are
+// signed and correction = -8 * (sum of the block's or the quad's quants): dpbusd started from it yields
+// exactly the signed integer sum.
 size_t packed_activation_row_bytes(int64_t cols);
 // Quantizes x rows (Q8_0, as the unpacked path does) into the packed activation layout.
 void prepare_packed_row(WeightType t, const float* x, int64_t cols, uint8_t* dst);

@@ -12,10 +12,11 @@ namespace {
 constexpr int kQuadBytes = 4;
 constexpr int kLaneBytes = kPackRows * kQuadBytes;
 
-// Products of element e of lane l's block with the activation quant as stored: Q8_0 weight bytes carry
-// +128, Q4_0 nibbles +8 (the activation's correction takes it off).
+// Products of element e of lane l's block with the activation quant as stored: Q8_0 weights are signed
+// and the activation carries +128; Q4_0 nibbles carry +8 (the activation correction takes it off).
 int32_t q8_0_product(const uint8_t* quads, int l, int e, int8_t x) {
-  return int32_t{quads[(e / kQuadBytes) * kLaneBytes + l * kQuadBytes + e % kQuadBytes]} * x;
+  const auto w = static_cast<int8_t>(quads[(e / kQuadBytes) * kLaneBytes + l * kQuadBytes + e % kQuadBytes]);
+  return int32_t{w} * (int32_t{static_cast<uint8_t>(x)} - 128);
 }
 int32_t q4_0_product(const uint8_t* quads, int l, int e, int8_t x) {
   const int j = (e % 16) / kQuadBytes;  // elements 4j.. and 16+4j.. share zmm j

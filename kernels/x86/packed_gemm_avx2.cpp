@@ -31,9 +31,8 @@ struct Q8Quads {
   static constexpr WeightType kType = WeightType::Q8_0;
   static constexpr bool kCorrected = false;  // the sign trick multiplies the signed weights directly
   static __m256i isum(const uint8_t* block, int h, int q, const int8_t* xb) {
-    // w + 128 -> w (maddubs of the unsigned bytes would saturate); no correction then.
-    const __m256i w = _mm256_xor_si256(load_ymm(block + q * kLaneBytes + h * kHalfBytes), _mm256_set1_epi8(static_cast<char>(0x80)));
-    const __m256i x = broadcast_quad(xb + q * kQuadBytes);
+    const __m256i w = load_ymm(block + q * kLaneBytes + h * kHalfBytes);
+    const __m256i x = _mm256_xor_si256(broadcast_quad(xb + q * kQuadBytes), _mm256_set1_epi8(static_cast<char>(0x80)));  // x + 128 -> x
     return quad_dots(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
   }
 };

@@ -166,14 +166,19 @@ struct Q8Lanes {
   template <int G, int R>
   static void block(const uint8_t* const (&wb)[G], const int8_t* const (&xb)[R], const int32_t* const (&corr)[R],
                     const __m512 (&d)[G][R], __m512 (&acc)[G][R][kQuadsPerBlock]) {
+    (void)corr;  // Q8_0 activations need none: the offset is on their side, the correction from the weights
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80)), zero = _mm512_setzero_si512();
     for (int q = 0; q < kQuadsPerBlock; ++q) {
-      __m512i wq[G];
-      for (int g = 0; g < G; ++g) wq[g] = load_zmm(wb[g] + q * kLaneBytes);  // w + 128, unsigned
+      __m512i wq[G], start[G];
+      for (int g = 0; g < G; ++g) {
+        wq[g] = load_zmm(wb[g] + q * kLaneBytes);
+        // -128 * (sum of each row's weight quad), once for all activation rows.
+        start[g] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, wq[g]));
+      }
       for (int r = 0; r < R; ++r) {
-        // Started from the activation's -128 * (sum of its quad), dpbusd gives the signed sum exactly.
-        const __m512i xq = broadcast_quad(xb[r] + q * kQuadBytes), start = _mm512_set1_epi32(corr[r][q]);
+        const __m512i xq = broadcast_quad(xb[r] + q * kQuadBytes);
         for (int g = 0; g < G; ++g)
-          acc[g][r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, wq[g], xq)), d[g][r], acc[g][r][q]);
+          acc[g][r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start[g], xq, wq[g])), d[g][r], acc[g][r][q]);
       }
     }
   }
