@@ -8,8 +8,9 @@ BUILD=$(cd "${1:-build}" && pwd)
 MODEL=${2:-}
 LATENCIES_MS=${LATENCIES_MS:-"0 1"}
 # slots:decode-groups. 4:0 = one sequence a stage (latency exposed); 32:0 = the default cap, a decode group
-# a stage; 64:8 = two groups a stage, so one group computes while the other crosses the links.
-CONFIGS=${CONFIGS:-"4:0 32:0 64:8"}
+# a stage; 64:0 = more sequences a group; 64:8 = two groups a stage, so one computes while the other
+# crosses the links.
+CONFIGS=${CONFIGS:-"4:0 32:0 64:0 64:8"}
 PROMPTS=${PROMPTS:-64}
 MAX_TOKENS=${MAX_TOKENS:-64}
 REPS=${REPS:-3}                    # the machine is shared and noisy: the median of REPS runs is reported
