@@ -608,7 +608,7 @@ def is_contention_run(key):
     return (np_, replicas, wire, latency_ms) == (2, 2, "f32", 0.0)
 
 
-def calibrate_contention(groups, workloads, shape, taus, args):
+def calibrate_contention(groups, workloads, shape, taus, args, link):
     """Node.contention per workload: the value at which the runs of two one-stage replicas (two
     independent pipelines, no hops between ranks; every --ubatch of the sweep) are predicted as measured
     on geometric average. That is the machine's slowdown of two ranks computing at once, measured rather
@@ -623,7 +623,6 @@ def calibrate_contention(groups, workloads, shape, taus, args):
         tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
         job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
         jobs[workload].append((job, tokens, measured))
-    link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
     found = {}
     for workload, runs in jobs.items():
         tau, head_tau = taus[workload]
@@ -647,9 +646,9 @@ def config_key(row):
             float(row["latency_ms"]), int(row["slots"]))
 
 
-def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, verbose=False):
+def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, link, verbose=False):
     """What the sweep calibrates: tau (and the head's tau) per workload from its one-rank runs, and the
-    contention per workload from its two-replica runs."""
+    contention per workload from its two-replica runs (whose ranks talk over link)."""
     taus = {}
     decode_tau, decode_samples = calibrate(sweep, calib_rows, workloads, shape, "decode")
     for workload in sorted(workloads):
@@ -667,7 +666,7 @@ def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, verbose=
               + ", ".join(f"{v * 1e12:.0f}" for v in tau.values) + " ps a weight byte; "
               f"|fit error| of the micro-batches: median {100 * statistics.median(fit_err):.1f}%, "
               f"90th percentile {100 * np.percentile(fit_err, 90):.1f}%")
-    contention = calibrate_contention(groups, workloads, shape, taus, args)
+    contention = calibrate_contention(groups, workloads, shape, taus, args, link)
     if verbose:
         print("contention (speed of a rank while two compute at once, fitted to the 2 x 1 replica runs): "
               + ", ".join(f"{w} {c:.3f}" for w, c in sorted(contention.items())))
@@ -686,7 +685,9 @@ def predict_sweep(args):
     groups = defaultdict(list)
     for row in sweep:
         groups[config_key(row)].append(row)
-    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, verbose=True)
+    sweep_link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
+    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, sweep_link,
+                                        verbose=True)
     out = []
     for key, rows in groups.items():
         workload, np_, replicas, ubatch, wire, latency_ms, slots = key
@@ -767,10 +768,8 @@ def predict_hop(args):
     groups = defaultdict(list)
     for row in sweep:
         groups[config_key(row)].append(row)
-    sweep_link = (args.link_latency_us, args.link_gbytes)
-    args.link_latency_us, args.link_gbytes = SHM_LATENCY_US, SHM_GBYTES  # the sweep ran over shared memory
-    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args)
-    args.link_latency_us, args.link_gbytes = sweep_link
+    shm = Link(SHM_LATENCY_US * 1e-6, SHM_GBYTES * 1e9)  # the sweep ran over shared memory
+    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, shm)
     tau, _ = taus["decode"]
     node = Node(tau, args.cores, contention=contention.get("decode", 1.0))
     prompts = hop_workload(workloads["decode"])

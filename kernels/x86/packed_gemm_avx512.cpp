@@ -55,6 +55,14 @@ struct Q4Quads {
 // (bench_kernels packed/.../65536x4096), 6 was best.
 constexpr int64_t kPrefetchBlocks = 6;
 
+// The quads of block b + kPrefetchBlocks of a group (wb: block b's) and, every other block, the 64
+// bytes of scales that cover it and the next one.
+inline void prefetch_ahead(const uint8_t* wb, const uint16_t* wscale, int64_t b, size_t quad_bytes) {
+  for (size_t off = 0; off < quad_bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchBlocks * quad_bytes + off), _MM_HINT_T0);
+  if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wscale + (b + kPrefetchBlocks) * kPackRows), _MM_HINT_T0);
+}
+
 // Where a tile's G groups (their quads and scales) and R activation rows start.
 template <int G, int R>
 struct TileSources {
@@ -91,11 +99,7 @@ void tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows, int6
     __m512i acc[G][R];
     for (int g = 0; g < G; ++g) {
       wb[g] = group[g] + b * quad_bytes;
-      if (kPrefetch) {
-        for (size_t off = 0; off < quad_bytes; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[g] + kPrefetchBlocks * quad_bytes + off), _MM_HINT_T0);
-        if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wscale[g] + (b + kPrefetchBlocks) * kPackRows), _MM_HINT_T0);
-      }
+      if (kPrefetch) prefetch_ahead(wb[g], wscale[g], b, quad_bytes);
     }
     for (int r = 0; r < R; ++r) {
       xb[r] = a[r].quants + b * kQK8_0;
@@ -239,11 +243,7 @@ void lane_tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows,
     __m512 d[G][R];
     for (int g = 0; g < G; ++g) {
       wb[g] = group[g] + b * quad_bytes;
-      if (kPrefetch) {
-        for (size_t off = 0; off < quad_bytes; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[g] + kPrefetchBlocks * quad_bytes + off), _MM_HINT_T0);
-        if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wscale[g] + (b + kPrefetchBlocks) * kPackRows), _MM_HINT_T0);
-      }
+      if (kPrefetch) prefetch_ahead(wb[g], wscale[g], b, quad_bytes);
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wscale[g] + b * kPackRows)));
       for (int r = 0; r < R; ++r) d[g][r] = _mm512_mul_ps(dw, _mm512_set1_ps(a[r].scales[b]));
     }
