@@ -327,8 +327,6 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   ResultSink sink(o, provenance, records);
   const std::vector<bool> finished = o.resume ? sink.resume() : std::vector<bool>(records.size(), false);
   const int64_t already = std::count(finished.begin(), finished.end(), true);
-  if (o.resume) GLACIER_LOG_INFO("resuming: %lld of %zu prompts already finished in %s", static_cast<long long>(already),
-                                 records.size(), o.h5_out.c_str());
   Progress progress(static_cast<int64_t>(records.size()));
   progress.set_already_done(already);
   int64_t prompt_tokens = 0, generated_tokens = 0, failed = 0;
@@ -511,6 +509,7 @@ Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const 
 }  // namespace
 
 int run_job(const JobOptions& o, comm::Channel& ch) {
+  log::set_level(log::parse_level(o.log_level).value_or(log::Level::Info));  // validated by parse_options
   // Every rank takes SIGTERM/SIGUSR1 as a request: rank 0 drains the queue, the others follow its shutdown.
   install_stop_signals();
   pipeline::TraceLog trace;

@@ -10,6 +10,7 @@
 
 #include "model/chat_template.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace po = boost::program_options;
 
@@ -148,7 +149,7 @@ void check(const JobOptions& o) {
     bad("inject-latency-ms", "milliseconds in [0, 60000]", std::to_string(o.inject_latency_ms));
   if (o.flush_every < 1) bad("flush-every", "a count >= 1", std::to_string(o.flush_every));
   if (o.resume && o.h5_out.empty()) bad("resume", "an --out HDF5 file to resume from", "no --out");
-  if (o.log_level != "debug" && o.log_level != "info" && o.log_level != "warn" && o.log_level != "error")
+  if (!log::parse_level(o.log_level))
     bad("log-level", "debug, info, warn or error", "'" + o.log_level + "'");
 }
 
