@@ -54,6 +54,10 @@ class Shape:
     def layer_bytes(self):
         return self.layer_params() * BYTES_PER_WEIGHT[self.type]
 
+    def kv_bytes_per_position(self):
+        """K and V of one position in one layer: glacier's KV cache is f32."""
+        return 2 * self.kv_dim * 4
+
     def head_bytes(self):
         return self.n_vocab * self.n_embd * BYTES_PER_WEIGHT[self.type]
 
@@ -95,6 +99,7 @@ class MicroBatch:
     id: int
     tokens: int       # rows through every layer
     logits: int       # rows through the output head (sampled chunks)
+    decode_keys: int = 0  # positions the decode rows attend to, summed (each reads its sequence's K and V)
 
 
 @dataclass
@@ -117,7 +122,7 @@ def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
 
     def build():
         nonlocal next_id
-        budget, chunks, logits = ubatch, [], 0
+        budget, chunks, logits, keys = ubatch, [], 0, 0
         decoding = sum(1 for a in active if not a.finished and a.n_fed > 0 and a.n_fed >= a.length - 1)
         cap = max(1, -(-decoding // decode_groups))
         taken = 0
@@ -136,12 +141,13 @@ def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
             logits += last
             chunks.append((a, last))
             a.n_fed += n
+            keys += a.n_fed if is_decode else 0
             a.in_flight += 1
             budget -= n
             taken += is_decode
         if not chunks:
             return None
-        mb = MicroBatch(next_id, ubatch - budget, logits)
+        mb = MicroBatch(next_id, ubatch - budget, logits, keys)
         next_id += 1
         return mb, chunks
 
@@ -194,8 +200,9 @@ def scheduler_options(n_stages, decode_groups=0):
 # at every row count up to DENSE_UPTO (the ramp run times each) and linear between the larger counts the
 # samples have. Prefill rows get their own tau (fit_prefill_tau), their head rows the decode one. A stage's
 # micro-batch costs its layers' bytes x tau(tokens) and, on the last stage, the head's bytes x
-# tau(logits). Attention, norms and the embedding are not modelled apart (at these short contexts they
-# ride along in tau; the cluster predictions add the KV reads).
+# tau(logits), and each decode row reads its sequence's K and V at every earlier position in every layer
+# at kv_tau a byte (fitted with tau: fit_decode_cost). A prefill row's attention, the norms and the
+# embedding are not modelled apart: they ride along in tau.
 
 DENSE_UPTO = 32
 RIDGE = 1e-3  # weight of tau's second differences: only settles knots no sample pins down
@@ -279,11 +286,18 @@ class Node:
     """Compute of one rank: seconds for a product over n rows of W bytes, split into the stage's layers."""
     tau: object            # Tau or a callable n -> seconds per weight byte
     cores: float           # cores the job's ranks share on this host
-    layer_extra: object = None  # callable (micro-batch, job) -> extra seconds a layer (KV reads); None = 0
+    # Seconds a byte of K and V that a decode row reads (every earlier position of its sequence, every
+    # layer): the sweep's model holds as many bytes of KV as of weights at 32 sequences of 60 positions. Prefill rows
+    # share each key tile over the chunk's rows, so their attention rides along in tau.
+    kv_tau: float = 0.0
     # Speed of each rank while two or more ranks of its host compute at once, against one alone: they
     # share the memory bandwidth and the L3 (and, on a VM, whatever the host's other guests leave), so
     # two ranks on two cores do not compute twice as fast as one. Measured (calibrate_contention).
     contention: float = 1.0
+    # Seconds a message takes on top of the link to reach a rank whose host's cores all compute (more
+    # ranks than cores): the rank must get a core back from a computing one (it yields, then sleeps,
+    # while it waits). Measured (calibrate_wake); processor sharing alone would hand it a share at once.
+    wake_s: float = 0.0
     head_tau: object = None  # tau of the output head's rows, when not tau (prefill: the decode fit's)
 
 
@@ -297,7 +311,7 @@ class _Rank:
         self.done_at = None
 
 
-def simulate(programs, hosts, cores_by_host, link, contention=1.0):
+def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0):
     """programs: one generator per rank yielding ('compute', [segment seconds]), ('send', key, bytes, dest)
     (returns a record whose 'left' time is filled in once the message has left), ('wait_left', record),
     ('recv', key). hosts[i]: the host of rank i (ranks of one host share its cores)."""
@@ -308,7 +322,11 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0):
 
     def post(rank, key, nbytes, dest, record, when):
         record["left"] = when
-        arrival[key] = when + link.latency_s + nbytes / link.bandwidth_Bps
+        # A rank whose host's cores all compute gets its message only once it has a core back.
+        host = ranks[dest].host
+        busy = sum(1 for r in ranks if r.host == host and r.state == "compute")
+        late = wake_s if busy >= cores_by_host[host] else 0.0
+        arrival[key] = when + link.latency_s + nbytes / link.bandwidth_Bps + late
 
     def service(rank):  # the channel's service(): due held sends are posted
         while rank.held and rank.held[0][0] <= t + eps:
@@ -419,7 +437,6 @@ class Job:
     slots: int
     wire: str = "f32"
     split: list = None        # [(first, last)] per stage; default: partition_by_bytes
-    ctx_hint: int = 0         # typical context for KV reads (cluster model); 0 = ignore
     decode_groups: int = 0    # --decode-groups (0 = one a stage)
 
 
@@ -434,9 +451,7 @@ def stage_costs(job, node, split, stage, mb, per_layer_segments=True):
     """Segments (seconds on a free core) of one micro-batch on one stage: one per layer, then the head (one
     segment in all when no send is held back: then layer boundaries change nothing)."""
     first, last = split[stage]
-    per_layer = job.shape.layer_bytes() * node.tau(mb.tokens)
-    if node.layer_extra is not None:
-        per_layer += node.layer_extra(mb, job)
+    per_layer = job.shape.layer_bytes() * node.tau(mb.tokens) + mb.decode_keys * job.shape.kv_bytes_per_position() * node.kv_tau
     segs = [per_layer] * (last - first)
     if stage == len(split) - 1 and mb.logits > 0:
         segs.append(job.shape.head_bytes() * (node.head_tau or node.tau)(mb.logits))
@@ -457,7 +472,7 @@ def predict_job(job, node, link, hosts_per_replica=None):
         programs += make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_delay, link)
         hosts += [hosts_per_replica(r, s) if hosts_per_replica else 0 for s in range(P)]
     n_hosts = max(hosts) + 1
-    _, done = simulate(programs, hosts, {h: node.cores for h in range(n_hosts)}, link, node.contention)
+    _, done = simulate(programs, hosts, {h: node.cores for h in range(n_hosts)}, link, node.contention, node.wake_s)
     # Other replicas' results travel to world rank 0 (one more hop) before the job can end.
     span = max(done[r * P] + (0 if r == 0 else link.latency_s + link.inject_s) for r in range(job.replicas))
     return span
@@ -527,7 +542,8 @@ def formula_job(job, node, link):
     seqs = min(len(share), job.slots)
     G = P
     b = max(1, round(seqs / G))
-    mb = MicroBatch(0, b, b)
+    mean_context = statistics.mean(p + g / 2 for p, g in share)  # a decode row's, over its sequence's life
+    mb = MicroBatch(0, b, b, round(b * mean_context))
     t = [sum(stage_costs(job, node, split, s, mb)) for s in range(P)]
     C = sum(t) + P * h_of(b)
     round_time = max(C, G * max(t))  # every sequence advances a token: b G / (b min(G / C, 1 / T))
@@ -580,8 +596,40 @@ def calibrate(sweep_rows, calib_rows, workloads, shape, workload=None, fit=True)
             raise SystemExit(f"pipeline_model: run {run}: the replayed scheduler's micro-batches "
                              f"{[m.tokens for m in replayed][:12]}... differ from the trace's "
                              f"{[tok for _, tok, _ in measured][:12]}...")
-        samples += [(m.tokens, m.logits, s) for m, (_, _, s) in zip(replayed, measured)]
-    return (fit_tau(samples, shape) if fit else None), samples
+        samples += [(m.tokens, m.logits, m.decode_keys, s) for m, (_, _, s) in zip(replayed, measured)]
+    return (fit_decode_cost(samples, shape) if fit else None), samples
+
+
+KV_TAU_GRID = 60  # kv_tau candidates from 0 to KV_TAU_MAX_RATIO x the weights' typical tau
+KV_TAU_MAX_RATIO = 3.0
+
+
+def micro_batch_seconds(shape, tau, kv_tau, tokens, logits, keys, head_tau=None):
+    """The model's one-rank time of a micro-batch: every layer, the head, the decode rows' KV reads."""
+    return (shape.n_layer * (shape.layer_bytes() * tau(tokens) + keys * shape.kv_bytes_per_position() * kv_tau)
+            + shape.head_bytes() * (head_tau or tau)(logits))
+
+
+def fit_decode_cost(samples, shape):
+    """samples: [(tokens, logits, keys, seconds)] of one-rank micro-batches. tau and kv_tau: for each
+    kv_tau on a grid, tau is fitted (fit_tau) to what the KV reads leave of each micro-batch; the pair
+    with the least mean |log error| over every micro-batch wins. The KV term is what tells one 32-row
+    decode step at 15 positions from one at 70 (about 1.5x apart in the sweep's runs); the classes of fit_tau
+    cannot, they pool a row count's micro-batches over the whole run."""
+    kv_b = shape.n_layer * shape.kv_bytes_per_position()
+    typical = statistics.median(sec / (shape.n_layer * shape.layer_bytes() + shape.head_bytes()) for *_, sec in samples)
+    best = None
+    for i in range(KV_TAU_GRID + 1):
+        kv_tau = KV_TAU_MAX_RATIO * typical * i / KV_TAU_GRID
+        left = [(t, l, sec - keys * kv_b * kv_tau) for t, l, keys, sec in samples]
+        if statistics.median(r for *_, r in left) <= 0:
+            break
+        tau = fit_tau([x for x in left if x[2] > 0], shape)
+        err = statistics.fmean(abs(math.log(max(micro_batch_seconds(shape, tau, kv_tau, t, l, keys), 1e-12) / sec))
+                               for t, l, keys, sec in samples)
+        if best is None or err < best[0]:
+            best = (err, tau, kv_tau)
+    return best[1], best[2]
 
 
 def fit_prefill_tau(samples, shape, head_tau):
@@ -592,7 +640,7 @@ def fit_prefill_tau(samples, shape, head_tau):
     layers from its 2 head rows: it once gave the head rows 50x the cost of the layers' rows.)"""
     per = defaultdict(list)
     layers_b, head_b = shape.n_layer * shape.layer_bytes(), shape.head_bytes()
-    for tokens, logits, seconds in samples:
+    for tokens, logits, _, seconds in samples:
         per[tokens].append(max(0.0, seconds - head_b * head_tau(logits)) / layers_b)
     knots = sorted(per)
     values = [statistics.median(per[k]) for k in knots]
@@ -608,7 +656,18 @@ def is_contention_run(key):
     return (np_, replicas, wire, latency_ms) == (2, 2, "f32", 0.0)
 
 
-def calibrate_contention(groups, workloads, shape, taus, args, link):
+@dataclass
+class Cost:
+    """A workload's calibrated compute: tau of its rows, of its head rows (None: tau), the KV reads."""
+    tau: object
+    head_tau: object
+    kv_tau: float
+
+    def node(self, cores, contention=1.0, wake_s=0.0):
+        return Node(self.tau, cores, contention=contention, wake_s=wake_s, head_tau=self.head_tau, kv_tau=self.kv_tau)
+
+
+def calibrate_contention(groups, workloads, shape, costs, args, link):
     """Node.contention per workload: the value at which the runs of two one-stage replicas (two
     independent pipelines, no hops between ranks; every --ubatch of the sweep) are predicted as measured
     on geometric average. That is the machine's slowdown of two ranks computing at once, measured rather
@@ -625,10 +684,10 @@ def calibrate_contention(groups, workloads, shape, taus, args, link):
         jobs[workload].append((job, tokens, measured))
     found = {}
     for workload, runs in jobs.items():
-        tau, head_tau = taus[workload]
+        cost = costs[workload]
 
         def log_error(c):  # grows with c
-            return sum(math.log(tokens / predict_job(job, Node(tau, args.cores, contention=c, head_tau=head_tau), link) / measured)
+            return sum(math.log(tokens / predict_job(job, cost.node(args.cores, c), link) / measured)
                        for job, tokens, measured in runs)
         lo, hi = 0.05, 1.0
         if log_error(hi) <= 0:
@@ -641,6 +700,38 @@ def calibrate_contention(groups, workloads, shape, taus, args, link):
     return found
 
 
+def is_wake_run(key):
+    """The run that calibrates Node.wake_s: one 4-stage decode pipeline on the 2 cores at the base settings
+    (decode hands a small micro-batch across a link every stage, so it is the most sensitive to it)."""
+    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+    return (workload, np_, replicas, ubatch, wire, latency_ms) == ("decode", 4, 1, 128, "f32", 0.0)
+
+
+WAKE_MAX_S = 5e-3  # bisection bracket for wake_s: a time slice or two of Linux's scheduler
+
+
+def calibrate_wake(groups, workloads, shape, costs, contention, args, link):
+    """Node.wake_s: the value at which is_wake_run's configuration is predicted as measured (0 when the
+    sweep has no such run, or when even 0 predicts it slower than measured)."""
+    runs = [(key, rows) for key, rows in groups.items() if is_wake_run(key)]
+    if not runs or args.cores >= 4:
+        return 0.0
+    (key, rows), = runs
+    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+    measured = statistics.median(float(r["tok_per_s"]) for r in rows)
+    prompts = workloads[workload]
+    job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
+    tokens = sum(g for _, g in prompts)
+    predict = lambda w: tokens / predict_job(job, costs[workload].node(args.cores, contention.get(workload, 1.0), w), link)
+    lo, hi = 0.0, WAKE_MAX_S
+    if predict(lo) <= measured:
+        return 0.0
+    for _ in range(20):  # the prediction falls as wake_s grows
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if predict(mid) > measured else (lo, mid)
+    return (lo + hi) / 2
+
+
 def config_key(row):
     return (row["workload"], int(row["np"]), int(row["replicas"]), int(row["ubatch"]), row["wire"],
             float(row["latency_ms"]), int(row["slots"]))
@@ -649,28 +740,32 @@ def config_key(row):
 def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, link, verbose=False):
     """What the sweep calibrates: tau (and the head's tau) per workload from its one-rank runs, and the
     contention per workload from its two-replica runs (whose ranks talk over link)."""
-    taus = {}
-    decode_tau, decode_samples = calibrate(sweep, calib_rows, workloads, shape, "decode")
+    costs = {}
+    (decode_tau, kv_tau), decode_samples = calibrate(sweep, calib_rows, workloads, shape, "decode")
     for workload in sorted(workloads):
         if workload == "prefill":
             _, samples = calibrate(sweep, calib_rows, workloads, shape, workload, fit=False)
-            tau, head_tau = fit_prefill_tau(samples, shape, decode_tau), decode_tau
+            cost = Cost(fit_prefill_tau(samples, shape, decode_tau), decode_tau, 0.0)
         else:
-            tau, head_tau, samples = decode_tau, None, decode_samples
-        taus[workload] = (tau, head_tau)
+            cost, samples = Cost(decode_tau, None, kv_tau), decode_samples
+        costs[workload] = cost
         if workload == "ramp" or not verbose:
             continue  # the decode fit
-        fit_err = [abs(shape.n_layer * shape.layer_bytes() * tau(t) + shape.head_bytes() * (head_tau or tau)(l) - s) / s
-                   for t, l, s in samples]
-        print(f"calibration ({workload}): {len(samples)} one-rank micro-batches; tau at rows {list(map(int, tau.knots))}: "
-              + ", ".join(f"{v * 1e12:.0f}" for v in tau.values) + " ps a weight byte; "
-              f"|fit error| of the micro-batches: median {100 * statistics.median(fit_err):.1f}%, "
+        fit_err = [abs(micro_batch_seconds(shape, cost.tau, cost.kv_tau, t, l, k, cost.head_tau) - s) / s
+                   for t, l, k, s in samples]
+        print(f"calibration ({workload}): {len(samples)} one-rank micro-batches; tau at rows {list(map(int, cost.tau.knots))}: "
+              + ", ".join(f"{v * 1e12:.0f}" for v in cost.tau.values) + " ps a weight byte"
+              + (f"; decode rows' KV reads {cost.kv_tau * 1e12:.0f} ps a byte" if cost.kv_tau else "")
+              + f"; |fit error| of the micro-batches: median {100 * statistics.median(fit_err):.1f}%, "
               f"90th percentile {100 * np.percentile(fit_err, 90):.1f}%")
-    contention = calibrate_contention(groups, workloads, shape, taus, args, link)
+    contention = calibrate_contention(groups, workloads, shape, costs, args, link)
+    wake_s = calibrate_wake(groups, workloads, shape, costs, contention, args, link)
     if verbose:
         print("contention (speed of a rank while two compute at once, fitted to the 2 x 1 replica runs): "
-              + ", ".join(f"{w} {c:.3f}" for w, c in sorted(contention.items())))
-    return taus, contention
+              + ", ".join(f"{w} {c:.3f}" for w, c in sorted(contention.items()))
+              + f"; a message to a rank whose host's cores all compute arrives {wake_s * 1e6:.0f} us late "
+              "(fitted to the 1 x 4 decode run at the base settings)")
+    return costs, contention, wake_s
 
 
 def predict_sweep(args):
@@ -686,28 +781,28 @@ def predict_sweep(args):
     for row in sweep:
         groups[config_key(row)].append(row)
     sweep_link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
-    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, sweep_link,
-                                        verbose=True)
+    costs, contention, wake_s = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args,
+                                                 sweep_link, verbose=True)
     out = []
     for key, rows in groups.items():
         workload, np_, replicas, ubatch, wire, latency_ms, slots = key
         measured = statistics.median(float(r["tok_per_s"]) for r in rows)
         prompts = workloads[workload]
         job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
-        node = Node(taus[workload][0], args.cores, contention=contention.get(workload, 1.0), head_tau=taus[workload][1])
+        node = costs[workload].node(args.cores, contention.get(workload, 1.0), wake_s)
         link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, latency_ms / 1000.0)
         tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
         pred = tokens / predict_job(job, node, link)
         formula = tokens / formula_job(job, node, link)
-        calibrating = is_contention_run(key)
-        out.append({"kind": "contention" if calibrating else rows[0]["kind"], "workload": workload, "np": np_, "replicas": replicas,
+        kind = "contention" if is_contention_run(key) else "wake" if is_wake_run(key) else rows[0]["kind"]
+        out.append({"kind": kind, "workload": workload, "np": np_, "replicas": replicas,
                     "stages": np_ // replicas, "ubatch": ubatch, "wire": wire, "latency_ms": latency_ms,
                     "slots": slots, "runs": len(rows), "measured_tok_per_s": measured,
                     "measured_min": min(float(r["tok_per_s"]) for r in rows),
                     "measured_max": max(float(r["tok_per_s"]) for r in rows),
                     "predicted_tok_per_s": pred, "error_pct": 100 * (pred - measured) / measured,
                     "formula_tok_per_s": formula, "formula_error_pct": 100 * (formula - measured) / measured})
-    kind_order = {"layout": 0, "contention": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
+    kind_order = {"layout": 0, "contention": 0, "wake": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
     out.sort(key=lambda o: (o["workload"] != "prefill", kind_order.get(o["kind"], 9), o["np"], -o["stages"],
                             o["ubatch"], o["wire"], o["latency_ms"], o["slots"]))
     if args.out:
@@ -724,15 +819,15 @@ def print_table(out, tolerance):
           "model tok/s | error | closed form | error |")
     print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for o in out:
-        flag = " (fit)" if o["kind"] in ("calib", "contention") else "" if abs(o["error_pct"]) <= tolerance else " **"
+        flag = " (fit)" if o["kind"] in ("calib", "contention", "wake") else "" if abs(o["error_pct"]) <= tolerance else " **"
         print(f"| {o['workload']} | {o['np']} | {o['replicas']} x {o['stages']} | {o['ubatch']} | {o['wire']} | "
               f"{o['latency_ms']:g} | {o['slots']} | {o['measured_tok_per_s']:.0f} ({o['measured_min']:.0f}-"
               f"{o['measured_max']:.0f}) | {o['predicted_tok_per_s']:.0f} | {o['error_pct']:+.1f}%{flag} | "
               f"{o['formula_tok_per_s']:.0f} | {o['formula_error_pct']:+.1f}% |")
-    errs = [abs(o["error_pct"]) for o in out if o["kind"] not in ("calib", "contention")]
+    errs = [abs(o["error_pct"]) for o in out if o["kind"] not in ("calib", "contention", "wake")]
     if errs:
         within = sum(e <= tolerance for e in errs)
-        print(f"\nmodel vs measured over {len(errs)} predicted configurations (calibration runs, c, excluded): "
+        print(f"\nmodel vs measured over {len(errs)} predicted configurations (calibration runs, marked fit, excluded): "
               f"median |error| {statistics.median(errs):.1f}%, max {max(errs):.1f}%, "
               f"{within} within {tolerance:g}% (** marks the others)")
 
@@ -769,9 +864,8 @@ def predict_hop(args):
     for row in sweep:
         groups[config_key(row)].append(row)
     shm = Link(SHM_LATENCY_US * 1e-6, SHM_GBYTES * 1e9)  # the sweep ran over shared memory
-    taus, contention = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, shm)
-    tau, _ = taus["decode"]
-    node = Node(tau, args.cores, contention=contention.get("decode", 1.0))
+    costs, contention, wake_s = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, shm)
+    node = costs["decode"].node(args.cores, contention.get("decode", 1.0), wake_s)
     prompts = hop_workload(workloads["decode"])
     rates = defaultdict(list)
     for row in read_csv(args.hop_csv):
@@ -810,25 +904,19 @@ def node_tau(mem_bw, int8_ops, bytes_per_weight):
     return lambda n: 0.0 if n <= 0 else max(1.0 / mem_bw, n * 2.0 / (bytes_per_weight * int8_ops))
 
 
-def kv_reads(mem_bw, shape):
-    """Decode rows read their sequence's K and V (f32) for every earlier position, per layer."""
-    kv_bytes_per_position = 2 * shape.kv_dim * 4
-    return lambda mb, job: mb.logits * job.ctx_hint * kv_bytes_per_position / mem_bw
-
-
 def cluster(args):
     shape = LLAMA_70B
     bpw = BYTES_PER_WEIGHT[shape.type]
     total = shape.n_layer * shape.layer_bytes() + 2 * shape.head_bytes()  # + the embedding, same size
-    node = Node(node_tau(args.mem_gbytes * 1e9, args.int8_tops * 1e12, bpw), cores=1.0)
-    node.layer_extra = kv_reads(args.mem_gbytes * 1e9, shape)
+    # Decode rows stream their K and V (f32) from memory as the weights are.
+    node = Node(node_tau(args.mem_gbytes * 1e9, args.int8_tops * 1e12, bpw), cores=1.0, kv_tau=1.0 / (args.mem_gbytes * 1e9))
     prefill = [(args.prefill_tokens, 1)] * args.prefill_prompts
     decode = [(args.decode_prompt_tokens, args.decode_new_tokens)] * args.decode_prompts
     decode_ctx = args.decode_prompt_tokens + args.decode_new_tokens // 2  # the average context of a decode row
     print(f"Llama-70B shape (80 layers, n_embd 8192, n_ff 28672, GQA 8 KV heads, vocab 128256) in Q4_K: "
           f"{total / 1e9:.1f} GB of weights ({bpw * 8:.2f} bits a weight)")
     print(f"node: {args.mem_gbytes:g} GB/s memory bandwidth for weight streaming, {args.int8_tops:g} int8 TOP/s "
-          f"for products; one rank a node; KV f32; decode rows also read their KV ({decode_ctx} positions)")
+          f"for products; one rank a node; decode rows also read their K and V (f32) at every earlier position")
     print(f"prefill: {args.prefill_prompts} prompts x {args.prefill_tokens} tokens, 1 new token, ubatch "
           f"{args.ubatch}; decode: {args.decode_prompts} prompts of {args.decode_prompt_tokens} tokens x "
           f"{args.decode_new_tokens} new, {args.slots} slots a pipeline; decode groups = stages")
@@ -846,7 +934,7 @@ def cluster(args):
             for wire in (("f32", "int8") if stages > 1 else ("-",)):
                 w = "f32" if wire == "-" else wire
                 pj = Job(shape, prefill, nodes, replicas, args.ubatch, args.slots, w)
-                dj = Job(shape, decode, nodes, replicas, args.ubatch, args.slots, w, ctx_hint=decode_ctx)
+                dj = Job(shape, decode, nodes, replicas, args.ubatch, args.slots, w)
                 hosts = lambda r, s, P=stages: r * P + s  # one rank a node
                 p_rates, d_rates = [], []
                 for net in names:
@@ -854,7 +942,7 @@ def cluster(args):
                     p_rates.append(sum(p for p, _ in prefill) / predict_job(pj, node, link, hosts))
                     d_rates.append(sum(g for _, g in decode) / predict_job(dj, node, link, hosts))
                 b = max(1, args.slots // stages)  # a decode group's rows
-                t = max(sum(stage_costs(dj, node, split, s, MicroBatch(0, b, b))) for s in range(stages))
+                t = max(sum(stage_costs(dj, node, split, s, MicroBatch(0, b, b, b * decode_ctx))) for s in range(stages))
                 gbe = NETWORKS["1 GbE"]
                 h = gbe.latency_s + b * WIRE_BYTES_PER_TOKEN[w](shape.n_embd) / gbe.bandwidth_Bps
                 layout = f"{replicas} x {stages}" + (" (replicas)" if replicas > 1 else "")
