@@ -656,6 +656,16 @@ def is_contention_run(key):
     return (np_, replicas, wire, latency_ms) == (2, 2, "f32", 0.0)
 
 
+def sweep_job(key, rows, workloads, shape):
+    """A sweep configuration's Job, the tokens its rate counts (prompt tokens for prefill, generated
+    ones otherwise) and its measured rate (the median of its runs)."""
+    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+    prompts = workloads[workload]
+    job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
+    tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
+    return job, tokens, statistics.median(float(r["tok_per_s"]) for r in rows)
+
+
 @dataclass
 class Cost:
     """A workload's calibrated compute: tau of its rows, of its head rows (None: tau), the KV reads."""
@@ -676,12 +686,7 @@ def calibrate_contention(groups, workloads, shape, costs, args, link):
     for key, rows in groups.items():
         if not is_contention_run(key):
             continue
-        workload, np_, replicas, ubatch, wire, latency_ms, slots = key
-        measured = statistics.median(float(r["tok_per_s"]) for r in rows)
-        prompts = workloads[workload]
-        tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
-        job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
-        jobs[workload].append((job, tokens, measured))
+        jobs[key[0]].append(sweep_job(key, rows, workloads, shape))
     found = {}
     for workload, runs in jobs.items():
         cost = costs[workload]
@@ -714,17 +719,14 @@ def calibrate_wake(groups, workloads, shape, costs, contention, args, link):
     """Node.wake_s: the value at which is_wake_run's configuration is predicted as measured (0 when the
     sweep has no such run, or when even 0 predicts it slower than measured)."""
     runs = [(key, rows) for key, rows in groups.items() if is_wake_run(key)]
-    if not runs or args.cores >= 4:
+    if not runs:
         return 0.0
     (key, rows), = runs
-    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
-    measured = statistics.median(float(r["tok_per_s"]) for r in rows)
-    prompts = workloads[workload]
-    job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
-    tokens = sum(g for _, g in prompts)
+    workload = key[0]
+    job, tokens, measured = sweep_job(key, rows, workloads, shape)
     predict = lambda w: tokens / predict_job(job, costs[workload].node(args.cores, contention.get(workload, 1.0), w), link)
     lo, hi = 0.0, WAKE_MAX_S
-    if predict(lo) <= measured:
+    if predict(lo) <= measured or predict(hi) == predict(lo):  # too slow already, or no core is ever short
         return 0.0
     for _ in range(20):  # the prediction falls as wake_s grows
         mid = (lo + hi) / 2
@@ -786,12 +788,9 @@ def predict_sweep(args):
     out = []
     for key, rows in groups.items():
         workload, np_, replicas, ubatch, wire, latency_ms, slots = key
-        measured = statistics.median(float(r["tok_per_s"]) for r in rows)
-        prompts = workloads[workload]
-        job = Job(shape, prompts, np_, replicas, ubatch, slots, wire, split=parse_split(rows[0]["layer_split"]))
+        job, tokens, measured = sweep_job(key, rows, workloads, shape)
         node = costs[workload].node(args.cores, contention.get(workload, 1.0), wake_s)
         link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, latency_ms / 1000.0)
-        tokens = sum(p for p, _ in prompts) if workload == "prefill" else sum(g for _, g in prompts)
         pred = tokens / predict_job(job, node, link)
         formula = tokens / formula_job(job, node, link)
         kind = "contention" if is_contention_run(key) else "wake" if is_wake_run(key) else rows[0]["kind"]

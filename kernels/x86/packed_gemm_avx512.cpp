@@ -298,20 +298,19 @@ void lane_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, in
   const int64_t full_tiles = n_rows / 3, rest = n_rows % 3;
   for (int64_t g = g_begin; g < g_end; ++g) {
     const uint8_t* next = g + 1 < g_end ? w + (g + 1) * group_bytes : nullptr;
-    auto share = [&](int64_t k) { return k == 1 ? next : nullptr; };
     for (int64_t k = 0; k < full_tiles; ++k) {
       if (k == 0)
-        lane_tile<Lanes, 1, 3, true>(w, group_bytes, cols, rows, g, x, x_row_bytes, 0, y, ldy, share(0));
+        lane_tile<Lanes, 1, 3, true>(w, group_bytes, cols, rows, g, x, x_row_bytes, 0, y, ldy);
       else
-        lane_tile<Lanes, 1, 3, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, 3 * k, y, ldy, share(k));
+        lane_tile<Lanes, 1, 3, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, 3 * k, y, ldy, k == 1 ? next : nullptr);
     }
     const int64_t r = 3 * full_tiles;
-    const bool first = full_tiles == 0;
+    const uint8_t* rest_next = full_tiles == 1 ? next : nullptr;  // the rest's tile is the second
     if (rest == 2)
-      first ? lane_tile<Lanes, 1, 2, true>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy, share(full_tiles))
-            : lane_tile<Lanes, 1, 2, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy, share(full_tiles));
+      full_tiles == 0 ? lane_tile<Lanes, 1, 2, true>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy)
+                      : lane_tile<Lanes, 1, 2, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy, rest_next);
     if (rest == 1)  // n_rows > 1 here: a one-row rest follows a full tile
-      lane_tile<Lanes, 1, 1, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy, share(full_tiles));
+      lane_tile<Lanes, 1, 1, false>(w, group_bytes, cols, rows, g, x, x_row_bytes, r, y, ldy, rest_next);
   }
 }
 
