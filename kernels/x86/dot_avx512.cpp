@@ -6,10 +6,7 @@
 
 #include <cmath>
 
-// GCC 12's _mm512_undefined_* self-initialise and trip -W(maybe-)uninitialized once inlined here
-// (a false positive fixed in later GCC releases).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "kernels/x86/gcc_undefined_vector_warning.h"
 
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
@@ -94,9 +91,6 @@ struct Bf16Dot {
 
 inline __m512i join(__m256i low, __m256i high) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
-}
-inline __m512 join(float low, float high) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(low)), _mm256_set1_ps(high), 1);
 }
 inline __m256i q8_bytes(const BlockQ8_0& b) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));

@@ -6,10 +6,7 @@
 
 #include "kernels/dispatch.h"
 
-// GCC 12's _mm512_undefined_* self-initialise and trip -W(maybe-)uninitialized once inlined here
-// (the false positive dot_avx512.cpp silences too).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "kernels/x86/gcc_undefined_vector_warning.h"
 
 namespace glacier::kernels {
 

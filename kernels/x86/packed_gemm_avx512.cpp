@@ -3,10 +3,7 @@
 // block-sum order adds the eight quads before one convert and fma, lane order keeps eight accumulators.
 #include <immintrin.h>
 
-// GCC 12's _mm512_undefined_* self-initialise and trip -W(maybe-)uninitialized once inlined here
-// (the false positive dot_avx512.cpp silences too).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "kernels/x86/gcc_undefined_vector_warning.h"
 
 #include "kernels/packed_gemm.h"
 
