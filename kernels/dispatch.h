@@ -39,9 +39,10 @@ struct DotKernels {
   float (*q8_0_q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0_q8_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*quantize_row_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
-  // Q4_0 in block-sum order: each block's full integer sum fused once into one float accumulator
-  // (the order of llama.cpp's repacked x86 Q4_0 kernel; see Matrix::block_sum_order).
+  // Block-sum order: each block's full integer sum fused once into one float accumulator (for Q4_0
+  // the order of llama.cpp's repacked x86 kernel; see Matrix::block_sum_order).
   float (*q4_0_q8_0_block_sums)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+  float (*q8_0_q8_0_block_sums)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   // Tiled twins of the dots above (same element types, same results bit for bit).
   DotTileFn f32_f32_tile;
   DotTileFn f16_f16_tile;
@@ -49,6 +50,7 @@ struct DotKernels {
   DotTileFn q8_0_q8_0_tile;
   DotTileFn q4_0_q8_0_tile;
   DotTileFn q4_0_q8_0_block_sums_tile;
+  DotTileFn q8_0_q8_0_block_sums_tile;
   // K-quant weights against Q8_K activations (n a multiple of 256), in ggml-cpu's x86 order: per
   // super-block exact integer sums in 8 lanes fused into one float accumulator, the mins term apart.
   float (*q4_k_q8_k)(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
@@ -58,9 +60,10 @@ struct DotKernels {
   DotTileFn q4_k_q8_k_tile;
   DotTileFn q5_k_q8_k_tile;
   DotTileFn q6_k_q8_k_tile;
-  // Packed Q8_0/Q4_0 weights (packed_gemm.h) against packed activation rows: lane order, and Q4_0 in
-  // block-sum order (Matrix::block_sum_order).
+  // Packed Q8_0/Q4_0 weights (packed_gemm.h) against packed activation rows, in lane and in block-sum
+  // order (Matrix::block_sum_order).
   PackedGemmFn q8_0_packed_gemm;
+  PackedGemmFn q8_0_packed_block_sums_gemm;
   PackedGemmFn q4_0_packed_gemm;
   PackedGemmFn q4_0_packed_block_sums_gemm;
   // Attention over the tiled KV cache and the SwiGLU activation (attention.h).

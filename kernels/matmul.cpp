@@ -53,6 +53,7 @@ void check_cols(WeightType t, int64_t cols) {
 }
 
 DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
+  if (t == WeightType::Q8_0 && block_sum_order) return k.q8_0_q8_0_block_sums_tile;
   if (t == WeightType::Q4_0 && block_sum_order) return k.q4_0_q8_0_block_sums_tile;
   switch (t) {
     case WeightType::F32: return k.f32_f32_tile;
@@ -137,6 +138,10 @@ PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_
   return p;
 }
 
+bool preferred_block_sum_order(WeightType t, int64_t rows) {
+  return t == WeightType::Q8_0 || (t == WeightType::Q4_0 && rows % 8 == 0);
+}
+
 size_t activation_bytes(const Matrix& w, int64_t n_rows) {
   if (!w.packed) return activation_bytes(w.type, n_rows, w.cols);
   check_cols(w.type, w.cols);
@@ -155,7 +160,7 @@ PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t
   p.cols = w.cols;
   p.row_bytes = packed_activation_row_bytes(w.cols);
   auto* out = static_cast<uint8_t*>(storage);
-  for (int64_t r = 0; r < n_rows; ++r) prepare_packed_row(w.type, x + r * ldx, w.cols, out + r * p.row_bytes);
+  for (int64_t r = 0; r < n_rows; ++r) prepare_packed_row(w, x + r * ldx, out + r * p.row_bytes);
   return p;
 }
 
@@ -169,9 +174,9 @@ void packed_matmul(const Matrix& w, const PreparedActivations& x, float* y, int6
   GLACIER_ASSERT(o_begin % kPackRows == 0 && (o_end % kPackRows == 0 || o_end == w.rows),
                  "a packed matmul's output range follows 16-row groups");
   const DotKernels& k = active_kernels();
-  const PackedGemmFn gemm = w.type == WeightType::Q8_0 ? k.q8_0_packed_gemm
-                            : w.block_sum_order      ? k.q4_0_packed_block_sums_gemm
-                                                     : k.q4_0_packed_gemm;
+  const bool q8 = w.type == WeightType::Q8_0;
+  const PackedGemmFn gemm = w.block_sum_order ? (q8 ? k.q8_0_packed_block_sums_gemm : k.q4_0_packed_block_sums_gemm)
+                                              : (q8 ? k.q8_0_packed_gemm : k.q4_0_packed_gemm);
   gemm(w.packed, w.cols, w.rows, o_begin / kPackRows, packed_groups(o_end), static_cast<const uint8_t*>(x.data),
        x.row_bytes, x.n_rows, y, ldy);
 }

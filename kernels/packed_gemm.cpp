@@ -13,13 +13,15 @@ namespace glacier::kernels {
 namespace {
 
 constexpr int kQuadBytes = 4;                       // bytes of one row in one 32-bit lane
-constexpr int kQ8Offset = 128;                      // Q8_0 activations stored as x + 128 (unsigned)
+constexpr int kQ8Offset = 128;                      // Q8_0: activations (lane order) or weights (block sums) + 128
 constexpr int kQ4Offset = 8;                        // Q4_0 nibbles u hold the value u - 8
 constexpr size_t kLaneBytes = kPackRows * kQuadBytes;  // one zmm: a quad of each of the 16 rows
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// Lane order keeps the file's signed bytes; block-sum order stores w + 128 (packed_gemm.h).
 void pack_q8_0_group(const Matrix& m, int64_t g, uint8_t* out) {
+  const uint8_t offset = m.block_sum_order ? kQ8Offset : 0;
   const int64_t nb = m.cols / kQK8_0;
   const size_t quad_bytes = packed_block_quad_bytes(WeightType::Q8_0);
   auto* scales = reinterpret_cast<uint16_t*>(out + nb * quad_bytes);
@@ -34,7 +36,7 @@ void pack_q8_0_group(const Matrix& m, int64_t g, uint8_t* out) {
       for (int q = 0; q < kQK8_0 / kQuadBytes; ++q)
         for (int k = 0; k < kQuadBytes; ++k) {
           const int8_t w = real ? blocks[b].qs[q * kQuadBytes + k] : 0;
-          block_out[q * kLaneBytes + l * kQuadBytes + k] = static_cast<uint8_t>(w);
+          block_out[q * kLaneBytes + l * kQuadBytes + k] = static_cast<uint8_t>(static_cast<uint8_t>(w) + offset);
         }
     }
   }
@@ -99,9 +101,11 @@ size_t packed_activation_row_bytes(int64_t cols) {
   return round_up(nb * (kQK8_0 + sizeof(float) + (1 + kQuadsPerBlock) * sizeof(int32_t)), kPackAlign);
 }
 
-void prepare_packed_row(WeightType t, const float* x, int64_t cols, uint8_t* dst) {
-  const int64_t nb = cols / kQK8_0;
-  const int32_t offset = kQ4Offset;
+void prepare_packed_row(const Matrix& w, const float* x, uint8_t* dst) {
+  const int64_t cols = w.cols, nb = cols / kQK8_0;
+  // Lane-order Q8_0 puts the offset on the activations instead (unsigned x + 128, no corrections).
+  const bool unsigned_quants = w.type == WeightType::Q8_0 && !w.block_sum_order;
+  const int32_t offset = w.type == WeightType::Q8_0 ? kQ8Offset : kQ4Offset;
   const DotKernels& k = active_kernels();
   for (int64_t b = 0; b < nb; ++b) {
     // Quantized block by block as the unpacked path does (every variant's quantizer is bit-identical
@@ -114,7 +118,7 @@ void prepare_packed_row(WeightType t, const float* x, int64_t cols, uint8_t* dst
       sum += q;
       q *= -offset;
     }
-    if (t == WeightType::Q8_0) {  // unsigned quants: the correction comes from the weights instead
+    if (unsigned_quants) {  // the correction comes from the weights instead
       for (auto& v : block.qs) v = static_cast<int8_t>(static_cast<uint8_t>(v + kQ8Offset));
       sum = 0;
       for (int32_t& q : quad) q = 0;

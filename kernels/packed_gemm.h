@@ -1,8 +1,8 @@
 // Q8_0 and Q4_0 weight matrices repacked at load for an int8 GEMM: 16 rows interleaved four bytes at
 // a time, so one 512-bit VNNI instruction multiplies a quad of one activation row with 16 weight rows.
-// Two reduction orders, both llama.cpp's on x86 (so the goldens stay exact): lane order, eight float
-// accumulators per output, one per quad of the block (its Q8_0 and plain Q4_0 order), and block-sum
-// order, each block's exact integer sum fused once (its repacked Q4_0 order; Matrix::block_sum_order).
+// Two reduction orders (Matrix::block_sum_order): lane order, eight float accumulators per output, one
+// per quad of the block (llama.cpp's x86 Q8_0 and plain Q4_0 order), and block-sum order, each block's
+// exact integer sum fused once (llama.cpp's repacked Q4_0 order, and this engine's Q8_0 order).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,9 +18,11 @@ constexpr size_t kPackAlign = 64;
 
 // Layout of one group (rows 16g .. 16g+15; rows past the matrix are zero with scale 0), nb blocks:
 //   [nb x quads][nb x 16 fp16 scales], padded to a multiple of 64 bytes.
-// Q8_0 quads: 8 x 64 bytes a block; quad q holds, for lane l, bytes 4q..4q+3 of row l's block (signed,
-//   as in the file). The activations are the unsigned side of dpbusd (x + 128); the kernel takes the
-//   128 * (sum of the weight quad) off, computed once per weight quad for every activation row.
+// Q8_0 quads: 8 x 64 bytes a block; quad q holds, for lane l, bytes 4q..4q+3 of row l's block. Lane
+//   order keeps them signed, as in the file: the activations are the unsigned side of dpbusd (x + 128)
+//   and the kernel takes 128 * (sum of the weight quad) off, once per weight quad for every activation
+//   row. Block-sum order stores w + 128 (unsigned) against signed activations, whose corrections take
+//   the 128 off: no weight-side work at all.
 // Q4_0 quads: 4 x 64 bytes a block; zmm j holds, for lane l, bytes 4j..4j+3 of row l's packed nibbles:
 //   low nibbles are elements 4j..4j+3, high nibbles elements 16+4j..16+4j+3, both as unsigned u (the
 //   value is u - 8, taken off through the activation row's corrections).
@@ -36,12 +38,12 @@ inline int64_t packed_groups(int64_t rows) { return (rows + kPackRows - 1) / kPa
 
 // Activations for packed weights, per row (packed_activation_row_bytes apart):
 //   [nb x 32 quants][nb x float scale][nb x int32 block correction][nb x 8 int32 quad corrections]
-// For Q8_0 the quants are x + 128 as unsigned bytes and the corrections zero; for Q4_0 the quants are
-// signed and correction = -8 * (sum of the block's or the quad's quants): dpbusd started from it yields
-// exactly the signed integer sum.
+// For lane-order Q8_0 the quants are x + 128 as unsigned bytes and the corrections zero; otherwise the
+// quants are signed and correction = -offset * (sum of the block's or the quad's quants), offset 8 for
+// Q4_0 and 128 for block-sum Q8_0: dpbusd started from it yields exactly the signed integer sum.
 size_t packed_activation_row_bytes(int64_t cols);
-// Quantizes x rows (Q8_0, as the unpacked path does) into the packed activation layout.
-void prepare_packed_row(WeightType t, const float* x, int64_t cols, uint8_t* dst);
+// Quantizes x rows (Q8_0, as the unpacked path does) into the packed activation layout for w.
+void prepare_packed_row(const Matrix& w, const float* x, uint8_t* dst);
 
 // y[r * ldy + o] for groups [g_begin, g_end) of w (rows 16 g_begin .. min(16 g_end, rows)) and every row
 // of the prepared activations. The per-ISA kernels behind it (DotKernels::*_packed_*).
@@ -56,12 +58,15 @@ using PackedGemmFn = void (*)(const uint8_t* w, int64_t cols, int64_t rows, int6
   void name(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x, \
             size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy)
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_ref);
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_ref);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_ref);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_ref);
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx2);
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx2);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx2);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx2);
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx512);
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx512);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx512);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx512);
 

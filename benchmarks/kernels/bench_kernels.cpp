@@ -158,13 +158,15 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
 }
 
 // rows x cols weights (larger than the caches) times a batch of range(0) activation rows; `packed`:
-// Q8_0/Q4_0 repacked for the packed GEMM (kernels/packed_gemm.h), as the model loader does.
-void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, int64_t cols, bool packed) {
+// Q8_0/Q4_0 repacked for the packed GEMM (kernels/packed_gemm.h), as the model loader does, in the order
+// it picks unless `lane_order` asks for the other one.
+void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, int64_t cols, bool packed,
+                  bool lane_order) {
   const int64_t batch = state.range(0);
   kernels::set_active_isa(isa);
   const auto w = random_weights(t, rows, cols);
   kernels::Matrix m{t, w.data(), rows, cols, row_bytes(t, cols)};
-  m.block_sum_order = t == WeightType::Q4_0 && rows % 8 == 0;  // as the model loader sets it
+  m.block_sum_order = !lane_order && kernels::preferred_block_sum_order(t, rows);
   std::unique_ptr<uint8_t, decltype(&std::free)> packed_copy(nullptr, &std::free);
   if (packed) {
     packed_copy.reset(static_cast<uint8_t*>(std::aligned_alloc(kernels::kPackAlign, kernels::packed_bytes(m))));
@@ -253,17 +255,21 @@ void register_all() {
       const std::string suffix = std::string(kernels::isa_name(isa)) + "/" + kernels::weight_type_name(t);
       benchmark::RegisterBenchmark(("dot/" + suffix).c_str(), dot_bench, isa, t)->Arg(4096);
       benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows, kCols,
-                                   false)
+                                   false, false)
           ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
       if (!kernels::packable(t)) continue;
       auto* b = benchmark::RegisterBenchmark(("packed/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
-                                             kCols, true);
+                                             kCols, true, false);
       b->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
       if (isa == Isa::Ref) continue;
       b->Arg(64)->Arg(512);  // prefill batches; the scalar twin would take minutes
+      if (t == WeightType::Q8_0)  // llama.cpp's lane order beside the block sums the loader picks
+        benchmark::RegisterBenchmark(("packed/" + suffix + "-lanes/4096x4096").c_str(), matmul_bench, isa, t, kRows,
+                                     kCols, true, true)
+            ->Arg(1)->Arg(8)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
       // Decode from memory: a matrix larger than the L3 (Q8_0 278 MB), as a model's weights stream; one
       // sequence and a batch of 8 (where the weight stream and the arithmetic must overlap).
-      benchmark::RegisterBenchmark(("packed/" + suffix + "/65536x4096").c_str(), matmul_bench, isa, t, 65536, kCols, true)
+      benchmark::RegisterBenchmark(("packed/" + suffix + "/65536x4096").c_str(), matmul_bench, isa, t, 65536, kCols, true, false)
           ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
     }
   }

@@ -57,6 +57,16 @@ float dot_q8_0_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
   return block_dot_lanes(n / kQK8_0, weight, x, &w[0].d, sizeof(BlockQ8_0) / sizeof(uint16_t));
 }
 
+float dot_q8_0_block_sums_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQK8_0; ++j) isum += int32_t{w[b].qs[j]} * int32_t{x[b].qs[j]};
+    acc = std::fma(static_cast<float>(isum), fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d), acc);
+  }
+  return acc;
+}
+
 float dot_q4_0_block_sums_ref(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
   constexpr int kHalf = kQK4_0 / 2;
   float acc = 0.0f;
@@ -112,12 +122,14 @@ const DotKernels& ref_kernels() {
       dot_q4_0_ref,
       quantize_row_q8_0_ref,
       dot_q4_0_block_sums_ref,
+      dot_q8_0_block_sums_ref,
       tile_by_rows<float, float, dot_f32_ref>,
       tile_by_rows<uint16_t, uint16_t, dot_f16_ref>,
       tile_by_rows<uint16_t, uint16_t, dot_bf16_ref>,
       tile_by_rows<BlockQ8_0, BlockQ8_0, dot_q8_0_ref>,
       tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_ref>,
       tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_block_sums_ref>,
+      tile_by_rows<BlockQ8_0, BlockQ8_0, dot_q8_0_block_sums_ref>,
       dot_q4_k_q8_k_ref,
       dot_q5_k_q8_k_ref,
       dot_q6_k_q8_k_ref,
@@ -126,6 +138,7 @@ const DotKernels& ref_kernels() {
       tile_by_rows<BlockQ5_K, BlockQ8_K, dot_q5_k_q8_k_ref>,
       tile_by_rows<BlockQ6_K, BlockQ8_K, dot_q6_k_q8_k_ref>,
       packed_gemm_q8_0_ref,
+      packed_gemm_q8_0_block_sums_ref,
       packed_gemm_q4_0_ref,
       packed_gemm_q4_0_block_sums_ref,
       attend_ref,

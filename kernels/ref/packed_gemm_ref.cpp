@@ -12,11 +12,15 @@ namespace {
 constexpr int kQuadBytes = 4;
 constexpr int kLaneBytes = kPackRows * kQuadBytes;
 
-// Products of element e of lane l's block with the activation quant as stored: Q8_0 weights are signed
-// and the activation carries +128; Q4_0 nibbles carry +8 (the activation correction takes it off).
+// Products of element e of lane l's block with the activation quant as stored: lane-order Q8_0 weights
+// are signed and the activation carries +128; block-sum Q8_0 weights carry +128 and Q4_0 nibbles +8
+// (the activation's correction takes it off).
 int32_t q8_0_product(const uint8_t* quads, int l, int e, int8_t x) {
   const auto w = static_cast<int8_t>(quads[(e / kQuadBytes) * kLaneBytes + l * kQuadBytes + e % kQuadBytes]);
   return int32_t{w} * (int32_t{static_cast<uint8_t>(x)} - 128);
+}
+int32_t q8_0_offset_product(const uint8_t* quads, int l, int e, int8_t x) {
+  return int32_t{quads[(e / kQuadBytes) * kLaneBytes + l * kQuadBytes + e % kQuadBytes]} * x;
 }
 int32_t q4_0_product(const uint8_t* quads, int l, int e, int8_t x) {
   const int j = (e % 16) / kQuadBytes;  // elements 4j.. and 16+4j.. share zmm j
@@ -77,6 +81,10 @@ void packed_gemm_ref(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_beg
 
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_ref) {
   packed_gemm_ref<WeightType::Q8_0, q8_0_product, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
+}
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_ref) {
+  packed_gemm_ref<WeightType::Q8_0, q8_0_offset_product, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y,
+                                                               ldy);
 }
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_ref) {
   packed_gemm_ref<WeightType::Q4_0, q4_0_product, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);

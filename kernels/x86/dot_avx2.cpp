@@ -99,16 +99,17 @@ struct Q4Weights {
   }
 };
 
-// Q4_0 in block-sum order (Matrix::block_sum_order): the block's integer sum, reduced exactly,
-// fused once into a scalar accumulator.
-struct Q4BlockSumDot {
-  using W = BlockQ4_0;
+// Block-sum order (Matrix::block_sum_order): the block's integer sum, reduced exactly, fused once into
+// a scalar accumulator.
+template <class Weights>
+struct BlockSumDot {
+  using W = typename Weights::Block;
   using X = BlockQ8_0;
   template <int R>
   static void rows(const W* w, const X* const* x, int64_t n, float* out) {
     float acc[R] = {};
     for (int64_t b = 0; b < n / kQK8_0; ++b) {
-      const __m256i wq = Q4Weights::load(w[b]);
+      const __m256i wq = Weights::load(w[b]);
       const float dw = _cvtsh_ss(w[b].d);
       for (int r = 0; r < R; ++r) {
         const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qs));
@@ -216,13 +217,15 @@ const DotKernels& avx2_kernels() {
       simd::dot_single<DotQ8>,
       simd::dot_single<DotQ4>,
       quantize_row_q8_0_avx2,
-      simd::dot_single<Q4BlockSumDot>,
+      simd::dot_single<BlockSumDot<Q4Weights>>,
+      simd::dot_single<BlockSumDot<Q8Weights>>,
       simd::dot_tile<DotF32>,
       simd::dot_tile<DotF16>,
       simd::dot_tile<DotBf16>,
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
-      simd::dot_tile<Q4BlockSumDot>,
+      simd::dot_tile<BlockSumDot<Q4Weights>>,
+      simd::dot_tile<BlockSumDot<Q8Weights>>,
       simd::dot_single<kquant::Q4KDot>,
       simd::dot_single<kquant::Q5KDot>,
       simd::dot_single<kquant::Q6KDot>,
@@ -231,6 +234,7 @@ const DotKernels& avx2_kernels() {
       simd::dot_tile<kquant::Q5KDot>,
       simd::dot_tile<kquant::Q6KDot>,
       packed_gemm_q8_0_avx2,
+      packed_gemm_q8_0_block_sums_avx2,
       packed_gemm_q4_0_avx2,
       packed_gemm_q4_0_block_sums_avx2,
       attend_avx2,

@@ -166,18 +166,19 @@ struct BlockDot {
   }
 };
 
-// Q4_0 in block-sum order (Matrix::block_sum_order): the block's exact integer sum fused once.
-struct Q4BlockSumDot {
-  using W = BlockQ4_0;
+// Block-sum order (Matrix::block_sum_order): the block's exact integer sum fused once.
+template <class Weights>
+struct BlockSumDot {
+  using W = typename Weights::Block;
   using X = BlockQ8_0;
   template <int R>
   static void rows(const W* w, const X* const* x, int64_t n, float* out) {
     float acc[R] = {};
     for (int64_t b = 0; b < n / kQK8_0; ++b) {
-      const __m512i wq = Q4Weights::bytes(w[b]);
+      const __m512i wq = Weights::bytes(w[b]);
       const float dw = _cvtsh_ss(w[b].d);
       for (int r = 0; r < R; ++r) {
-        const __m512i p = Q4Weights::products(wq, _mm512_zextsi256_si512(q8_bytes(x[r][b])));
+        const __m512i p = Weights::products(wq, _mm512_zextsi256_si512(q8_bytes(x[r][b])));
         acc[r] = std::fma(static_cast<float>(_mm512_reduce_add_epi32(p)), dw * _cvtsh_ss(x[r][b].d), acc[r]);
       }
     }
@@ -243,13 +244,15 @@ const DotKernels& avx512_kernels() {
       simd::dot_single<DotQ8>,
       simd::dot_single<DotQ4>,
       quantize_row_q8_0_avx512,
-      simd::dot_single<Q4BlockSumDot>,
+      simd::dot_single<BlockSumDot<Q4Weights>>,
+      simd::dot_single<BlockSumDot<Q8Weights>>,
       simd::dot_tile<DotF32>,
       simd::dot_tile<DotF16>,
       simd::dot_tile<Bf16Dot>,
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
-      simd::dot_tile<Q4BlockSumDot>,
+      simd::dot_tile<BlockSumDot<Q4Weights>>,
+      simd::dot_tile<BlockSumDot<Q8Weights>>,
       simd::dot_single<kquant::Q4KDot>,
       simd::dot_single<kquant::Q5KDot>,
       simd::dot_single<kquant::Q6KDot>,
@@ -258,6 +261,7 @@ const DotKernels& avx512_kernels() {
       simd::dot_tile<kquant::Q5KDot>,
       simd::dot_tile<kquant::Q6KDot>,
       packed_gemm_q8_0_avx512,
+      packed_gemm_q8_0_block_sums_avx512,
       packed_gemm_q4_0_avx512,
       packed_gemm_q4_0_block_sums_avx512,
       attend_avx512,

@@ -37,6 +37,18 @@ struct Q8Quads {
   }
 };
 
+// Block-sum Q8_0 stores w + 128, which maddubs could saturate on: back to signed w and the sign trick,
+// so the activation's corrections (for dpbusd's unsigned weights) do not apply.
+struct Q8OffsetQuads {
+  static constexpr WeightType kType = WeightType::Q8_0;
+  static constexpr bool kCorrected = false;
+  static __m256i isum(const uint8_t* block, int h, int q, const int8_t* xb) {
+    const __m256i w = _mm256_xor_si256(load_ymm(block + q * kLaneBytes + h * kHalfBytes), _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i x = broadcast_quad(xb + q * kQuadBytes);
+    return quad_dots(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  }
+};
+
 struct Q4Quads {
   static constexpr WeightType kType = WeightType::Q4_0;
   static constexpr bool kCorrected = true;  // nibbles u hold u - 8: the correction takes the 8 off
@@ -99,6 +111,9 @@ void packed_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, 
 
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx2) {
   packed_gemm<Q8Quads, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
+}
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx2) {
+  packed_gemm<Q8OffsetQuads, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx2) {
   packed_gemm<Q4Quads, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);

@@ -47,6 +47,22 @@ struct Q4Quads {
   }
 };
 
+// Block-sum Q8_0: weights stored + 128 (unsigned), activations signed; the block correction takes the
+// 128 off, so a block is eight dpbusd per output and nothing else.
+struct Q8OffsetQuads {
+  static constexpr WeightType kType = WeightType::Q8_0;
+  template <int G, int R>
+  static void accumulate(const uint8_t* const (&wb)[G], const int8_t* const (&xb)[R], __m512i (&acc)[G][R]) {
+    for (int q = 0; q < kQuadsPerBlock; ++q) {
+      __m512i wq[G], xq[R];
+      for (int g = 0; g < G; ++g) wq[g] = load_zmm(wb[g] + q * kLaneBytes);
+      for (int r = 0; r < R; ++r) xq[r] = broadcast_quad(xb[r] + q * kQuadBytes);
+      for (int g = 0; g < G; ++g)
+        for (int r = 0; r < R; ++r) acc[g][r] = _mm512_dpbusd_epi32(acc[g][r], wq[g], xq[r]);
+    }
+  }
+};
+
 // Blocks ahead that decode prefetches: the hardware prefetcher alone left a single thread at about 60%
 // of the read bandwidth on weights streaming from memory; 4 to 12 blocks ahead all reach about 85%
 // (bench_kernels packed/.../65536x4096), 6 was best.
@@ -315,6 +331,9 @@ void lane_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, in
 
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx512) {
   lane_gemm<Q8Lanes>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
+}
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx512) {
+  packed_gemm<Q8OffsetQuads>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx512) {
   lane_gemm<Q4Lanes>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);

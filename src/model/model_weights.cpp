@@ -56,7 +56,7 @@ kernels::Matrix matrix(const gguf::File& f, const std::string& name, int64_t col
   m.rows = rows;
   m.cols = cols;
   m.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows));
-  m.block_sum_order = m.type == kernels::WeightType::Q4_0 && rows % 8 == 0;
+  m.block_sum_order = kernels::preferred_block_sum_order(m.type, rows);
   f.prefetch(t);
   note_use(shard, t);
   return m;
@@ -104,7 +104,7 @@ std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::str
   all.rows = rows * n_expert;
   all.cols = cols;
   all.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows * n_expert));
-  all.block_sum_order = all.type == kernels::WeightType::Q4_0 && rows % 8 == 0;
+  all.block_sum_order = kernels::preferred_block_sum_order(all.type, rows);
   f.prefetch(t);
   note_use(shard, t);
   std::vector<kernels::Matrix> out;
@@ -122,6 +122,7 @@ kernels::Matrix one_row_matrix(const gguf::File& f, const std::string& name, int
   m.rows = 1;
   m.cols = cols;
   m.row_bytes = static_cast<size_t>(t.n_bytes);
+  m.block_sum_order = kernels::preferred_block_sum_order(m.type, m.rows);
   note_use(shard, t);
   return m;
 }

@@ -154,6 +154,20 @@ TEST_P(Variants, Q4DotMatchesReference) {
   }
 }
 
+// Block-sum order: exact integer block sums and one float chain, so every variant equals the twin bitwise.
+TEST_P(Variants, BlockSumDotsAreBitIdenticalToReference) {
+  std::mt19937 rng(108);
+  for (int64_t n : kBlockLengths) {
+    auto x = quantized(random_floats(rng, n, -3.0f, 3.0f));
+    auto w8 = random_q8_weights(rng, n);
+    auto w4 = random_q4_weights(rng, n);
+    const float got8 = k().q8_0_q8_0_block_sums(w8.data(), x.data(), n), want8 = ref().q8_0_q8_0_block_sums(w8.data(), x.data(), n);
+    const float got4 = k().q4_0_q8_0_block_sums(w4.data(), x.data(), n), want4 = ref().q4_0_q8_0_block_sums(w4.data(), x.data(), n);
+    EXPECT_EQ(0, std::memcmp(&got8, &want8, sizeof got8)) << label("q8_0 block sums", n) << ": " << got8 << " vs " << want8;
+    EXPECT_EQ(0, std::memcmp(&got4, &want4, sizeof got4)) << label("q4_0 block sums", n) << ": " << got4 << " vs " << want4;
+  }
+}
+
 TEST_P(Variants, QuantizeRowIsBitIdenticalToReference) {
   std::mt19937 rng(106);
   std::vector<std::vector<float>> rows;
@@ -214,6 +228,10 @@ TEST_P(Variants, TilesEqualSingleRowDotsBitwise) {
                                                     xq, n, label("q8_0", n));
     expect_tile_equals_single<BlockQ4_0, BlockQ8_0>(k().q4_0_q8_0_tile, k().q4_0_q8_0, random_q4_weights(rng, n),
                                                     xq, n, label("q4_0", n));
+    expect_tile_equals_single<BlockQ8_0, BlockQ8_0>(k().q8_0_q8_0_block_sums_tile, k().q8_0_q8_0_block_sums,
+                                                    random_q8_weights(rng, n), xq, n, label("q8_0 block sums", n));
+    expect_tile_equals_single<BlockQ4_0, BlockQ8_0>(k().q4_0_q8_0_block_sums_tile, k().q4_0_q8_0_block_sums,
+                                                    random_q4_weights(rng, n), xq, n, label("q4_0 block sums", n));
   }
 }
 

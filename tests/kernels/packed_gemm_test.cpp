@@ -23,12 +23,13 @@ const Shape kShapes[] = {{37, 96}, {16, 32}, {100, 160}, {48, 2048}};
 constexpr int64_t kMaxBatch = 11;  // past two 4-row tiles and a remainder of 3
 constexpr float kUnwritten = -12345.0f;
 
-// The three packed kernels: (type, block-sum order).
+// The four packed kernels: (type, block-sum order).
 struct Kind {
   WeightType type;
   bool block_sums;
 };
-const Kind kKinds[] = {{WeightType::Q8_0, false}, {WeightType::Q4_0, false}, {WeightType::Q4_0, true}};
+const Kind kKinds[] = {
+    {WeightType::Q8_0, false}, {WeightType::Q8_0, true}, {WeightType::Q4_0, false}, {WeightType::Q4_0, true}};
 
 struct Weights {
   WeightType type;
@@ -86,12 +87,14 @@ void run(const Weights& w, const std::vector<float>& x, int64_t r0, int64_t n, i
   matmul(w.matrix, p, y.data() + r0 * rows, rows, g_begin * kPackRows, std::min(rows, g_end * kPackRows));
 }
 
-// The unpacked dot of output o on its GGUF blocks: the lane-order kernels of matmul.h, or for block sums
-// the Q4_0 kernel of llama.cpp's repacked order.
+// The unpacked dot of output o on its GGUF blocks: the lane-order or block-sum kernels of matmul.h.
 float unpacked_dot(const Weights& w, int64_t o, const BlockQ8_0* x) {
   const int64_t nb = w.shape.cols / kQK8_0;
   const DotKernels& ref = ref_kernels();
-  if (w.type == WeightType::Q8_0) return ref.q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(w.gguf.data()) + o * nb, x, w.shape.cols);
+  if (w.type == WeightType::Q8_0) {
+    const auto* wb = reinterpret_cast<const BlockQ8_0*>(w.gguf.data()) + o * nb;
+    return w.matrix.block_sum_order ? ref.q8_0_q8_0_block_sums(wb, x, w.shape.cols) : ref.q8_0_q8_0(wb, x, w.shape.cols);
+  }
   const auto* wb = reinterpret_cast<const BlockQ4_0*>(w.gguf.data()) + o * nb;
   return w.matrix.block_sum_order ? ref.q4_0_q8_0_block_sums(wb, x, w.shape.cols) : ref.q4_0_q8_0(wb, x, w.shape.cols);
 }
