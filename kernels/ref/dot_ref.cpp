@@ -52,40 +52,43 @@ float block_dot_lanes(int64_t n_blocks, WeightAt weight, const BlockQ8_0* x, con
   return hsum8(acc);
 }
 
+// Block-sum order: the block's exact integer sum, fused once into one float accumulator.
+template <class WeightAt>
+float block_dot_sums(int64_t n_blocks, WeightAt weight, const BlockQ8_0* x, const uint16_t* scales, int64_t stride) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    int32_t isum = 0;
+    for (int k = 0; k < kQK8_0; ++k) isum += weight(b, k) * int32_t{x[b].qs[k]};
+    acc = std::fma(static_cast<float>(isum), fp16_to_f32(scales[b * stride]) * fp16_to_f32(x[b].d), acc);
+  }
+  return acc;
+}
+
 float dot_q8_0_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
-  auto weight = [w](int64_t b, int k) { return int32_t{w[b].qs[k]}; };
+  auto weight = [w](int64_t b, int k) { return int32_t{w[b].qs[k]}; };  // as stored (signed)
   return block_dot_lanes(n / kQK8_0, weight, x, &w[0].d, sizeof(BlockQ8_0) / sizeof(uint16_t));
 }
 
-float dot_q8_0_block_sums_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / kQK8_0; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQK8_0; ++j) isum += int32_t{w[b].qs[j]} * int32_t{x[b].qs[j]};
-    acc = std::fma(static_cast<float>(isum), fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d), acc);
-  }
-  return acc;
-}
-
-float dot_q4_0_block_sums_ref(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+// Element k of Q4_0 block b: the low nibbles are elements 0..15, the high ones 16..31.
+int32_t q4_0_weight(const BlockQ4_0* w, int64_t b, int k) {
   constexpr int kHalf = kQK4_0 / 2;
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / kQK4_0; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kHalf; ++j)
-      isum += ((w[b].qs[j] & 0x0f) - 8) * int32_t{x[b].qs[j]} + ((w[b].qs[j] >> 4) - 8) * int32_t{x[b].qs[j + kHalf]};
-    acc = std::fma(static_cast<float>(isum), fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d), acc);
-  }
-  return acc;
+  const uint8_t byte = w[b].qs[k % kHalf];
+  return int32_t{k < kHalf ? (byte & 0x0f) : (byte >> 4)} - 8;
 }
 
 float dot_q4_0_ref(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
-  constexpr int kHalf = kQK4_0 / 2;
-  auto weight = [w](int64_t b, int k) {
-    const uint8_t byte = w[b].qs[k % kHalf];
-    return int32_t{k < kHalf ? (byte & 0x0f) : (byte >> 4)} - 8;
-  };
+  auto weight = [w](int64_t b, int k) { return q4_0_weight(w, b, k); };
   return block_dot_lanes(n / kQK4_0, weight, x, &w[0].d, sizeof(BlockQ4_0) / sizeof(uint16_t));
+}
+
+float dot_q4_0_block_sums_ref(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+  auto weight = [w](int64_t b, int k) { return q4_0_weight(w, b, k); };
+  return block_dot_sums(n / kQK4_0, weight, x, &w[0].d, sizeof(BlockQ4_0) / sizeof(uint16_t));
+}
+
+float dot_q8_0_block_sums_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+  auto weight = [w](int64_t b, int k) { return int32_t{w[b].qs[k]}; };
+  return block_dot_sums(n / kQK8_0, weight, x, &w[0].d, sizeof(BlockQ8_0) / sizeof(uint16_t));
 }
 
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
