@@ -124,13 +124,14 @@ void weighted_values(const AttentionArgs& a, size_t stride) {
           }
           continue;
         }
-        // The window's first or last tile: positions outside it have p_t = 0 (softmax wrote 0 there)
-        // and their values, which may be unwritten, load as 0; c + (+0) is c bit for bit (a chain that
-        // starts at +0 never holds -0), so this is the skipped step of the definition.
+        // The window's first or last tile: positions outside it are skipped, as the definition skips
+        // them. Their values are not read at all: they may lie on pages the cache has never written,
+        // and a masked-off load there is not free (on Zen 5 each one took a fault-suppression assist,
+        // which tripled a decode step whose window ended early in a tile).
         const uint32_t vis = visible(j, a.first, a.last);
 #pragma GCC unroll 16
         for (int l = 0; l < kKeyTile; ++l) {
-          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps((vis >> l) & 1u ? mv : __mmask16(0), vt), c[l]);
+          if ((vis >> l) & 1u) c[l] = _mm512_fmadd_ps(_mm512_set1_ps(pj[l]), _mm512_maskz_loadu_ps(mv, vt), c[l]);
           vt += value_stride;
         }
       }
