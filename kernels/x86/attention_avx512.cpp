@@ -126,8 +126,8 @@ void weighted_values(const AttentionArgs& a, size_t stride) {
         }
         // The window's first or last tile: positions outside it are skipped, as the definition skips
         // them. Their values are not read at all: they may lie on pages the cache has never written,
-        // and a masked-off load there is not free (on Zen 5 each one took a fault-suppression assist,
-        // which tripled a decode step whose window ended early in a tile).
+        // and masked-off loads there are not free (a fault has to be suppressed): on a Zen 5 VM they
+        // made a decode step whose window ended early in a tile 2.5 times as slow.
         const uint32_t vis = visible(j, a.first, a.last);
 #pragma GCC unroll 16
         for (int l = 0; l < kKeyTile; ++l) {
