@@ -1,4 +1,4 @@
-// Kernel throughput for every supported variant and weight type (dot and matmul), reported as
+// Kernel throughput for every supported variant and weight type (dot, matmul and attention), reported as
 // weight bytes/s and op/s, beside measured machine peaks and OpenBLAS sgemv/sgemm for F32.
 // Run: build/bench_kernels [--benchmark_filter=...]; one thread (pin it for stable figures).
 #include <benchmark/benchmark.h>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_gemm.h"
@@ -185,6 +186,53 @@ void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, 
   set_rates(state, double(w.size()), 2.0 * double(rows * cols * batch), now_s() - t0, is_block_type(t));
 }
 
+// One decode row's attention over a window of range(0) positions in a KV cache laid out as the engine's
+// (src/compute/kv_cache.h: 16-position key tiles, values position by position, memory not zeroed), the
+// sweep model's heads (8 query heads over 4 KV heads of 64). Positions past the window are never written,
+// as in a live cache: a window that ends early in a tile must not pay for the tile's unwritten rest.
+void attention_bench(benchmark::State& state, Isa isa) {
+  constexpr int32_t kKvHeads = 4, kQueryHeadsPerKv = 2, kHeadDim = 64, kCtx = 4096;
+  const int32_t n = static_cast<int32_t>(state.range(0)), kv_dim = kKvHeads * kHeadDim;
+  const size_t tile_stride = kernels::key_tile_floats(kKvHeads, kHeadDim);
+  const size_t tiles = (kCtx + kernels::kKeyTile - 1) / kernels::kKeyTile;
+  auto keys = std::make_unique_for_overwrite<float[]>(tiles * tile_stride);
+  auto values = std::make_unique_for_overwrite<float[]>(size_t(kCtx) * kv_dim);
+  const auto kv = random_activations(n, kv_dim);
+  for (int32_t t = 0; t < n; ++t)
+    for (int32_t i = 0; i < kv_dim; ++i) {
+      keys[size_t(t / kernels::kKeyTile) * tile_stride + size_t(i) * kernels::kKeyTile + t % kernels::kKeyTile] = kv[size_t(t) * kv_dim + i];
+      values[size_t(t) * kv_dim + i] = kv[size_t(t) * kv_dim + i];
+    }
+  const auto q = random_activations(kKvHeads * kQueryHeadsPerKv, kHeadDim);
+  std::vector<float> scratch(kernels::attention_scratch_floats(kQueryHeadsPerKv, n, kHeadDim));
+  std::vector<float> out(size_t(kKvHeads) * kQueryHeadsPerKv * kHeadDim);
+  const kernels::AttendFn attend = kernels::kernels_for(isa).attend;
+  for (auto _ : state) {
+    for (int32_t h = 0; h < kKvHeads; ++h) {
+      kernels::AttentionArgs a;
+      a.q = q.data() + size_t(h) * kQueryHeadsPerKv * kHeadDim;
+      a.q_stride = kHeadDim;
+      a.n_q = kQueryHeadsPerKv;
+      a.key_tiles = keys.get() + size_t(h) * kHeadDim * kernels::kKeyTile;
+      a.tile_stride = tile_stride;
+      a.values = values.get() + size_t(h) * kHeadDim;
+      a.value_stride = kv_dim;
+      a.first = 0;
+      a.last = n - 1;
+      a.hd = kHeadDim;
+      a.scale = 0.125f;
+      a.scores = scratch.data();
+      a.out = out.data() + size_t(h) * kQueryHeadsPerKv * kHeadDim;
+      a.out_stride = kHeadDim;
+      attend(a);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  // K and V bytes the row reads.
+  state.counters["kv_B/s"] = benchmark::Counter(2.0 * n * kv_dim * sizeof(float) * double(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
 void openblas_bench(benchmark::State& state, int64_t rows, int64_t cols) {
   const int64_t batch = state.range(0);
   const auto w = random_activations(rows, cols);
@@ -250,6 +298,9 @@ void register_all() {
   constexpr int64_t kRows = 4096, kCols = 4096;
   benchmark::RegisterBenchmark("openblas/F32/4096x4096", openblas_bench, kRows, kCols)
       ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+  for (Isa isa : kernels::supported_isas())  // a window of whole tiles, and one that ends a position into a tile
+    benchmark::RegisterBenchmark(("attend/" + std::string(kernels::isa_name(isa)) + "/8x64-heads").c_str(),
+                                 attention_bench, isa)->Arg(64)->Arg(65)->Arg(512)->Arg(513);
   for (Isa isa : kernels::supported_isas()) {
     for (WeightType t : kTypes) {
       const std::string suffix = std::string(kernels::isa_name(isa)) + "/" + kernels::weight_type_name(t);
