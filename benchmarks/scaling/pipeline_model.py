@@ -298,6 +298,10 @@ class Node:
     # ranks than cores): the rank must get a core back from a computing one (it yields, then sleeps,
     # while it waits). Measured (calibrate_wake); processor sharing alone would hand it a share at once.
     wake_s: float = 0.0
+    # Speed of each computing rank, on top of its share, while its host's computing ranks outnumber the
+    # cores: the kernel time-slices them, and each slice starts with the caches another rank has filled
+    # (four one-stage decode replicas on two cores ran 28% slower than two). Measured (calibrate_oversubscription).
+    oversubscribed: float = 1.0
     head_tau: object = None  # tau of the output head's rows, when not tau (prefill: the decode fit's)
 
 
@@ -311,7 +315,7 @@ class _Rank:
         self.done_at = None
 
 
-def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0):
+def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, oversubscribed=1.0):
     """programs: one generator per rank yielding ('compute', [segment seconds]), ('send', key, bytes, dest)
     (returns a record whose 'left' time is filled in once the message has left), ('wait_left', record),
     ('recv', key). hosts[i]: the host of rank i (ranks of one host share its cores)."""
@@ -379,7 +383,8 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0):
         for r in ranks:
             if r.state == "compute":
                 busy_by_host[r.host] += 1
-        rate = {h: min(1.0, cores_by_host[h] / n) * (contention if n >= 2 else 1.0) for h, n in busy_by_host.items()}
+        rate = {h: min(1.0, cores_by_host[h] / n) * (contention if n >= 2 else 1.0)
+                * (oversubscribed if n > cores_by_host[h] else 1.0) for h, n in busy_by_host.items()}
         nxt = math.inf
         for r in ranks:
             if r.state == "compute":
@@ -472,7 +477,8 @@ def predict_job(job, node, link, hosts_per_replica=None):
         programs += make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_delay, link)
         hosts += [hosts_per_replica(r, s) if hosts_per_replica else 0 for s in range(P)]
     n_hosts = max(hosts) + 1
-    _, done = simulate(programs, hosts, {h: node.cores for h in range(n_hosts)}, link, node.contention, node.wake_s)
+    _, done = simulate(programs, hosts, {h: node.cores for h in range(n_hosts)}, link, node.contention, node.wake_s,
+                       node.oversubscribed)
     # Other replicas' results travel to world rank 0 (one more hop) before the job can end.
     span = max(done[r * P] + (0 if r == 0 else link.latency_s + link.inject_s) for r in range(job.replicas))
     return span
@@ -649,13 +655,6 @@ def fit_prefill_tau(samples, shape, head_tau):
     return Tau(knots, values)
 
 
-def is_contention_run(key):
-    """The runs of two one-stage replicas (np 2 = 2 x 1, no hops) at any --ubatch: they calibrate
-    Node.contention."""
-    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
-    return (np_, replicas, wire, latency_ms) == (2, 2, "f32", 0.0)
-
-
 def sweep_job(key, rows, workloads, shape):
     """A sweep configuration's Job, the tokens its rate counts (prompt tokens for prefill, generated
     ones otherwise) and its measured rate (the median of its runs)."""
@@ -673,36 +672,50 @@ class Cost:
     head_tau: object
     kv_tau: float
 
-    def node(self, cores, contention=1.0, wake_s=0.0):
-        return Node(self.tau, cores, contention=contention, wake_s=wake_s, head_tau=self.head_tau, kv_tau=self.kv_tau)
+    def node(self, cores, contention=1.0, wake_s=0.0, oversubscribed=1.0):
+        return Node(self.tau, cores, contention=contention, wake_s=wake_s, oversubscribed=oversubscribed,
+                    head_tau=self.head_tau, kv_tau=self.kv_tau)
 
 
-def calibrate_contention(groups, workloads, shape, costs, args, link):
-    """Node.contention per workload: the value at which the runs of two one-stage replicas (two
-    independent pipelines, no hops between ranks; every --ubatch of the sweep) are predicted as measured
-    on geometric average. That is the machine's slowdown of two ranks computing at once, measured rather
-    than assumed; those runs are calibration then, not predictions. Without such runs a workload keeps 1."""
-    jobs = defaultdict(list)
-    for key, rows in groups.items():
-        if not is_contention_run(key):
-            continue
-        jobs[key[0]].append(sweep_job(key, rows, workloads, shape))
-    found = {}
-    for workload, runs in jobs.items():
-        cost = costs[workload]
+def fit_speed_factor(runs, node_of, link):
+    """The factor f in (0.05, 1] at which runs [(job, tokens, measured rate)] are predicted as measured on
+    geometric average, node_of(f) the Node whose speed grows with f; 1 when even f = 1 predicts them no faster."""
+    def log_error(f):
+        return sum(math.log(tokens / predict_job(job, node_of(f), link) / measured) for job, tokens, measured in runs)
+    lo, hi = 0.05, 1.0
+    if log_error(hi) <= 0:
+        return hi
+    for _ in range(20):  # bisection
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if log_error(mid) < 0 else (lo, mid)
+    return (lo + hi) / 2
 
-        def log_error(c):  # grows with c
-            return sum(math.log(tokens / predict_job(job, cost.node(args.cores, c), link) / measured)
-                       for job, tokens, measured in runs)
-        lo, hi = 0.05, 1.0
-        if log_error(hi) <= 0:
-            found[workload] = hi
-            continue
-        for _ in range(20):  # bisection
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if log_error(mid) < 0 else (lo, mid)
-        found[workload] = (lo + hi) / 2
-    return found
+
+@dataclass
+class Sharing:
+    """What the sweep measures of ranks sharing a host's cores: Node.contention and Node.oversubscribed
+    per workload (1 where the sweep has no run to fit them), and Node.wake_s."""
+    contention: dict = field(default_factory=dict)
+    oversubscribed: dict = field(default_factory=dict)
+    wake_s: float = 0.0
+
+    def node(self, costs, workload, cores):
+        return costs[workload].node(cores, self.contention.get(workload, 1.0), self.wake_s,
+                                    self.oversubscribed.get(workload, 1.0))
+
+
+def is_contention_run(key):
+    """The runs of two one-stage replicas (np 2 = 2 x 1, no hops) at any --ubatch: they calibrate
+    Node.contention."""
+    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+    return (np_, replicas, wire, latency_ms) == (2, 2, "f32", 0.0)
+
+
+def is_oversubscription_run(key):
+    """The run that calibrates Node.oversubscribed per workload: four one-stage replicas (no hops) on the
+    2 cores at the base settings."""
+    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+    return (np_, replicas, ubatch, wire, latency_ms) == (4, 4, 128, "f32", 0.0)
 
 
 def is_wake_run(key):
@@ -712,26 +725,55 @@ def is_wake_run(key):
     return (workload, np_, replicas, ubatch, wire, latency_ms) == ("decode", 4, 1, 128, "f32", 0.0)
 
 
+def is_calibration_run(key):
+    return is_contention_run(key) or is_oversubscription_run(key) or is_wake_run(key)
+
+
+def calibrate_sharing(groups, workloads, shape, costs, args, link):
+    """Sharing, from the sweep's designated runs, which are calibration then, not predictions:
+    - contention per workload: the value at which the runs of two one-stage replicas (two independent
+      pipelines; every --ubatch of the sweep) are predicted as measured. That is the machine's slowdown
+      of two ranks computing at once, measured rather than assumed;
+    - oversubscribed per workload, with that contention: the value at which four one-stage replicas on
+      the two cores are predicted as measured;
+    - wake_s, with both: the value at which is_wake_run's configuration is predicted as measured (0 when
+      the sweep has no such run, or when even 0 predicts it slower than measured)."""
+    sharing = Sharing()
+
+    def runs_of(is_run):
+        jobs = defaultdict(list)
+        for key, rows in groups.items():
+            if is_run(key):
+                jobs[key[0]].append(sweep_job(key, rows, workloads, shape))
+        return jobs
+
+    for workload, runs in runs_of(is_contention_run).items():
+        sharing.contention[workload] = fit_speed_factor(runs, lambda c: costs[workload].node(args.cores, c), link)
+    for workload, runs in runs_of(is_oversubscription_run).items():
+        c = sharing.contention.get(workload, 1.0)
+        sharing.oversubscribed[workload] = fit_speed_factor(
+            runs, lambda f: costs[workload].node(args.cores, c, 0.0, f), link)
+    wake_runs = [(key, rows) for key, rows in groups.items() if is_wake_run(key)]
+    if wake_runs:
+        (key, rows), = wake_runs
+        workload = key[0]
+        job, tokens, measured = sweep_job(key, rows, workloads, shape)
+
+        def predict(w):
+            sharing.wake_s = w
+            return tokens / predict_job(job, sharing.node(costs, workload, args.cores), link)
+        lo, hi = 0.0, WAKE_MAX_S
+        if predict(lo) <= measured or predict(hi) == predict(lo):  # too slow already, or no core is ever short
+            sharing.wake_s = 0.0
+            return sharing
+        for _ in range(20):  # the prediction falls as wake_s grows
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if predict(mid) > measured else (lo, mid)
+        sharing.wake_s = (lo + hi) / 2
+    return sharing
+
+
 WAKE_MAX_S = 5e-3  # bisection bracket for wake_s: a time slice or two of Linux's scheduler
-
-
-def calibrate_wake(groups, workloads, shape, costs, contention, args, link):
-    """Node.wake_s: the value at which is_wake_run's configuration is predicted as measured (0 when the
-    sweep has no such run, or when even 0 predicts it slower than measured)."""
-    runs = [(key, rows) for key, rows in groups.items() if is_wake_run(key)]
-    if not runs:
-        return 0.0
-    (key, rows), = runs
-    workload = key[0]
-    job, tokens, measured = sweep_job(key, rows, workloads, shape)
-    predict = lambda w: tokens / predict_job(job, costs[workload].node(args.cores, contention.get(workload, 1.0), w), link)
-    lo, hi = 0.0, WAKE_MAX_S
-    if predict(lo) <= measured or predict(hi) == predict(lo):  # too slow already, or no core is ever short
-        return 0.0
-    for _ in range(20):  # the prediction falls as wake_s grows
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if predict(mid) > measured else (lo, mid)
-    return (lo + hi) / 2
 
 
 def config_key(row):
@@ -760,14 +802,15 @@ def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, link, ve
               + (f"; decode rows' KV reads {cost.kv_tau * 1e12:.0f} ps a byte" if cost.kv_tau else "")
               + f"; |fit error| of the micro-batches: median {100 * statistics.median(fit_err):.1f}%, "
               f"90th percentile {100 * np.percentile(fit_err, 90):.1f}%")
-    contention = calibrate_contention(groups, workloads, shape, costs, args, link)
-    wake_s = calibrate_wake(groups, workloads, shape, costs, contention, args, link)
+    sharing = calibrate_sharing(groups, workloads, shape, costs, args, link)
     if verbose:
         print("contention (speed of a rank while two compute at once, fitted to the 2 x 1 replica runs): "
-              + ", ".join(f"{w} {c:.3f}" for w, c in sorted(contention.items()))
-              + f"; a message to a rank whose host's cores all compute arrives {wake_s * 1e6:.0f} us late "
+              + ", ".join(f"{w} {c:.3f}" for w, c in sorted(sharing.contention.items()))
+              + "; oversubscribed (speed on top of its share while more ranks compute than cores, fitted to the "
+              "4 x 1 replica runs at the base settings): " + ", ".join(f"{w} {c:.3f}" for w, c in sorted(sharing.oversubscribed.items()))
+              + f"; a message to a rank whose host's cores all compute arrives {sharing.wake_s * 1e6:.0f} us late "
               "(fitted to the 1 x 4 decode run at the base settings)")
-    return costs, contention, wake_s
+    return costs, sharing
 
 
 def predict_sweep(args):
@@ -783,17 +826,18 @@ def predict_sweep(args):
     for row in sweep:
         groups[config_key(row)].append(row)
     sweep_link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
-    costs, contention, wake_s = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args,
-                                                 sweep_link, verbose=True)
+    costs, sharing = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args,
+                                      sweep_link, verbose=True)
     out = []
     for key, rows in groups.items():
         workload, np_, replicas, ubatch, wire, latency_ms, slots = key
         job, tokens, measured = sweep_job(key, rows, workloads, shape)
-        node = costs[workload].node(args.cores, contention.get(workload, 1.0), wake_s)
+        node = sharing.node(costs, workload, args.cores)
         link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, latency_ms / 1000.0)
         pred = tokens / predict_job(job, node, link)
         formula = tokens / formula_job(job, node, link)
-        kind = "contention" if is_contention_run(key) else "wake" if is_wake_run(key) else rows[0]["kind"]
+        kind = ("contention" if is_contention_run(key) else "oversubscribed" if is_oversubscription_run(key)
+                else "wake" if is_wake_run(key) else rows[0]["kind"])
         out.append({"kind": kind, "workload": workload, "np": np_, "replicas": replicas,
                     "stages": np_ // replicas, "ubatch": ubatch, "wire": wire, "latency_ms": latency_ms,
                     "slots": slots, "runs": len(rows), "measured_tok_per_s": measured,
@@ -801,7 +845,7 @@ def predict_sweep(args):
                     "measured_max": max(float(r["tok_per_s"]) for r in rows),
                     "predicted_tok_per_s": pred, "error_pct": 100 * (pred - measured) / measured,
                     "formula_tok_per_s": formula, "formula_error_pct": 100 * (formula - measured) / measured})
-    kind_order = {"layout": 0, "contention": 0, "wake": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
+    kind_order = {"layout": 0, "contention": 0, "oversubscribed": 0, "wake": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
     out.sort(key=lambda o: (o["workload"] != "prefill", kind_order.get(o["kind"], 9), o["np"], -o["stages"],
                             o["ubatch"], o["wire"], o["latency_ms"], o["slots"]))
     if args.out:
@@ -813,17 +857,21 @@ def predict_sweep(args):
     print_table(out, args.tolerance_pct)
 
 
+# The kinds of predict_sweep's rows that calibrate the model rather than test it.
+CALIBRATION_KINDS = ("calib", "contention", "oversubscribed", "wake")
+
+
 def print_table(out, tolerance):
     print("| workload | np | replicas x stages | ubatch | wire | hop ms | slots | measured tok/s (min-max) | "
           "model tok/s | error | closed form | error |")
     print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for o in out:
-        flag = " (fit)" if o["kind"] in ("calib", "contention", "wake") else "" if abs(o["error_pct"]) <= tolerance else " **"
+        flag = " (fit)" if o["kind"] in CALIBRATION_KINDS else "" if abs(o["error_pct"]) <= tolerance else " **"
         print(f"| {o['workload']} | {o['np']} | {o['replicas']} x {o['stages']} | {o['ubatch']} | {o['wire']} | "
               f"{o['latency_ms']:g} | {o['slots']} | {o['measured_tok_per_s']:.0f} ({o['measured_min']:.0f}-"
               f"{o['measured_max']:.0f}) | {o['predicted_tok_per_s']:.0f} | {o['error_pct']:+.1f}%{flag} | "
               f"{o['formula_tok_per_s']:.0f} | {o['formula_error_pct']:+.1f}% |")
-    errs = [abs(o["error_pct"]) for o in out if o["kind"] not in ("calib", "contention", "wake")]
+    errs = [abs(o["error_pct"]) for o in out if o["kind"] not in CALIBRATION_KINDS]
     if errs:
         within = sum(e <= tolerance for e in errs)
         print(f"\nmodel vs measured over {len(errs)} predicted configurations (calibration runs, marked fit, excluded): "
@@ -863,8 +911,8 @@ def predict_hop(args):
     for row in sweep:
         groups[config_key(row)].append(row)
     shm = Link(SHM_LATENCY_US * 1e-6, SHM_GBYTES * 1e9)  # the sweep ran over shared memory
-    costs, contention, wake_s = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, shm)
-    node = costs["decode"].node(args.cores, contention.get("decode", 1.0), wake_s)
+    costs, sharing = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, shm)
+    node = sharing.node(costs, "decode", args.cores)
     prompts = hop_workload(workloads["decode"])
     rates = defaultdict(list)
     for row in read_csv(args.hop_csv):

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import trace_tools  # noqa: E402
+from pipeline_model import CALIBRATION_KINDS  # noqa: E402
 
 CORES = 2  # this machine's: ranks beyond it share cores, so the ideal speed-up is min(np, CORES)
 PHASE_COLORS = {"compute": "tab:blue", "send": "tab:orange", "recv": "tab:green", "wait": "lightgray"}
@@ -46,7 +47,7 @@ def plot_throughput(pred, path):
         med = np.array([float(o["measured_tok_per_s"]) for o in rows])
         lo = med - np.array([float(o["measured_min"]) for o in rows])
         hi = np.array([float(o["measured_max"]) for o in rows]) - med
-        colors = ["tab:gray" if o["kind"] in ("calib", "contention") else "tab:blue" for o in rows]
+        colors = ["tab:gray" if o["kind"] in CALIBRATION_KINDS else "tab:blue" for o in rows]
         ax.bar(x, med, color=colors, yerr=[lo, hi], capsize=2, label="measured (median, min-max)")
         ax.plot(x, [float(o["predicted_tok_per_s"]) for o in rows], "o", color="tab:red", label="pipeline model")
         ax.plot(x, [float(o["formula_tok_per_s"]) for o in rows], "x", color="black", label="closed form")
