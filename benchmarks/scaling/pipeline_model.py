@@ -292,15 +292,15 @@ class Node:
     kv_tau: float = 0.0
     # Speed of each rank while two or more ranks of its host compute at once, against one alone: they
     # share the memory bandwidth and the L3 (and, on a VM, whatever the host's other guests leave), so
-    # two ranks on two cores do not compute twice as fast as one. Measured (calibrate_contention).
+    # two ranks on two cores do not compute twice as fast as one. Measured (calibrate_sharing).
     contention: float = 1.0
     # Seconds a message takes on top of the link to reach a rank whose host's cores all compute (more
     # ranks than cores): the rank must get a core back from a computing one (it yields, then sleeps,
-    # while it waits). Measured (calibrate_wake); processor sharing alone would hand it a share at once.
+    # while it waits). Measured (calibrate_sharing); processor sharing alone would hand it a share at once.
     wake_s: float = 0.0
     # Speed of each computing rank, on top of its share, while its host's computing ranks outnumber the
     # cores: the kernel time-slices them, and each slice starts with the caches another rank has filled
-    # (four one-stage decode replicas on two cores ran 28% slower than two). Measured (calibrate_oversubscription).
+    # (four one-stage decode replicas on two cores ran 15-28% slower than two). Measured (calibrate_sharing).
     oversubscribed: float = 1.0
     head_tau: object = None  # tau of the output head's rows, when not tau (prefill: the decode fit's)
 
@@ -725,8 +725,7 @@ def is_wake_run(key):
     return (workload, np_, replicas, ubatch, wire, latency_ms) == ("decode", 4, 1, 128, "f32", 0.0)
 
 
-def is_calibration_run(key):
-    return is_contention_run(key) or is_oversubscription_run(key) or is_wake_run(key)
+WAKE_MAX_S = 5e-3  # bisection bracket for wake_s: a time slice or two of Linux's scheduler
 
 
 def calibrate_sharing(groups, workloads, shape, costs, args, link):
@@ -773,17 +772,14 @@ def calibrate_sharing(groups, workloads, shape, costs, args, link):
     return sharing
 
 
-WAKE_MAX_S = 5e-3  # bisection bracket for wake_s: a time slice or two of Linux's scheduler
-
-
 def config_key(row):
     return (row["workload"], int(row["np"]), int(row["replicas"]), int(row["ubatch"]), row["wire"],
             float(row["latency_ms"]), int(row["slots"]))
 
 
 def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, link, verbose=False):
-    """What the sweep calibrates: tau (and the head's tau) per workload from its one-rank runs, and the
-    contention per workload from its two-replica runs (whose ranks talk over link)."""
+    """What the sweep calibrates: tau (and the head's tau) per workload from its one-rank runs, and how
+    ranks share the cores (calibrate_sharing) from its designated multi-rank runs (whose ranks talk over link)."""
     costs = {}
     (decode_tau, kv_tau), decode_samples = calibrate(sweep, calib_rows, workloads, shape, "decode")
     for workload in sorted(workloads):
