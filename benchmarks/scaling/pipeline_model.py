@@ -3,6 +3,7 @@
 timings, the link's latency and bandwidth, micro-batch size, stages, replicas and cores. `predict` checks
 it against the scaling sweep (sweep.sh); `cluster` prints predictions for a 70B model on EPYC clusters."""
 import argparse
+import bisect
 import csv
 import math
 import statistics
@@ -271,8 +272,8 @@ def fit_tau(samples, shape):
 # share the cores (processor sharing: each runs at min(1, cores / busy ranks)); a rank waiting for a
 # message takes no core (glacier's waits yield and sleep). Stage loops keep two send buffers, the driver
 # 2P: a send waits for the buffer's previous message to have left. An injected delay holds a send; it is
-# posted at the sender's next call into the channel: at once when it waits, or at the next layer boundary
-# when it computes (the layer hook).
+# posted at the sender's next call into the channel: at its next poll when it waits, or at the next layer
+# boundary when it computes (the layer hook).
 
 @dataclass
 class Link:
@@ -311,8 +312,41 @@ class _Rank:
         self.state, self.value = "ready", None
         self.segments, self.remaining = deque(), 0.0
         self.wait_key, self.until = None, 0.0
+        self.wait_since = None  # when the current channel wait began (its polls follow from it)
         self.held = deque()  # injected-delay sends not yet posted: (due, key, bytes, dest, record)
         self.done_at = None
+
+
+# A waiting rank sees a message, or posts a held send, only when its wait loop polls. glacier's channel
+# wait (src/comm/mpi_channel.cpp) yields POLL_YIELDS times (taken as POLL_YIELD_S each), then sleeps
+# min(POLL_MAX_US, i) us at iteration i; each sleep overshoots by about POLL_OVERSHOOT_S (Linux's timer
+# slack and wake-up: 64 us sleeps took 135 us on the Zen 5 VM). With a 1 ms hop a stage waits long
+# enough that its polls are 200-280 us apart.
+POLL_YIELDS, POLL_YIELD_S, POLL_MAX_US, POLL_OVERSHOOT_S = 64, 1e-6, 200, 75e-6
+
+
+def _poll_offsets(n):
+    offsets = [POLL_YIELDS * POLL_YIELD_S]  # polls are continuous while the rank yields
+    for i in range(POLL_YIELDS, POLL_YIELDS + n):
+        offsets.append(offsets[-1] + min(POLL_MAX_US, i) * 1e-6 + POLL_OVERSHOOT_S)
+    return offsets
+
+
+POLL_OFFSETS = _poll_offsets(20000)  # seconds from a wait's start to each of its polls (about 5 s of them)
+
+
+def first_poll(wait_since, when):
+    """When a rank whose wait began at wait_since (None: a plain sleep, no polls) sees what happened at `when`."""
+    if wait_since is None:
+        return when
+    d = when - wait_since
+    if d <= POLL_OFFSETS[0]:
+        return when
+    j = bisect.bisect_left(POLL_OFFSETS, d)
+    if j >= len(POLL_OFFSETS):  # past the table: polls POLL_MAX_US + overshoot apart
+        step = POLL_MAX_US * 1e-6 + POLL_OVERSHOOT_S
+        return wait_since + POLL_OFFSETS[-1] + math.ceil((d - POLL_OFFSETS[-1]) / step) * step
+    return wait_since + POLL_OFFSETS[j]
 
 
 def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, oversubscribed=1.0):
@@ -332,8 +366,12 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
         late = wake_s if busy >= cores_by_host[host] else 0.0
         arrival[key] = when + link.latency_s + nbytes / link.bandwidth_Bps + late
 
+    def held_seen(rank):  # when the rank posts its oldest held send: at a layer boundary or a poll
+        due = rank.held[0][0]
+        return due if rank.state in ("compute", "ready") else first_poll(rank.wait_since, due)
+
     def service(rank):  # the channel's service(): due held sends are posted
-        while rank.held and rank.held[0][0] <= t + eps:
+        while rank.held and held_seen(rank) <= t + eps:
             due, key, nbytes, dest, record = rank.held.popleft()
             post(rank, key, nbytes, dest, record, t)
 
@@ -343,7 +381,7 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
             try:
                 req = rank.gen.send(rank.value)
             except StopIteration:
-                rank.state, rank.done_at = "done", t
+                rank.state, rank.done_at, rank.wait_since = "done", t, t
                 return
             rank.value = None
             kind = req[0]
@@ -361,17 +399,17 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
                     post(rank, key, nbytes, dest, record, t)
                 rank.value = record
             elif kind == "sleep":
-                rank.state, rank.wait_key = "wait_left", {"left": t + req[1]}
+                rank.state, rank.wait_key, rank.wait_since = "wait_left", {"left": t + req[1]}, None
                 return
             elif kind == "wait_left":
                 record = req[1]
                 if record["left"] is None or record["left"] > t + eps:
-                    rank.state, rank.until, rank.wait_key = "wait_left", None, record
+                    rank.state, rank.until, rank.wait_key, rank.wait_since = "wait_left", None, record, t
                     return
             elif kind == "recv":
                 key = req[1]
                 if key not in arrival or arrival[key] > t + eps:
-                    rank.state, rank.wait_key = "recv", key
+                    rank.state, rank.wait_key, rank.wait_since = "recv", key, t
                     return
             else:
                 raise ValueError(kind)
@@ -390,11 +428,11 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
             if r.state == "compute":
                 nxt = min(nxt, t + r.remaining / rate[r.host])
             elif r.state == "recv" and r.wait_key in arrival:
-                nxt = min(nxt, arrival[r.wait_key])
+                nxt = min(nxt, first_poll(r.wait_since, arrival[r.wait_key]))
             if r.state in ("recv", "wait_left", "done") and r.held:  # waiting ranks post held sends when due
-                nxt = min(nxt, r.held[0][0])
+                nxt = min(nxt, held_seen(r))
             if r.state == "wait_left" and r.wait_key["left"] is not None:
-                nxt = min(nxt, r.wait_key["left"])
+                nxt = min(nxt, first_poll(r.wait_since, r.wait_key["left"]))
         if nxt == math.inf:
             if all(r.state == "done" and not r.held for r in ranks):
                 return t, [r.done_at for r in ranks]
@@ -414,9 +452,10 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
                 service(r)  # a finished stage still waits in the channel (for the shutdown message)
             elif r.state in ("recv", "wait_left"):
                 service(r)
-                if r.state == "recv" and r.wait_key in arrival and arrival[r.wait_key] <= t + eps:
+                if r.state == "recv" and r.wait_key in arrival and first_poll(r.wait_since, arrival[r.wait_key]) <= t + eps:
                     r.state = "ready"
-                elif r.state == "wait_left" and r.wait_key["left"] is not None and r.wait_key["left"] <= t + eps:
+                elif (r.state == "wait_left" and r.wait_key["left"] is not None
+                      and first_poll(r.wait_since, r.wait_key["left"]) <= t + eps):
                     r.state = "ready"
         for r in ranks:
             if r.state == "ready":
