@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/kv_cache.h"
 #include "kernels/attention.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
@@ -186,23 +187,19 @@ void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, 
   set_rates(state, double(w.size()), 2.0 * double(rows * cols * batch), now_s() - t0, is_block_type(t));
 }
 
-// One decode row's attention over a window of range(0) positions in a KV cache laid out as the engine's
+// One decode row's attention over a window of range(0) positions in the engine's KV cache
 // (src/compute/kv_cache.h: 16-position key tiles, values position by position, memory not zeroed), the
 // sweep model's heads (8 query heads over 4 KV heads of 64). Positions past the window are never written,
 // as in a live cache: a window that ends early in a tile must not pay for the tile's unwritten rest.
 void attention_bench(benchmark::State& state, Isa isa) {
   constexpr int32_t kKvHeads = 4, kQueryHeadsPerKv = 2, kHeadDim = 64, kCtx = 4096;
   const int32_t n = static_cast<int32_t>(state.range(0)), kv_dim = kKvHeads * kHeadDim;
-  const size_t tile_stride = kernels::key_tile_floats(kKvHeads, kHeadDim);
-  const size_t tiles = (kCtx + kernels::kKeyTile - 1) / kernels::kKeyTile;
-  auto keys = std::make_unique_for_overwrite<float[]>(tiles * tile_stride);
-  auto values = std::make_unique_for_overwrite<float[]>(size_t(kCtx) * kv_dim);
+  compute::KvCache cache(1, 1, kCtx, kKvHeads, kHeadDim);
   const auto kv = random_activations(n, kv_dim);
-  for (int32_t t = 0; t < n; ++t)
-    for (int32_t i = 0; i < kv_dim; ++i) {
-      keys[size_t(t / kernels::kKeyTile) * tile_stride + size_t(i) * kernels::kKeyTile + t % kernels::kKeyTile] = kv[size_t(t) * kv_dim + i];
-      values[size_t(t) * kv_dim + i] = kv[size_t(t) * kv_dim + i];
-    }
+  for (int32_t t = 0; t < n; ++t) {
+    cache.store_key(0, 0, t, kv.data() + size_t(t) * kv_dim);
+    std::memcpy(cache.value(0, 0, t), kv.data() + size_t(t) * kv_dim, sizeof(float) * kv_dim);
+  }
   const auto q = random_activations(kKvHeads * kQueryHeadsPerKv, kHeadDim);
   std::vector<float> scratch(kernels::attention_scratch_floats(kQueryHeadsPerKv, n, kHeadDim));
   std::vector<float> out(size_t(kKvHeads) * kQueryHeadsPerKv * kHeadDim);
@@ -213,9 +210,9 @@ void attention_bench(benchmark::State& state, Isa isa) {
       a.q = q.data() + size_t(h) * kQueryHeadsPerKv * kHeadDim;
       a.q_stride = kHeadDim;
       a.n_q = kQueryHeadsPerKv;
-      a.key_tiles = keys.get() + size_t(h) * kHeadDim * kernels::kKeyTile;
-      a.tile_stride = tile_stride;
-      a.values = values.get() + size_t(h) * kHeadDim;
+      a.key_tiles = cache.key_tiles(0, 0) + size_t(h) * kHeadDim * kernels::kKeyTile;
+      a.tile_stride = cache.tile_stride();
+      a.values = cache.value(0, 0, 0) + size_t(h) * kHeadDim;
       a.value_stride = kv_dim;
       a.first = 0;
       a.last = n - 1;
