@@ -320,8 +320,8 @@ class _Rank:
 # A waiting rank sees a message, or posts a held send, only when its wait loop polls. glacier's channel
 # wait (src/comm/mpi_channel.cpp) yields POLL_YIELDS times (taken as POLL_YIELD_S each), then sleeps
 # min(POLL_MAX_US, i) us at iteration i; each sleep overshoots by about POLL_OVERSHOOT_S (Linux's timer
-# slack and wake-up: 64 us sleeps took 135 us on the Zen 5 VM). With a 1 ms hop a stage waits long
-# enough that its polls are 200-280 us apart.
+# slack and wake-up: 64 us sleeps took 135 us on the Zen 5 VM). So a wait polls about every 140 us in
+# its first millisecond and every 275 us after about 30 ms.
 POLL_YIELDS, POLL_YIELD_S, POLL_MAX_US, POLL_OVERSHOOT_S = 64, 1e-6, 200, 75e-6
 
 
