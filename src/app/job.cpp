@@ -527,6 +527,8 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   };
   agreed_step([&] { s = read_model(o, ch); });
   agreed_step([&] { plan_layout(o, ch, s); });
+  // Before the injected send delay is configured: it would widen every round trip of the alignment.
+  const comm::ClockOffset clock = comm::offset_to_root(ch, now_seconds);
   ch.configure_faults({o.stall_timeout, o.inject_latency_ms / 1000.0});
   // Each replica's pipeline runs on its own channel; the world channel carries the replicas' work queue.
   std::unique_ptr<comm::Channel> replica_channel = ch.split(s.replica);
@@ -554,6 +556,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(s.shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
 
   const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
+  start_trace_clock(ch, clock, trace);
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(s, s.n_stages);
   int code = kExitOk;

@@ -2,12 +2,26 @@
 // the world communicator, which HDF5's own header declares (this file makes no MPI calls).
 #include "app/trace_output.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "io/hdf5_trace.h"
 #include "io/result_record.h"
+#include "util/clock.h"
+#include "util/log.h"
 
 namespace glacier::app {
+
+void start_trace_clock(comm::Channel& ch, const comm::ClockOffset& clock, pipeline::TraceLog& trace) {
+  // Nanoseconds of the steady clock fit an int64 for centuries; allgather is the channel's broadcast.
+  const int64_t root_now_ns = ch.rank() == 0 ? std::llround(now_seconds() * 1e9) : 0;
+  const double root_origin = static_cast<double>(ch.allgather(root_now_ns)[0]) * 1e-9;
+  trace.set_origin(root_origin - clock.offset_s, clock.error_s);
+  if (ch.rank() != 0)
+    GLACIER_LOG_DEBUG("trace clock: %+.1f us from rank 0's, aligned within %.1f us", clock.offset_s * 1e6,
+                      clock.error_s * 1e6);
+}
 
 void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace) {
   std::vector<io::TraceRow> rows;
@@ -23,18 +37,21 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
     r.bytes = e.bytes;
     rows.push_back(r);
   }
+  // The worst rank's alignment, in nanoseconds (allgather carries integers); rounded up.
+  const std::vector<int64_t> errors_ns = ch.allgather(static_cast<int64_t>(std::ceil(trace.origin_error_s() * 1e9)));
+  const double clock_error_s = static_cast<double>(*std::max_element(errors_ns.begin(), errors_ns.end())) * 1e-9;
   if (ch.size() == 1) {
-    io::write_trace_serial(h5_path, rows);
+    io::write_trace_serial(h5_path, rows, clock_error_s);
     return;
   }
   const std::vector<int64_t> counts = ch.allgather(static_cast<int64_t>(rows.size()));
   const int64_t offset = std::accumulate(counts.begin(), counts.begin() + ch.rank(), int64_t{0});
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   if (total == 0) {  // parallel HDF5 cannot write a zero-length selection into an empty dataset
-    if (ch.rank() == 0) io::write_trace_serial(h5_path, rows);
+    if (ch.rank() == 0) io::write_trace_serial(h5_path, rows, clock_error_s);
     return;
   }
-  io::write_trace_parallel(h5_path, MPI_COMM_WORLD, rows, offset, total);
+  io::write_trace_parallel(h5_path, MPI_COMM_WORLD, rows, offset, total, clock_error_s);
 }
 
 }  // namespace glacier::app

@@ -1,14 +1,20 @@
-// Writes every rank's trace into the results file's /trace table at the end of the job: each rank
-// its own rows, in parallel through MPI-IO (one rank: a plain serial write).
+// Every rank's trace on one time axis: the common origin the job's run starts from, and the end-of-job
+// write into the results file's /trace table (each rank its own rows, in parallel through MPI-IO).
 #pragma once
 #include <string>
 
 #include "comm/channel.h"
+#include "comm/clock_sync.h"
 #include "pipeline/trace.h"
 
 namespace glacier::app {
 
-// Collective: every rank calls it after the results file has been closed by rank 0.
+// Collective: sets every rank's trace origin to rank 0's clock now, through `clock` (this rank's
+// offset to rank 0, from comm::offset_to_root), so intervals of different ranks compare.
+void start_trace_clock(comm::Channel& ch, const comm::ClockOffset& clock, pipeline::TraceLog& trace);
+
+// Collective: every rank calls it after the results file has been closed by rank 0. /trace's
+// clock_error_s is the largest of the ranks' alignment errors.
 void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace);
 
 }  // namespace glacier::app
