@@ -299,9 +299,13 @@ class Node:
     # ranks than cores): the rank must get a core back from a computing one (it yields, then sleeps,
     # while it waits). Measured (calibrate_sharing); processor sharing alone would hand it a share at once.
     wake_s: float = 0.0
-    # Speed of each computing rank, on top of its share, while its host's computing ranks outnumber the
-    # cores: the kernel time-slices them, and each slice starts with the caches another rank has filled
-    # (four one-stage decode replicas on two cores ran 15-28% slower than two). Measured (calibrate_sharing).
+    # Speed of each computing rank, on top of its share, while its host holds more of the job's unfinished
+    # ranks than cores, however many of them compute at that moment: the kernel time-slices them, and each
+    # slice starts with the caches another rank has filled (four one-stage decode replicas on two cores ran
+    # 15-28% slower than two). A rank computing alone pays it too: in the clock-aligned traces of 4-stage
+    # decode on two cores its compute took 1.4x the one-rank cost, about as long as with two or three
+    # computing. (Tied to the ranks computing at once, the model priced an injected hop as a gain, since it
+    # spreads the ranks' compute apart: 1 x 4 decode faster at 1 ms a hop than at 0.) Measured (calibrate_sharing).
     oversubscribed: float = 1.0
     head_tau: object = None  # tau of the output head's rows, when not tau (prefill: the decode fit's)
 
@@ -417,12 +421,12 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
     for r in ranks:
         advance(r)
     while True:
-        busy_by_host = defaultdict(int)
+        busy_by_host, live_by_host = defaultdict(int), defaultdict(int)
         for r in ranks:
-            if r.state == "compute":
-                busy_by_host[r.host] += 1
+            busy_by_host[r.host] += r.state == "compute"
+            live_by_host[r.host] += r.state != "done"
         rate = {h: min(1.0, cores_by_host[h] / n) * (contention if n >= 2 else 1.0)
-                * (oversubscribed if n > cores_by_host[h] else 1.0) for h, n in busy_by_host.items()}
+                * (oversubscribed if live_by_host[h] > cores_by_host[h] else 1.0) for h, n in busy_by_host.items() if n}
         nxt = math.inf
         for r in ranks:
             if r.state == "compute":
@@ -841,7 +845,7 @@ def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, link, ve
     if verbose:
         print("contention (speed of a rank while two compute at once, fitted to the 2 x 1 replica runs): "
               + ", ".join(f"{w} {c:.3f}" for w, c in sorted(sharing.contention.items()))
-              + "; oversubscribed (speed on top of its share while more ranks compute than cores, fitted to the "
+              + "; oversubscribed (speed on top of its share while the host holds more ranks than cores, fitted to the "
               "4 x 1 replica runs at the base settings): " + ", ".join(f"{w} {c:.3f}" for w, c in sorted(sharing.oversubscribed.items()))
               + f"; a message to a rank whose host's cores all compute arrives {sharing.wake_s * 1e6:.0f} us late "
               "(fitted to the 1 x 4 decode run at the base settings)")
