@@ -33,13 +33,13 @@ struct Pong {
   int64_t waited_ms = 0;
 };
 
-// How long a live rank may take to answer a ping: it answers from its next wait or between two layers,
-// so the slowest layer of a large micro-batch bounds it; a tenth of the stall timeout is ample for
-// that and keeps detection quick (at least 1 s so scheduling noise on a busy node does not count).
 // progress() drives transfers and the watchdog at most this often while a rank computes: short next to
 // a transfer's time and the watchdog's grace, long next to a small model's layer (0.1-0.5 ms).
 constexpr double kComputeProgressIntervalS = 0.001;
 
+// How long a live rank may take to answer a ping: it answers from its next wait or between two layers,
+// so the slowest layer of a large micro-batch bounds it; a tenth of the stall timeout is ample for
+// that and keeps detection quick (at least 1 s so scheduling noise on a busy node does not count).
 double answer_grace(double stall_timeout_s) { return std::clamp(stall_timeout_s / 10.0, 1.0, 10.0); }
 
 class MpiChannel final : public Channel {
@@ -142,11 +142,11 @@ class MpiChannel final : public Channel {
     post_due_sends();
     // Called between layers while computing. An MPI call that finds nothing to do yields the core under
     // mpi_yield_when_idle (set for oversubscribed and srun jobs), and with more ranks than cores another
-    // rank takes it: a call a layer cost 170 us each on 4 ranks x 2 cores, a fifth of a stage's compute.
+    // rank takes it: a call a layer cost 170 us on 4 ranks x 2 cores, a quarter of a stage's compute.
     const double now = now_seconds();
     if (now - last_compute_progress_ < kComputeProgressIntervalS) return;
     last_compute_progress_ = now;
-    service();
+    serve_watchdog();
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE);
   }
@@ -241,10 +241,15 @@ class MpiChannel final : public Channel {
     r.id = -1;
   }
 
-  // Work every test and progress call does: post held sends that are due (in order, so a link stays
-  // FIFO), answer the watchdog's pings, and retire watchdog messages that have left.
+  // Work every test call does: post held sends that are due (in order, so a link stays FIFO), answer
+  // the watchdog's pings, and retire watchdog messages that have left. progress() does the same, the
+  // watchdog's part at most every kComputeProgressIntervalS.
   void service() {
     post_due_sends();
+    serve_watchdog();
+  }
+
+  void serve_watchdog() {
     if (faults_.stall_timeout_s <= 0) return;
     if (rank_ != 0) answer_pings();
     std::erase_if(outbox_, [](Note& n) {
@@ -254,7 +259,7 @@ class MpiChannel final : public Channel {
     });
   }
 
-  // Held sends whose delay has passed, in order (MPI_Isend makes no progress call, so it never yields).
+  // Held sends whose delay has passed, in order.
   void post_due_sends() {
     const double now = delayed_.empty() ? 0.0 : now_seconds();
     while (!delayed_.empty() && delayed_.front().due <= now) {
