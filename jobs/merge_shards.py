@@ -2,6 +2,8 @@
 job's: the /results columns with each row's index in the whole prompt file, in input order, and root
 attributes. Traces stay in the shard files. Usage: merge_shards.py --out merged.h5 DIR/shard-*-of-N.h5"""
 import argparse
+import hashlib
+import json
 import os
 import re
 import sys
@@ -11,7 +13,7 @@ import numpy as np
 
 SHARD_NAME = re.compile(r"shard-(\d+)-of-(\d+)\.h5$")
 # Attributes that must agree between shards: results computed differently must not be mixed.
-MUST_AGREE = ("glacier_results_format", "model_sha256", "options", "mode", "tensor_types")
+MUST_AGREE = ("glacier_results_format", "model_sha256", "result_settings", "mode", "tensor_types")
 ROWS_PER_CHUNK = 1024  # as src/io/hdf5_results.cpp writes
 
 
@@ -50,7 +52,7 @@ def merge(paths, out_path, prompts_path):
     columns, dtypes, first_attrs = None, None, None
     rows = {}  # column -> list of values, in global index order after sorting
     order = []
-    total_prompts, resumes, hosts = 0, 0, []
+    total_prompts, resumes, hosts, runs = 0, 0, [], []
     for k, path in enumerate(paths):
         with h5py.File(path, "r") as f:
             if "results" not in f:
@@ -77,6 +79,7 @@ def merge(paths, out_path, prompts_path):
             total_prompts += expected
             resumes += int(attrs.get("resumes", 0))
             hosts += [h for h in text_attr(attrs.get("hosts", "")).split(",") if h and h not in hosts]
+            runs += [dict(run, shard=k) for run in json.loads(text_attr(attrs.get("runs", "[]")))]
             local_index = r["index"][:length]
             for c in columns:
                 values = r[c][:length]
@@ -97,8 +100,14 @@ def merge(paths, out_path, prompts_path):
         out.attrs["hosts"] = ",".join(hosts)
         out.attrs["shards"] = np.int64(n)
         out.attrs["shard_files"] = ",".join(os.path.abspath(p) for p in paths)
+        out.attrs["runs"] = json.dumps(runs)
+        # Each shard hashed its own slice of the prompts; only the whole file's digest describes the merge.
+        if "prompts_sha256" in out.attrs:
+            del out.attrs["prompts_sha256"]
         if prompts_path:
             out.attrs["prompts_path"] = prompts_path
+            with open(prompts_path, "rb") as whole:
+                out.attrs["prompts_sha256"] = hashlib.sha256(whole.read()).hexdigest()
         group = out.create_group("results")
         for c in columns:
             data = np.empty(len(sort), dtype=object) if dtypes[c] == object else np.empty(len(sort), dtypes[c])

@@ -20,7 +20,8 @@
 #include "app/perplexity.h"
 #include "app/progress.h"
 #include "app/result_sink.h"
-#include "app/sha256.h"
+#include "app/output_guard.h"
+#include "app/provenance.h"
 #include "app/signals.h"
 #include "app/requests.h"
 #include "app/trace_output.h"
@@ -83,6 +84,7 @@ struct RankSetup {
   std::unique_ptr<ThreadPool> pool;
   model::ShardWeights shard;  // moved into the stage once the slot count is agreed
   std::unique_ptr<compute::TransformerStage> stage;
+  std::vector<std::unique_ptr<OutputLock>> output_locks;  // rank 0: one writer per output file
 };
 
 // The memory the job may use on this host.
@@ -106,7 +108,10 @@ MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
 // Reads the model's metadata; no weight is read yet.
 RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
-  if (ch.rank() == 0) ResultSink::check_outputs(o);
+  if (ch.rank() == 0) {
+    ResultSink::check_outputs(o);
+    s.output_locks = lock_outputs(o);  // before anything is written; held until the trace is in too
+  }
   s.file = gguf::File::open(o.model);
   s.cfg = model::read_model_config(*s.file);
   s.bytes = model::weight_bytes(*s.file, s.cfg);
@@ -473,42 +478,10 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   return stopping ? kExitInterrupted : kExitOk;
 }
 
-Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const std::vector<std::string>& hosts);
-
-std::string tensor_type_summary(const gguf::File& f) {
-  std::map<std::string, int> counts;
-  for (const auto& t : f.tensors()) counts[gguf::type_name(t.type)]++;
-  std::string s;
-  for (const auto& [name, n] : counts) {
-    if (!s.empty()) s += ',';
-    s += name;
-    s += ':';
-    s += std::to_string(n);
-  }
-  return s;
-}
-
-Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const std::vector<std::string>& hosts) {
-  Provenance prov;
-  prov.model_path = o.model;
-  prov.model_bytes = s.file->file_size();
-  prov.model_sha256 = sha256_file(o.model);
-  prov.tensor_types = tensor_type_summary(*s.file);
-  prov.layer_split = pipeline::format_layer_split(s.split);
-  prov.ranks = ranks;
-  for (const std::string& h : hosts) {
-    if (!prov.hosts.empty()) prov.hosts += ',';
-    prov.hosts += h;
-  }
-  prov.options = describe_options(o);
-  prov.version = kVersion;
-  prov.mode = o.mode;
-  return prov;
-}
-
 }  // namespace
 
 int run_job(const JobOptions& o, comm::Channel& ch) {
+  const std::string started_at = utc_timestamp();
   log::set_level(log::parse_level(o.log_level).value_or(log::Level::Info));  // validated by parse_options
   // Every rank takes SIGTERM/SIGUSR1 as a request: rank 0 drains the queue, the others follow its shutdown.
   install_stop_signals();
@@ -586,7 +559,9 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       } else {
         std::vector<int> clients;
         for (int k = 1; k < s.replicas; ++k) clients.push_back(k * s.n_stages);
-        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(o, s, ch.size(), hosts), ch, clients);
+        const Provenance prov = describe_run(o, *s.file, {pipeline::format_layer_split(s.split), ch.size(), hosts, s.n_ctx,
+                                                          chat, started_at});
+        code = drive_prompts(o, *tok, chat, *ring, sopt, prov, ch, clients);
       }
     } catch (const comm::StallError&) {
       throw;  // the ring cannot be shut down through a stalled rank: main aborts the job

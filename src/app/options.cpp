@@ -157,6 +157,7 @@ void check(const JobOptions& o) {
 
 std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
   JobOptions o;
+  o.command_line.assign(argv, argv + argc);
   po::options_description desc = describe(o);
   po::options_description cli("glacier_mpi: run a GGUF language model over a prompt file as an MPI job");
   cli.add_options()("help,h", "show this help")("version", "show the version");

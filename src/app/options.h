@@ -44,6 +44,7 @@ struct JobOptions {
   std::string chat_template;  // empty: recognized from the model's tokenizer.chat_template
   std::string log_level = "info";
   std::string config_file;
+  std::vector<std::string> command_line;  // argv as given (recorded as provenance)
 };
 
 // Parses argv; returns nullopt after printing --help or --version. Throws InputError for unknown,

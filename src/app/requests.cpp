@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "app/prompt_sampling.h"
 #include "util/error.h"
 
 namespace glacier::app {
@@ -33,16 +34,17 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
                                          const model::Tokenizer& tok, const ChatSetup& chat, int32_t seq,
                                          pipeline::SequenceRequest& req, PromptPlan& plan) {
   plan.record = rec;
-  plan.stop = rec.stop ? *rec.stop : opt.stop;
+  const PromptSampling sampling = sampling_for(rec, opt);
+  plan.stop = sampling.stop;
   req = {};
   req.seq = seq;
   req.prompt_key = prompt_key(rec.id);
-  req.max_new_tokens = rec.max_tokens ? *rec.max_tokens : opt.max_tokens;
-  req.sampling.temperature = static_cast<float>(rec.temperature ? *rec.temperature : opt.temperature);
-  req.sampling.top_k = rec.top_k ? *rec.top_k : opt.top_k;
-  req.sampling.top_p = static_cast<float>(rec.top_p ? *rec.top_p : opt.top_p);
-  req.sampling.min_p = static_cast<float>(rec.min_p ? *rec.min_p : opt.min_p);
-  req.sampling.seed = rec.seed ? *rec.seed : opt.seed;
+  req.max_new_tokens = sampling.max_tokens;
+  req.sampling.temperature = sampling.temperature;
+  req.sampling.top_k = sampling.top_k;
+  req.sampling.top_p = sampling.top_p;
+  req.sampling.min_p = sampling.min_p;
+  req.sampling.seed = sampling.seed;
   const bool add_special = !opt.no_bos;
   if (rec.is_chat()) {
     if (opt.mode != "generate") return "\"messages\" records need --mode generate";

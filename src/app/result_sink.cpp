@@ -1,13 +1,16 @@
 // ResultSink: output path checks, provenance attributes, the flush policy, and resuming from the
-// rows an interrupted run left in its HDF5 file.
+// rows an interrupted run left in its HDF5 file (only those that answer today's prompts).
 #include "app/result_sink.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <exception>
 #include <filesystem>
 #include <variant>
 
+#include "app/output_guard.h"
+#include "app/prompt_sampling.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -25,55 +28,24 @@ std::string show_attribute(const io::AttributeValue& value) {
   return std::to_string(std::get<double>(value));
 }
 
-// Multi-line values (the options) read better on one line of an error message.
-std::string one_line(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\n') {
-      out += "; ";
-    } else {
-      out.push_back(c);
-    }
-  }
-  while (out.size() >= 3 && out.compare(out.size() - 2, 2, "; ") == 0) out.resize(out.size() - 2);
-  out.push_back('\'');
-  return out;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
-
-// The first line that differs, so a long option list points at the culprit.
-std::string first_difference(const std::string& then, const std::string& now) {
-  const auto a = lines_of(then), b = lines_of(now);
-  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    const std::string x = i < a.size() ? a[i] : "(nothing)";
-    const std::string y = i < b.size() ? b[i] : "(nothing)";
-    if (x != y) return " (first difference: '" + x + "' in the file, '" + y + "' now)";
-  }
-  return "";
-}
-
-void require_same(const io::FinishedResults& file, const std::string& path, const std::string& name,
-                  const std::string& now) {
+std::string attribute_text(const io::FinishedResults& file, const std::string& name) {
   auto it = file.attributes.find(name);
-  const bool present = it != file.attributes.end();
-  const std::string then = present ? show_attribute(it->second) : "";
-  if (present && then == now) return;
-  const std::string shown_then = present ? one_line(then) : "(absent)";
-  const std::string hint = present && now.find('\n') != std::string::npos ? first_difference(then, now) : "";
-  throw InputError("--resume: cannot resume from " + path + ": attribute " + name + " is " + shown_then +
-                   " in the file but " + one_line(now) + " in this run" + hint +
-                   "; rerun with the same model and options, or write to a new --out file");
+  return it == file.attributes.end() ? std::string() : show_attribute(it->second);
+}
+
+[[noreturn]] void refuse_resume(const std::string& path, const std::string& what) {
+  throw InputError("--resume: cannot resume from " + path + ": " + what +
+                   "; rerun with the same model and settings, or write to a new --out file");
+}
+
+// The attribute holding JSON; a missing or unreadable one is refused, naming it.
+nlohmann::json json_attribute(const io::FinishedResults& file, const std::string& path, const std::string& name) {
+  const std::string text = attribute_text(file, name);
+  try {
+    if (!text.empty()) return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+  }
+  refuse_resume(path, "expected a JSON attribute " + name + ", found " + (text.empty() ? "none" : "'" + text + "'"));
 }
 
 void check_path(const char* option, const std::string& path) {
@@ -84,15 +56,6 @@ void check_path(const char* option, const std::string& path) {
   }
 }
 
-bool same_file(const std::string& a, const std::string& b) {
-  namespace fs = std::filesystem;
-  std::error_code ec_a, ec_b;
-  const fs::path pa = fs::weakly_canonical(fs::absolute(a), ec_a);
-  const fs::path pb = fs::weakly_canonical(fs::absolute(b), ec_b);
-  if (ec_a || ec_b) return fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
-  return pa == pb;
-}
-
 // What a row adds to the file, generously: its strings and lists plus a heap id per column.
 uint64_t estimated_bytes(const io::ResultRecord& r) {
   constexpr uint64_t kPerRowOverhead = 16 * 16;
@@ -100,6 +63,10 @@ uint64_t estimated_bytes(const io::ResultRecord& r) {
   const uint64_t lists = 4 * (r.prompt_tokens.size() + r.tokens.size() + r.logprobs.size());
   return strings + lists + kPerRowOverhead;
 }
+
+// Where a replacement results file is built before it is moved over --out: beside it (a rename does
+// not cross file systems), named for the process so two attempts never share one.
+std::string temporary_path(const std::string& out) { return out + ".new-" + std::to_string(::getpid()); }
 
 }  // namespace
 
@@ -115,41 +82,53 @@ std::optional<uint64_t> statvfs_free_space(const std::string& path) {
 void ResultSink::check_outputs(const JobOptions& o) {
   if (o.resume && o.h5_out.empty())
     throw InputError("--resume: expected an --out HDF5 results file to resume from, found no --out");
-  if (!o.h5_out.empty() && !o.jsonl_out.empty() && same_file(o.h5_out, o.jsonl_out))
-    throw InputError("--out and --jsonl: expected two different files, found both naming " + o.h5_out);
+  check_outputs_apart_from_inputs(o);
   if (!o.jsonl_out.empty()) check_path("--jsonl", o.jsonl_out);
   if (o.h5_out.empty()) return;
   check_path("--out", o.h5_out);
   if (!o.resume) return;
-  io::FinishedResults finished;
   try {
-    finished = io::read_finished(o.h5_out);
+    io::read_finished(o.h5_out);  // a glacier results file of this format, with readable rows
   } catch (const InputError& e) {
     throw InputError(std::string("--resume: ") + e.what());
   }
-  if (!finished.attributes.count(kFormatAttribute))
-    throw InputError("--resume: results file " + o.h5_out + ": expected a root attribute " + kFormatAttribute +
-                     " (a file written by glacier_mpi), found none");
 }
 
 ResultSink::ResultSink(const JobOptions& o, const Provenance& p, const std::vector<io::PromptRecord>& records)
     : options_(o), provenance_(p), records_(records), last_flush_(now_seconds()) {
-  if (!o.resume) {
-    open_outputs(false);
-    write_provenance(0);
+  digests_.reserve(records.size());
+  for (const auto& rec : records) digests_.push_back(prompt_digest(rec, o));
+  if (!o.resume) open_outputs({}, nlohmann::json::array(), 0);
+}
+
+ResultSink::~ResultSink() {
+  if (h5_ && h5_->path() != options_.h5_out) {  // never moved into place: a failed start
+    h5_.reset();
+    std::error_code ec;
+    std::filesystem::remove(temporary_path(options_.h5_out), ec);
   }
 }
 
-ResultSink::~ResultSink() = default;
+// One entry of the file's "runs" attribute: who ran the job, where and with what.
+static nlohmann::json this_run(const Provenance& p) {
+  return {{"started_at", p.started_at}, {"command_line", p.command_line}, {"hosts", p.hosts},   {"ranks", p.ranks},
+          {"version", p.version},       {"commit", p.commit},             {"kernels", p.kernels}, {"batch_job", nlohmann::json::parse(p.batch_job.empty() ? "{}" : p.batch_job)}};
+}
 
-void ResultSink::open_outputs(bool resuming) {
-  std::error_code ec;
-  if (!resuming && !options_.h5_out.empty() && std::filesystem::exists(options_.h5_out, ec))
-    GLACIER_LOG_WARN("replacing the existing results file %s (to continue it instead, run with --resume)",
-                     options_.h5_out.c_str());
-  if (!options_.h5_out.empty())
-    h5_ = std::make_unique<io::ResultsFile>(options_.h5_out,
-                                            resuming ? io::ResultsFile::Mode::Resume : io::ResultsFile::Mode::Create);
+void ResultSink::open_outputs(const std::vector<io::ResultRecord>& rows, nlohmann::json runs, int64_t resumes) {
+  runs.push_back(this_run(provenance_));
+  runs_ = std::move(runs);
+  if (!options_.h5_out.empty()) {
+    std::error_code ec;
+    if (!options_.resume && std::filesystem::exists(options_.h5_out, ec))
+      GLACIER_LOG_WARN("replacing the existing results file %s (to continue it instead, run with --resume)",
+                       options_.h5_out.c_str());
+    const std::string building = temporary_path(options_.h5_out);
+    h5_ = std::make_unique<io::ResultsFile>(building, io::ResultsFile::Mode::Create);
+    write_provenance(resumes);
+    for (const auto& r : rows) h5_->append(r);
+    h5_->move_to(options_.h5_out);
+  }
   // The JSONL is always rewritten whole: a resumed run re-emits the finished rows from the HDF5 file.
   if (!options_.jsonl_out.empty()) jsonl_ = std::make_unique<io::OrderedLineWriter>(options_.jsonl_out);
   opened_ = true;
@@ -167,10 +146,18 @@ void ResultSink::write_provenance(int64_t resumes) {
   h5_->set_attribute("ranks", static_cast<int64_t>(p.ranks));
   h5_->set_attribute("hosts", p.hosts);
   h5_->set_attribute("options", p.options);
+  h5_->set_attribute("result_settings", p.settings);
   h5_->set_attribute("glacier_version", p.version);
+  h5_->set_attribute("glacier_commit", p.commit);
+  h5_->set_attribute("kernels", p.kernels);
   h5_->set_attribute("mode", p.mode);
+  h5_->set_attribute("command_line", p.command_line);
+  h5_->set_attribute("started_at", p.started_at);
+  h5_->set_attribute("batch_job", p.batch_job.empty() ? std::string("{}") : p.batch_job);
   h5_->set_attribute("prompts_path", options_.prompts);
+  h5_->set_attribute("prompts_sha256", p.prompts_sha256);
   h5_->set_attribute("prompt_count", static_cast<int64_t>(records_.size()));
+  h5_->set_attribute("runs", runs_.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   h5_->set_attribute(kResumesAttribute, resumes);
   h5_->flush();  // a job killed before its first result still leaves a file that says what it was
 }
@@ -179,42 +166,58 @@ std::vector<bool> ResultSink::resume() {
   GLACIER_ASSERT(options_.resume && !opened_, "ResultSink::resume() needs --resume and must come before put()");
   const std::string& path = options_.h5_out;
   const io::FinishedResults file = io::read_finished(path);
-  require_same(file, path, "model_sha256", provenance_.model_sha256);
-  require_same(file, path, "mode", provenance_.mode);
-  require_same(file, path, "options", provenance_.options);
+  const std::string model_then = attribute_text(file, "model_sha256");
+  if (model_then != provenance_.model_sha256)
+    refuse_resume(path, "the model's SHA-256 is " + (model_then.empty() ? std::string("(absent)") : model_then) +
+                            " in the file but " + provenance_.model_sha256 + " for " + provenance_.model_path);
+  const nlohmann::json settings_then = json_attribute(file, path, "result_settings");
+  if (auto difference = setting_differences(settings_then, nlohmann::json::parse(provenance_.settings)))
+    refuse_resume(path, "result-changing settings differ: " + *difference);
 
   std::vector<bool> finished(records_.size(), false);
-  std::vector<const io::ResultRecord*> row_of(records_.size(), nullptr);
-  int64_t unmatched = 0;
+  std::vector<io::ResultRecord> kept;
+  int64_t other_prompt = 0, changed = 0, repeated = 0;
   for (const auto& row : file.rows) {
-    const bool known = row.index >= 0 && static_cast<size_t>(row.index) < records_.size() &&
-                       records_[static_cast<size_t>(row.index)].id == row.id;
-    if (!known) {
-      ++unmatched;
-      continue;
-    }
+    const bool in_range = row.index >= 0 && static_cast<size_t>(row.index) < records_.size();
     const auto i = static_cast<size_t>(row.index);
-    if (finished[i]) continue;  // a repeated row: the first one stands
-    finished[i] = true;
-    row_of[i] = &row;
+    if (!in_range || records_[i].id != row.id) {
+      ++other_prompt;
+    } else if (digests_[i] != row.prompt_digest) {
+      ++changed;
+    } else if (finished[i]) {
+      ++repeated;
+    } else {
+      finished[i] = true;
+      kept.push_back(row);
+    }
   }
   int64_t resumes = 0;
   if (auto it = file.attributes.find(kResumesAttribute); it != file.attributes.end())
     if (const auto* n = std::get_if<int64_t>(&it->second)) resumes = *n;
+  nlohmann::json runs = json_attribute(file, path, "runs");
+  if (!runs.is_array()) refuse_resume(path, "expected attribute runs to be a JSON array, found " + runs.dump());
 
-  open_outputs(true);
-  write_provenance(resumes + 1);
-  for (size_t i = 0; i < row_of.size(); ++i) {
-    if (!row_of[i]) continue;
-    write_jsonl(*row_of[i]);
+  open_outputs(kept, std::move(runs), resumes + 1);
+  for (const auto& row : kept) {
+    write_jsonl(row);
     ++done_;
   }
-  if (unmatched > 0)
-    GLACIER_LOG_WARN("%s: %lld rows match no prompt of %s (id differs at that index); those prompts run again",
-                     path.c_str(), static_cast<long long>(unmatched), options_.prompts.c_str());
+  if (other_prompt + changed + repeated > 0)
+    GLACIER_LOG_WARN("%s: dropped %lld rows whose index holds another prompt id in %s, %lld whose prompt line or "
+                     "sampling changed, %lld repeated; those prompts run again",
+                     path.c_str(), static_cast<long long>(other_prompt), options_.prompts.c_str(),
+                     static_cast<long long>(changed), static_cast<long long>(repeated));
   GLACIER_LOG_INFO("resuming %s: %lld of %zu prompts already finished", path.c_str(), static_cast<long long>(done_),
                    records_.size());
   return finished;
+}
+
+io::ResultRecord ResultSink::with_prompt_facts(const io::ResultRecord& r) const {
+  io::ResultRecord out = r;
+  const auto i = static_cast<size_t>(r.index);
+  out.prompt_digest = digests_[i];
+  out.sampling = sampling_text(records_[i], options_);
+  return out;
 }
 
 void ResultSink::write_jsonl(const io::ResultRecord& r) {
@@ -240,7 +243,7 @@ void ResultSink::put(const io::ResultRecord& r) {
   ++done_;
   if (!h5_) return;
   if (!h5_error_.empty()) throw std::runtime_error(h5_error_);
-  pending_.push_back(r);
+  pending_.push_back(with_prompt_facts(r));
   if (static_cast<int64_t>(pending_.size()) >= options_.flush_every ||
       now_seconds() - last_flush_ >= options_.flush_seconds)
     flush();
@@ -290,6 +293,9 @@ void ResultSink::finish() {
   if (h5_) {
     try {
       flush();
+      if (!runs_.empty()) runs_.back()["finished_at"] = utc_timestamp();
+      h5_->set_attribute("finished_at", utc_timestamp());
+      h5_->set_attribute("runs", runs_.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       h5_->close();
     } catch (...) {
       first_error = std::current_exception();

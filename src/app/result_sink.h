@@ -1,6 +1,6 @@
 // Rank 0's output side of a job: every result goes to the JSONL file (in input order, OpenAI batch
 // output lines for OpenAI batch input) and the HDF5 results file (flushed every N results or T seconds),
-// with the run's provenance; --resume reads what an interrupted run finished and refuses a mismatch.
+// with the run's provenance; --resume keeps only rows that answer today's prompts under today's settings.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "app/options.h"
-#include "app/sha256.h"
+#include "app/provenance.h"
 #include "io/hdf5_results.h"
 #include "io/jsonl_writer.h"
 #include "io/prompt_record.h"
@@ -18,45 +20,39 @@
 
 namespace glacier::app {
 
-// What produced a results file; stored as root attributes of the HDF5 file.
-struct Provenance {
-  std::string model_path;
-  uint64_t model_bytes = 0;
-  std::string model_sha256;
-  std::string tensor_types;  // "f32:11,q8_0:32"
-  std::string layer_split;   // "0:3,3:5"
-  int32_t ranks = 1;
-  std::string hosts;
-  std::string options;       // describe_options(): the options that change results
-  std::string version;
-  std::string mode;
-};
-
 // Free bytes on the file system holding `path`, nullopt when unknown (the check is then skipped).
 using FreeSpaceProbe = std::function<std::optional<uint64_t>(const std::string& path)>;
 std::optional<uint64_t> statvfs_free_space(const std::string& path);
 
 class ResultSink {
  public:
-  // Room left on the disk beyond what a flush's rows need: HDF5 also allocates chunks (up to ~200 KB
-  // per flush), heap collections and metadata.
-  static constexpr uint64_t kSpaceMargin = uint64_t{8} << 20;
+  // Room left on the disk beyond what a flush's rows need: HDF5 may allocate a new chunk for each
+  // column (16 vlen references or 8-byte values times 1024 rows: at most 16 KiB a column), a global heap
+  // collection (4 KiB at least) and metadata; measured, a flush of a few rows grows a file by under 200
+  // KiB. One MiB keeps a safe factor without calling a small volume full that holds the whole output.
+  static constexpr uint64_t kSpaceMargin = uint64_t{1} << 20;
 
-  // Before any model is loaded: every output path can be written; with --resume, --out exists and is
-  // a glacier results file. Throws InputError naming the option and the path.
+  // Before any model is loaded: no output names an input or the other output, every output path can
+  // be written; with --resume, --out exists and is a glacier results file of this format. Throws
+  // InputError naming the option and the path.
   static void check_outputs(const JobOptions& o);
 
-  // Without --resume, creates (replaces) both outputs. With --resume nothing is opened until resume(),
-  // so a refused resume leaves the earlier outputs untouched. `records` must outlive the sink.
+  // Without --resume, builds a new HDF5 file under a temporary name and moves it over --out once it
+  // holds the provenance (an existing file is replaced only by a valid one), and rewrites the JSONL.
+  // With --resume nothing is opened until resume(), so a refused resume leaves the earlier outputs
+  // untouched. The caller holds the outputs' locks (output_guard.h). `records` must outlive the sink.
   ResultSink(const JobOptions& o, const Provenance& p, const std::vector<io::PromptRecord>& records);
   ~ResultSink();
   ResultSink(const ResultSink&) = delete;
   ResultSink& operator=(const ResultSink&) = delete;
 
-  // --resume only, before the first put(): reads --out, throws InputError when model_sha256, mode or
-  // options differ from this run's. Returns, per input index, whether an earlier run finished it (a row
-  // whose id matches that record; ok and error rows both count). Those rows are written to the JSONL
-  // again, so a resumed run's JSONL is complete and in input order.
+  // --resume only, before the first put(): reads --out and throws InputError when the model or a
+  // result-changing setting differs from this run's, naming it. Keeps a row only when the prompt now
+  // at its index has the same id and prompt digest (the line and its sampling); the others run again.
+  // The kept rows (the first of any repeats) go into a new file that replaces --out, so /results never
+  // holds two rows for one prompt nor a row for a prompt that changed. Returns, per input index, whether
+  // a kept row finished it (ok and error rows both count); those rows are written to the JSONL again, so
+  // a resumed run's JSONL is complete and in input order.
   std::vector<bool> resume();
 
   // Throws std::runtime_error naming the path on a write error. A flush first checks the free space
@@ -77,8 +73,11 @@ class ResultSink {
   void set_free_space_probe(FreeSpaceProbe probe) { free_space_ = std::move(probe); }
 
  private:
-  void open_outputs(bool resuming);
+  // A new HDF5 file under a temporary name beside --out, holding the provenance and `rows`, moved over
+  // --out; and the JSONL, rewritten.
+  void open_outputs(const std::vector<io::ResultRecord>& rows, nlohmann::json runs, int64_t resumes);
   void write_provenance(int64_t resumes);
+  io::ResultRecord with_prompt_facts(const io::ResultRecord& r) const;
   void write_jsonl(const io::ResultRecord& r);
   void flush();
   void check_space() const;
@@ -87,6 +86,8 @@ class ResultSink {
   JobOptions options_;
   Provenance provenance_;
   const std::vector<io::PromptRecord>& records_;
+  std::vector<std::string> digests_;  // prompt_digest of each record
+  nlohmann::json runs_;               // every run that wrote this file, this one last
   std::unique_ptr<io::ResultsFile> h5_;
   std::unique_ptr<io::OrderedLineWriter> jsonl_;
   bool opened_ = false;

@@ -47,11 +47,15 @@ const ColumnSpec kColumns[] = {
     {"total_time", Kind::Float64, &ResultRecord::total_time_s},
     {"sum_logprob", Kind::ScoreSum, &ResultRecord::sum_logprob},
     {"greedy", Kind::ScoreFlag, std::monostate{}},
+    {"prompt_digest", Kind::String, &ResultRecord::prompt_digest},
+    {"sampling", Kind::String, &ResultRecord::sampling},
 };
 constexpr size_t kColumnCount = std::size(kColumns);
 constexpr hsize_t kChunkRows = 1024;          // rows per chunk: a few KB to tens of KB per column chunk
 constexpr size_t kMaxBufferedRows = 4096;     // bounds memory between the caller's flushes
-constexpr int64_t kFormatVersion = 1;
+// 2: the prompt_digest and sampling columns (a format-1 file cannot tell which prompt a row answered).
+constexpr int64_t kFormatVersion = 2;
+constexpr const char* kFormatAttribute = "glacier_results_format";
 constexpr int8_t kGreedyNotScored = -1;
 
 Handle file_type(Kind kind) {
@@ -89,6 +93,20 @@ Handle create_column(hid_t group, const ColumnSpec& spec, const std::string& pat
   return Handle(check(H5Dcreate2(group, spec.name, type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                       path + ": cannot create dataset /results/" + spec.name),
                 H5Dclose);
+}
+
+// Refuses a results file of another format version before its columns are read, naming both versions.
+void require_format(hid_t file, const std::string& path) {
+  const auto attributes = h5::read_attributes(file);
+  const auto it = attributes.find(kFormatAttribute);
+  if (it == attributes.end())
+    throw InputError("results file " + path + ": expected a root attribute " + kFormatAttribute +
+                     " (a file written by glacier_mpi), found none");
+  const auto* version = std::get_if<int64_t>(&it->second);
+  if (!version || *version != kFormatVersion)
+    throw InputError("results file " + path + ": expected results format " + std::to_string(kFormatVersion) +
+                     ", found " + (version ? std::to_string(*version) : std::string("a non-integer")) +
+                     " (written by another glacier version; run it again into a new --out file)");
 }
 
 hsize_t column_length(hid_t dataset) {
@@ -273,6 +291,7 @@ ResultsFile::ResultsFile(const std::string& path, Mode mode) : path_(path), colu
     if (file < 0) throw InputError("cannot open results file " + path + " for resuming" + h5::error_detail());
     c.file = Handle(file, H5Fclose);
   }
+  if (mode == Mode::Resume) require_format(c.file.get(), path);
   if (mode == Mode::Resume && h5::link_exists(c.file.get(), "results")) {
     c.group = Handle(check(H5Gopen2(c.file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);
     hsize_t rows = open_columns(c.group.get(), path, c.datasets);
@@ -284,7 +303,7 @@ ResultsFile::ResultsFile(const std::string& path, Mode mode) : path_(path), colu
                            path + ": cannot create group /results"),
                      H5Gclose);
     for (const auto& spec : kColumns) c.datasets.push_back(create_column(c.group.get(), spec, path));
-    set_attribute("glacier_results_format", kFormatVersion);
+    set_attribute(kFormatAttribute, kFormatVersion);
   }
   for (const auto& spec : kColumns) c.memory_types.push_back(memory_type(spec.kind));
 }
@@ -333,6 +352,14 @@ void ResultsFile::flush() {
   check_status(H5Fflush(columns_->file.get(), H5F_SCOPE_GLOBAL), "cannot flush results file " + path_);
 }
 
+void ResultsFile::move_to(const std::string& final_path) {
+  flush();
+  std::error_code ec;
+  std::filesystem::rename(path_, final_path, ec);
+  if (ec) throw std::runtime_error("cannot move results file " + path_ + " into place as " + final_path + ": " + ec.message());
+  path_ = final_path;
+}
+
 void ResultsFile::close() {
   if (!columns_->file.valid()) return;
   Columns& c = *columns_;
@@ -366,6 +393,7 @@ FinishedResults read_finished(const std::string& path) {
     throw InputError("results file " + path + ": expected an existing file, found none");
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) throw InputError("results file " + path + ": expected an HDF5 file" + h5::error_detail());
+  require_format(file.get(), path);
   if (!h5::link_exists(file.get(), "results"))
     throw InputError("results file " + path + ": expected a group /results, found none");
   Handle group(check(H5Gopen2(file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);

@@ -35,6 +35,9 @@ class ResultsFile {
   // Writes buffered rows and flushes the file to disk. Throws std::runtime_error naming the path.
   void flush();
   void close();
+  // Flushes, then renames the file to `final_path` (same file system), atomically replacing what was
+  // there: a file built under a temporary name takes the place of the old one only once it is valid.
+  void move_to(const std::string& final_path);
 
   const std::string& path() const { return path_; }
   int64_t rows_written() const { return rows_written_; }

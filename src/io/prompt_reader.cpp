@@ -103,6 +103,7 @@ std::vector<PromptRecord> read_prompts(const std::string& path) {
     record.line = line_number;
     record.index = static_cast<int64_t>(records.size());
     record.id = std::to_string(line_number);
+    record.source_line = line_text;
     if (is_text)
       parse_text_line(path, line_text, record);
     else

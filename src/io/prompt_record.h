@@ -19,6 +19,7 @@ struct PromptRecord {
   bool ok = true;
   std::string error;    // when !ok: names the file, the line, what was expected and what was found
   PromptFormat format = PromptFormat::Text;
+  std::string source_line;  // the line exactly as read (less its line ending): what --resume's digest covers
 
   // Exactly one of these describes the input of an ok record (context + continuation count as one).
   std::optional<std::string> prompt;

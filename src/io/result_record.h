@@ -25,6 +25,10 @@ struct ResultRecord {
   bool score = false;
   double sum_logprob = 0;
   bool greedy = false;
+  // What the row answered, for audit and --resume: the prompt's digest (app::prompt_digest) and the
+  // sampling it ran with as JSON (app::sampling_json; "null" for a line that could not be read).
+  std::string prompt_digest;
+  std::string sampling;
 };
 
 enum class TracePhase : uint8_t { Recv = 0, Compute = 1, Send = 2, Wait = 3 };

@@ -1,6 +1,6 @@
 // ResultSink: HDF5 and JSONL outputs that agree, the flush policy seen from another process, resume
-// (finished indices, refusal of a different model/mode/options, a JSONL equal to an uninterrupted
-// run's), OpenAI batch output lines, output path checks, and write errors that name the path.
+// (finished indices, rows of changed prompts dropped, refusal of a different model or setting, a JSONL
+// equal to an uninterrupted run's), OpenAI batch output lines, output path checks, write errors.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "app/prompt_sampling.h"
 #include "app/result_sink.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
@@ -51,6 +53,7 @@ std::vector<io::PromptRecord> make_records(int n, bool openai = false) {
     r.line = i + 1;
     r.id = numbered("p", i);
     r.prompt = numbered("prompt ", i);
+    r.source_line = *r.prompt;
     if (openai && i % 3 != 0) {
       r.format = io::PromptFormat::OpenAiBatch;
       r.custom_id = numbered("req-", i);
@@ -110,9 +113,16 @@ Provenance make_provenance(const JobOptions& o) {
   p.layer_split = "0:3,3:5";
   p.ranks = 2;
   p.hosts = "node1,node2";
-  p.options = describe_options(o);
+  p.options = options_json(o).dump();
+  p.settings = result_settings(o, 2048, std::nullopt, p.layer_split).dump();
   p.version = "0.1.0";
+  p.commit = "0123abc";
   p.mode = o.mode;
+  p.command_line = "glacier_mpi --model /models/tiny.gguf";
+  p.started_at = "2026-12-03T10:00:00Z";
+  p.prompts_sha256 = std::string(64, 'c');
+  p.batch_job = R"({"job_id":"77","system":"slurm"})";
+  p.kernels = "avx2";
   return p;
 }
 
@@ -210,8 +220,26 @@ TEST(AppResultSink, Hdf5AndJsonlAgree) {
   EXPECT_EQ(attribute_text(h5, "layer_split"), p.layer_split);
   EXPECT_EQ(attribute_int(h5, "ranks"), 2);
   EXPECT_EQ(attribute_text(h5, "hosts"), p.hosts);
-  EXPECT_EQ(attribute_text(h5, "options"), describe_options(o));
+  EXPECT_EQ(json::parse(attribute_text(h5, "options")), options_json(o));
+  EXPECT_EQ(json::parse(attribute_text(h5, "result_settings")), json::parse(p.settings));
   EXPECT_EQ(attribute_text(h5, "glacier_version"), p.version);
+  EXPECT_EQ(attribute_text(h5, "glacier_commit"), p.commit);
+  EXPECT_EQ(attribute_text(h5, "command_line"), p.command_line);
+  EXPECT_EQ(attribute_text(h5, "started_at"), p.started_at);
+  EXPECT_FALSE(attribute_text(h5, "finished_at").empty());
+  EXPECT_EQ(attribute_text(h5, "prompts_sha256"), p.prompts_sha256);
+  EXPECT_EQ(json::parse(attribute_text(h5, "batch_job"))["job_id"], "77");
+  EXPECT_EQ(attribute_text(h5, "kernels"), "avx2");
+  const json runs = json::parse(attribute_text(h5, "runs"));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["command_line"], p.command_line);
+  EXPECT_TRUE(runs[0].contains("finished_at"));
+  // Every row says what it answered: the prompt's digest and the sampling it ran with.
+  for (const auto& row : h5.rows) {
+    const auto& record = records[static_cast<size_t>(row.index)];
+    EXPECT_EQ(row.prompt_digest, prompt_digest(record, o)) << row.id;
+    EXPECT_EQ(json::parse(row.sampling), sampling_json(sampling_for(record, o))) << row.id;
+  }
   EXPECT_EQ(attribute_text(h5, "mode"), "generate");
   EXPECT_EQ(attribute_text(h5, "prompts_path"), o.prompts);
   EXPECT_EQ(attribute_int(h5, "prompt_count"), kPrompts);
@@ -314,7 +342,69 @@ TEST(AppResultSink, ResumeReturnsTheFinishedIndices) {
   sink.finish();
   const io::FinishedResults h5 = io::read_finished(o.h5_out);
   EXPECT_EQ(attribute_int(h5, "resumes"), 1);
-  EXPECT_EQ(h5.rows.size(), 11u) << "6 rows from the first run (one now stale) and 5 new";
+  EXPECT_EQ(h5.rows.size(), 10u) << "5 rows kept from the first run (the stale one dropped) and 5 new";
+  std::set<int64_t> indices;
+  for (const auto& row : h5.rows) EXPECT_TRUE(indices.insert(row.index).second) << "two rows for index " << row.index;
+}
+
+TEST(AppResultSink, ResumeRunsAgainEveryPromptWhoseLineOrSamplingChanged) {
+  const std::string dir = glacier::testing::scratch_dir("sink_resume_changed");
+  auto records = make_records(6);
+  JobOptions o = make_options(dir, 1);
+  {
+    ResultSink sink(o, make_provenance(o), records);
+    for (const auto& r : records) sink.put(make_result(r));
+    sink.finish();
+  }
+  // Same ids and indices, but: prompt 1's text changed, prompt 2 asks for another temperature, prompt
+  // 3 has a new seed; prompt 4 (an error row) and the others are as they were.
+  records[1].prompt = "another question";
+  records[1].source_line = *records[1].prompt;
+  records[2].temperature = 0.7;
+  records[3].seed = 99;
+  o.resume = true;
+  ResultSink sink(o, make_provenance(o), records);
+  const std::vector<bool> finished = sink.resume();
+  EXPECT_EQ(finished, (std::vector<bool>{true, false, false, false, true, true}));
+  for (size_t i = 0; i < finished.size(); ++i)
+    if (!finished[i]) sink.put(make_result(records[i]));
+  sink.finish();
+  const io::FinishedResults h5 = io::read_finished(o.h5_out);
+  ASSERT_EQ(h5.rows.size(), records.size());
+  std::set<int64_t> indices;
+  for (const auto& row : h5.rows) {
+    EXPECT_TRUE(indices.insert(row.index).second) << "two rows for index " << row.index;
+    EXPECT_EQ(row.prompt_digest, prompt_digest(records[static_cast<size_t>(row.index)], o)) << row.id;
+  }
+  EXPECT_EQ(json::parse(attribute_text(h5, "runs")).size(), 2u);
+}
+
+TEST(AppResultSink, PromptDigestCoversTheLineTheIdAndTheSampling) {
+  const auto records = make_records(2);
+  const JobOptions o = make_options("/tmp");
+  const std::string base = prompt_digest(records[0], o);
+  EXPECT_EQ(base.size(), 64u);
+  EXPECT_EQ(prompt_digest(records[0], o), base) << "a digest must be a pure function of its input";
+  auto changed = [&](auto edit) {
+    io::PromptRecord r = records[0];
+    JobOptions opt = o;
+    edit(r, opt);
+    return prompt_digest(r, opt);
+  };
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.source_line += " "; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.id = "other"; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.max_tokens = 3; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.seed = 5; }), base) << "a default it runs with";
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.stop = {"x"}; }), base);
+  // A field the prompt sets itself makes the option's default irrelevant to it.
+  EXPECT_EQ(changed([](io::PromptRecord& r, JobOptions& opt) {
+              r.top_k = 7;
+              opt.top_k = 3;
+            }),
+            changed([](io::PromptRecord& r, JobOptions& opt) {
+              r.top_k = 7;
+              opt.top_k = 9;
+            }));
 }
 
 TEST(AppResultSink, ResumeRefusesADifferentModelModeOrOptions) {
@@ -340,17 +430,19 @@ TEST(AppResultSink, ResumeRefusesADifferentModelModeOrOptions) {
   };
   Provenance other_model = make_provenance(o);
   other_model.model_sha256 = std::string(64, 'b');
-  expect_refused(o, other_model, {"model_sha256", std::string(64, 'a'), std::string(64, 'b'), o.h5_out});
+  expect_refused(o, other_model, {"SHA-256", std::string(64, 'a'), std::string(64, 'b'), o.h5_out});
 
   JobOptions hotter = o;
   hotter.temperature = 0.5f;
-  expect_refused(hotter, make_provenance(hotter), {"options", "'temperature = 0' in the file", "'temperature = 0.5' now"});
+  expect_refused(hotter, make_provenance(hotter), {"temperature: 0.0 in the file, 0.5 now"});
 
   JobOptions scoring = o;
   scoring.mode = "score";
-  Provenance score_mode = make_provenance(o);  // same options text: only the mode attribute differs
-  score_mode.mode = "score";
-  expect_refused(scoring, score_mode, {"mode", "'generate'", "'score'"});
+  expect_refused(scoring, make_provenance(scoring), {"mode: \"generate\" in the file, \"score\" now"});
+
+  JobOptions lossy = o;
+  lossy.wire = "int8";
+  expect_refused(lossy, make_provenance(lossy), {"wire: \"f32\" in the file, \"int8\" now", "layer_split"});
 
   // A refused resume touches neither output.
   EXPECT_EQ(glacier::testing::read_text(o.jsonl_out), jsonl_before);
@@ -465,6 +557,36 @@ TEST(AppResultSink, CheckOutputsBeforeTheModelIsLoaded) {
   JobOptions same = ok;
   same.jsonl_out = dir + "/./out.h5";
   expect_input_error(same, {"--out", "--jsonl", "different"});
+  // No output may name an input: the same path, a symlink or a hard link to it.
+  {
+    std::ofstream(dir + "/model.gguf") << "GGUF";
+    std::ofstream(ok.prompts) << "{\"prompt\": \"x\"}\n";
+  }
+  JobOptions over_model = ok;
+  over_model.model = dir + "/model.gguf";
+  over_model.h5_out = over_model.model;
+  expect_input_error(over_model, {"--out", "--model", "destroy"});
+  JobOptions over_prompts = ok;
+  over_prompts.jsonl_out = dir + "/../" + std::filesystem::path(dir).filename().string() + "/prompts.jsonl";
+  expect_input_error(over_prompts, {"--jsonl", "--prompts"});
+  std::filesystem::remove(dir + "/link.jsonl");
+  std::filesystem::create_symlink(ok.prompts, dir + "/link.jsonl");
+  JobOptions via_symlink = ok;
+  via_symlink.jsonl_out = dir + "/link.jsonl";
+  expect_input_error(via_symlink, {"--jsonl", "--prompts"});
+  std::filesystem::remove(dir + "/hard.h5");
+  std::filesystem::create_hard_link(dir + "/model.gguf", dir + "/hard.h5");
+  JobOptions via_hard_link = ok;
+  via_hard_link.model = dir + "/model.gguf";
+  via_hard_link.h5_out = dir + "/hard.h5";
+  expect_input_error(via_hard_link, {"--out", "--model"});
+  JobOptions over_config = ok;
+  over_config.config_file = dir + "/job.ini";
+  over_config.h5_out = over_config.config_file;
+  expect_input_error(over_config, {"--out", "--config"});
+  JobOptions over_partition_from = ok;
+  over_partition_from.partition_from = ok.h5_out;
+  expect_input_error(over_partition_from, {"--out", "--partition-from"});
 
   JobOptions resume = ok;
   resume.resume = true;

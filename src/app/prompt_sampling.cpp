@@ -1,0 +1,44 @@
+// Per-prompt sampling resolution and the prompt digest --resume matches rows by.
+#include "app/prompt_sampling.h"
+
+#include "app/sha256.h"
+
+namespace glacier::app {
+
+PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) {
+  PromptSampling s;
+  s.max_tokens = rec.max_tokens ? *rec.max_tokens : opt.max_tokens;
+  s.temperature = static_cast<float>(rec.temperature ? *rec.temperature : opt.temperature);
+  s.top_k = rec.top_k ? *rec.top_k : opt.top_k;
+  s.top_p = static_cast<float>(rec.top_p ? *rec.top_p : opt.top_p);
+  s.min_p = static_cast<float>(rec.min_p ? *rec.min_p : opt.min_p);
+  s.seed = rec.seed ? *rec.seed : opt.seed;
+  s.stop = rec.stop ? *rec.stop : opt.stop;
+  return s;
+}
+
+nlohmann::json sampling_json(const PromptSampling& s) {
+  return {{"max_tokens", s.max_tokens}, {"temperature", s.temperature}, {"top_k", s.top_k}, {"top_p", s.top_p},
+          {"min_p", s.min_p},           {"seed", s.seed},               {"stop", s.stop}};
+}
+
+std::string sampling_text(const io::PromptRecord& rec, const JobOptions& opt) {
+  if (!rec.ok) return "null";
+  return sampling_json(sampling_for(rec, opt)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string prompt_digest(const io::PromptRecord& rec, const JobOptions& opt) {
+  // Length-prefixed fields, so no two different inputs can join into the same byte string.
+  std::string message = "glacier prompt digest v1";
+  auto field = [&message](const std::string& name, const std::string& value) {
+    message += '\n' + name + ' ' + std::to_string(value.size()) + ':' + value;
+  };
+  field("format", io::prompt_format_name(rec.format));
+  field("id", rec.id);
+  field("line", rec.source_line);
+  // A bad line has no sampling of its own; its row is the error, which depends on the line alone.
+  field("sampling", sampling_text(rec, opt));
+  return sha256_hex(message);
+}
+
+}  // namespace glacier::app
