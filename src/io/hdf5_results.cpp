@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "io/hdf5_util.h"
+#include "io/utf8.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -23,15 +24,21 @@ using h5::check;
 using h5::check_status;
 using h5::Handle;
 
+// String columns hold valid UTF-8 (replace_invalid_utf8_and_nul: the JSONL rule, NUL too since an
+// HDF5 string ends there); RawBytes holds a string field's exact bytes as variable-length uint8 when
+// they differ from that repaired form, and is empty otherwise.
 // ScoreSum is sum_logprob, NaN on disk for rows that are not scores; ScoreFlag is greedy as int8
 // (-1 not a score, 0 false, 1 true), so the "score" flag survives the round trip.
-enum class Kind { String, Int64, Float64, ScoreSum, ScoreFlag, Int32List, Float32List };
+enum class Kind { String, Int64, Float64, ScoreSum, ScoreFlag, Int32List, Float32List, RawBytes };
 using Field = std::variant<std::string ResultRecord::*, int64_t ResultRecord::*, double ResultRecord::*,
                            std::vector<int32_t> ResultRecord::*, std::vector<float> ResultRecord::*, std::monostate>;
 struct ColumnSpec {
   const char* name;
   Kind kind;
   Field field;
+  // The results format that introduced the column: resuming an older file adds it (earlier rows
+  // get the column's empty value), reading one leaves the field as the other columns made it.
+  int64_t since_format = 1;
 };
 const ColumnSpec kColumns[] = {
     {"id", Kind::String, &ResultRecord::id},
@@ -47,11 +54,12 @@ const ColumnSpec kColumns[] = {
     {"total_time", Kind::Float64, &ResultRecord::total_time_s},
     {"sum_logprob", Kind::ScoreSum, &ResultRecord::sum_logprob},
     {"greedy", Kind::ScoreFlag, std::monostate{}},
+    {"text_bytes", Kind::RawBytes, &ResultRecord::text, 2},
 };
 constexpr size_t kColumnCount = std::size(kColumns);
 constexpr hsize_t kChunkRows = 1024;          // rows per chunk: a few KB to tens of KB per column chunk
 constexpr size_t kMaxBufferedRows = 4096;     // bounds memory between the caller's flushes
-constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kFormatVersion = 2;  // 2: string columns repaired to valid UTF-8, text_bytes added
 constexpr int8_t kGreedyNotScored = -1;
 
 Handle file_type(Kind kind) {
@@ -63,6 +71,7 @@ Handle file_type(Kind kind) {
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_STD_I8LE), "H5Tcopy"), H5Tclose);
     case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
     case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_STD_U8LE), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
 }
@@ -76,6 +85,7 @@ Handle memory_type(Kind kind) {
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_NATIVE_INT8), "H5Tcopy"), H5Tclose);
     case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
     case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
+    case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_NATIVE_UINT8), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
 }
@@ -98,19 +108,35 @@ hsize_t column_length(hid_t dataset) {
   return n;
 }
 
-// Opens every column of /results; throws InputError when one is missing. Returns the length of the
-// shortest column: rows past it belong to a flush that a killed job did not finish.
-hsize_t open_columns(hid_t group, const std::string& path, std::vector<Handle>& datasets) {
+// What open_columns does with a column that a file of an older format lacks.
+enum class Missing {
+  Skip,    // leave its handle invalid (reading: the field keeps what the other columns gave it)
+  Create,  // create it empty (resuming: the caller extends it to the file's rows)
+};
+
+// Opens every column of /results; throws InputError when one of the first format is missing. Returns
+// the length of the shortest column there was: rows past it belong to a flush that a killed job did
+// not finish.
+hsize_t open_columns(hid_t group, const std::string& path, std::vector<Handle>& datasets, Missing missing) {
   hsize_t rows = std::numeric_limits<hsize_t>::max();
   for (const auto& spec : kColumns) {
-    if (!h5::link_exists(group, spec.name))
-      throw InputError(path + ": expected a glacier results file with dataset /results/" + spec.name +
-                       ", found none");
+    if (!h5::link_exists(group, spec.name)) {
+      if (spec.since_format == 1)
+        throw InputError(path + ": expected a glacier results file with dataset /results/" + spec.name +
+                         ", found none");
+      datasets.push_back(missing == Missing::Create ? create_column(group, spec, path) : Handle());
+      continue;
+    }
     datasets.emplace_back(check(H5Dopen2(group, spec.name, H5P_DEFAULT), path + ": cannot open /results/" + spec.name),
                           H5Dclose);
     rows = std::min(rows, column_length(datasets.back().get()));
   }
   return rows;
+}
+
+// Whether a string field's HDF5 form (valid UTF-8 without NUL) differs from its bytes.
+bool needs_repair(const std::string& text) {
+  return find_invalid_utf8(text).has_value() || text.find('\0') != std::string::npos;
 }
 
 void write_column_rows(hid_t dataset, hid_t mem_type, hsize_t start, hsize_t count, const void* data,
@@ -140,8 +166,18 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
   switch (spec.kind) {
     case Kind::String: {
       auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<std::string> repaired;  // only the strings that need it; the rest are written in place
+      repaired.reserve(rows.size());
       std::vector<const char*> values;
-      for (const auto& r : rows) values.push_back((r.*field).c_str());
+      for (const auto& r : rows) {
+        const std::string& text = r.*field;
+        if (needs_repair(text)) {
+          repaired.push_back(replace_invalid_utf8_and_nul(text));
+          values.push_back(repaired.back().c_str());
+        } else {
+          values.push_back(text.c_str());
+        }
+      }
       return write(values.data());
     }
     case Kind::Int64: {
@@ -174,6 +210,15 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
       auto field = std::get<std::vector<float> ResultRecord::*>(spec.field);
       std::vector<hvl_t> values;
       for (const auto& r : rows) values.push_back(as_vlen(r.*field));
+      return write(values.data());
+    }
+    case Kind::RawBytes: {
+      auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values;
+      for (const auto& r : rows) {
+        const std::string& text = r.*field;
+        values.push_back(needs_repair(text) ? hvl_t{text.size(), const_cast<char*>(text.data())} : hvl_t{0, nullptr});
+      }
       return write(values.data());
     }
   }
@@ -230,6 +275,14 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Read&&
       for (size_t i = 0; i < n; ++i) rows[i].*field = from_vlen<float>(values[i]);
       return reclaim(values.data());
     }
+    case Kind::RawBytes: {  // read after the string column it keeps exact: the bytes replace its repaired form
+      auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i)
+        if (values[i].len > 0) rows[i].*field = std::string(static_cast<const char*>(values[i].p), values[i].len);
+      return reclaim(values.data());
+    }
   }
 }
 
@@ -275,7 +328,7 @@ ResultsFile::ResultsFile(const std::string& path, Mode mode) : path_(path), colu
   }
   if (mode == Mode::Resume && h5::link_exists(c.file.get(), "results")) {
     c.group = Handle(check(H5Gopen2(c.file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);
-    hsize_t rows = open_columns(c.group.get(), path, c.datasets);
+    hsize_t rows = open_columns(c.group.get(), path, c.datasets, Missing::Create);
     for (auto& d : c.datasets)  // drop the rows of an unfinished flush so all columns agree
       check_status(H5Dset_extent(d.get(), &rows), path + ": cannot trim /results to " + std::to_string(rows) + " rows");
     rows_written_ = static_cast<int64_t>(rows);
@@ -370,7 +423,7 @@ FinishedResults read_finished(const std::string& path) {
     throw InputError("results file " + path + ": expected a group /results, found none");
   Handle group(check(H5Gopen2(file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);
   std::vector<Handle> datasets;
-  const hsize_t n = open_columns(group.get(), path, datasets);
+  const hsize_t n = open_columns(group.get(), path, datasets, Missing::Skip);
 
   FinishedResults out;
   out.attributes = h5::read_attributes(file.get());
@@ -379,6 +432,7 @@ FinishedResults read_finished(const std::string& path) {
   const hsize_t start = 0;
   Handle mem_space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
   for (size_t c = 0; c < kColumnCount; ++c) {
+    if (!datasets[c].valid()) continue;  // a column newer than the file's format
     const std::string what = "cannot read " + path + " /results/" + kColumns[c].name;
     Handle file_space(check(H5Dget_space(datasets[c].get()), what), H5Sclose);
     check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr), what);
