@@ -20,7 +20,7 @@
 #include "app/perplexity.h"
 #include "app/progress.h"
 #include "app/result_sink.h"
-#include "app/sha256.h"
+#include "app/model_digest.h"
 #include "app/signals.h"
 #include "app/requests.h"
 #include "app/trace_output.h"
@@ -492,7 +492,10 @@ Provenance provenance(const JobOptions& o, const RankSetup& s, int ranks, const 
   Provenance prov;
   prov.model_path = o.model;
   prov.model_bytes = s.file->file_size();
-  prov.model_sha256 = sha256_file(o.model);
+  const FileDigest digest = cached_sha256_file(o.model);
+  GLACIER_LOG_DEBUG("model SHA-256 %s (%s)", digest.sha256.c_str(),
+                    digest.from_cache ? "cached, the file unchanged since it was hashed" : "computed");
+  prov.model_sha256 = digest.sha256;
   prov.tensor_types = tensor_type_summary(*s.file);
   prov.layer_split = pipeline::format_layer_split(s.split);
   prov.ranks = ranks;
