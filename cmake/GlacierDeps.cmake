@@ -11,6 +11,7 @@ if(NOT HDF5_IS_PARALLEL)
   message(FATAL_ERROR "glacier-mpi needs the parallel (Open MPI) build of HDF5: install libhdf5-openmpi-dev")
 endif()
 find_package(Boost REQUIRED COMPONENTS program_options)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # libcrypto: the model file's SHA-256
 find_package(nlohmann_json REQUIRED)
 if(GLACIER_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -10,7 +10,7 @@ PACKAGES=(
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev
   libbenchmark-dev libgtest-dev
-  nlohmann-json3-dev libpcre2-dev
+  nlohmann-json3-dev libpcre2-dev libssl-dev
   python3-numpy python3-h5py-mpi python3-matplotlib python3-scipy
   clang libclang-rt-14-dev
   slurm-wlm munge iproute2

@@ -11,6 +11,7 @@
 #include "model/chat_template.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "version/build_info.h"
 
 namespace po = boost::program_options;
 
@@ -171,7 +172,7 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
       return std::nullopt;
     }
     if (vm.count("version")) {
-      std::cout << "glacier_mpi 0.1.0\n";
+      std::cout << "glacier_mpi " << build_version() << " (commit " << build_commit() << ")\n";
       return std::nullopt;
     }
     if (vm.count("config")) {

@@ -6,8 +6,10 @@
 #include <ctime>
 #include <map>
 
-#include "app/job.h"
+#include "app/model_digest.h"
 #include "app/sha256.h"
+#include "util/log.h"
+#include "version/build_info.h"
 #include "gguf/tensor_type.h"
 #include "kernels/dispatch.h"
 #include "model/chat_template.h"
@@ -34,7 +36,10 @@ Provenance describe_run(const JobOptions& o, const gguf::File& model, const RunF
   Provenance p;
   p.model_path = o.model;
   p.model_bytes = model.file_size();
-  p.model_sha256 = sha256_file(o.model);
+  const FileDigest digest = cached_sha256_file(o.model);
+  GLACIER_LOG_DEBUG("model SHA-256 %s (%s)", digest.sha256.c_str(),
+                    digest.from_cache ? "cached, the file unchanged since it was hashed" : "computed");
+  p.model_sha256 = digest.sha256;
   p.tensor_types = tensor_type_summary(model);
   p.layer_split = facts.layer_split;
   p.ranks = facts.ranks;
@@ -43,8 +48,8 @@ Provenance describe_run(const JobOptions& o, const gguf::File& model, const RunF
   std::optional<std::string> chat;
   if (facts.chat.chat_template) chat = model::chat_template_name(*facts.chat.chat_template);
   p.settings = result_settings(o, facts.n_ctx, chat, facts.layer_split).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  p.version = kVersion;
-  p.commit = "unknown";
+  p.version = build_version();
+  p.commit = build_commit();
   p.mode = o.mode;
   p.command_line = shell_command_line(o.command_line);
   p.started_at = facts.started_at;

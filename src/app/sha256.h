@@ -1,11 +1,14 @@
-// SHA-256 (FIPS 180-4) of byte strings and files: the model file's digest is recorded as provenance in
-// the results file and compared on --resume, without depending on a crypto library.
+// SHA-256 of byte strings and files through OpenSSL's libcrypto (SHA-NI / AVX2 code where the CPU has
+// it): the model file's digest is recorded as provenance in the results file and compared on --resume.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace glacier::app {
 
@@ -13,7 +16,11 @@ class Sha256 {
  public:
   using Digest = std::array<uint8_t, 32>;
 
-  Sha256() { reset(); }
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
   void reset();
   void update(const void* data, size_t size);
   // Pads, returns the digest and resets, so one object can hash several messages in turn.
@@ -22,12 +29,10 @@ class Sha256 {
   static std::string to_hex(const Digest& digest);
 
  private:
-  void compress(const uint8_t* block);
-
-  std::array<uint32_t, 8> state_{};
-  std::array<uint8_t, 64> block_{};
-  size_t block_used_ = 0;
-  uint64_t total_bytes_ = 0;
+  struct FreeContext {
+    void operator()(evp_md_ctx_st* context) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, FreeContext> context_;
 };
 
 // Lower-case hex digest of `data`.

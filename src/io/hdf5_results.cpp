@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "io/hdf5_util.h"
+#include "io/utf8.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -23,9 +24,12 @@ using h5::check;
 using h5::check_status;
 using h5::Handle;
 
+// String columns hold valid UTF-8 (replace_invalid_utf8_and_nul: the JSONL rule, NUL too since an
+// HDF5 string ends there); RawBytes holds a string field's exact bytes as variable-length uint8 when
+// they differ from that repaired form, and is empty otherwise.
 // ScoreSum is sum_logprob, NaN on disk for rows that are not scores; ScoreFlag is greedy as int8
 // (-1 not a score, 0 false, 1 true), so the "score" flag survives the round trip.
-enum class Kind { String, Int64, Float64, ScoreSum, ScoreFlag, Int32List, Float32List };
+enum class Kind { String, Int64, Float64, ScoreSum, ScoreFlag, Int32List, Float32List, RawBytes };
 using Field = std::variant<std::string ResultRecord::*, int64_t ResultRecord::*, double ResultRecord::*,
                            std::vector<int32_t> ResultRecord::*, std::vector<float> ResultRecord::*, std::monostate>;
 struct ColumnSpec {
@@ -47,13 +51,15 @@ const ColumnSpec kColumns[] = {
     {"total_time", Kind::Float64, &ResultRecord::total_time_s},
     {"sum_logprob", Kind::ScoreSum, &ResultRecord::sum_logprob},
     {"greedy", Kind::ScoreFlag, std::monostate{}},
+    {"text_bytes", Kind::RawBytes, &ResultRecord::text},
     {"prompt_digest", Kind::String, &ResultRecord::prompt_digest},
     {"sampling", Kind::String, &ResultRecord::sampling},
 };
 constexpr size_t kColumnCount = std::size(kColumns);
 constexpr hsize_t kChunkRows = 1024;          // rows per chunk: a few KB to tens of KB per column chunk
 constexpr size_t kMaxBufferedRows = 4096;     // bounds memory between the caller's flushes
-// 2: the prompt_digest and sampling columns (a format-1 file cannot tell which prompt a row answered).
+// 2: string columns repaired to valid UTF-8, text_bytes, and the prompt_digest and sampling columns
+// (a format-1 file cannot tell which prompt a row answered, so it is not read back).
 constexpr int64_t kFormatVersion = 2;
 constexpr const char* kFormatAttribute = "glacier_results_format";
 constexpr int8_t kGreedyNotScored = -1;
@@ -67,6 +73,7 @@ Handle file_type(Kind kind) {
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_STD_I8LE), "H5Tcopy"), H5Tclose);
     case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
     case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_STD_U8LE), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
 }
@@ -80,6 +87,7 @@ Handle memory_type(Kind kind) {
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_NATIVE_INT8), "H5Tcopy"), H5Tclose);
     case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
     case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
+    case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_NATIVE_UINT8), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
 }
@@ -131,6 +139,11 @@ hsize_t open_columns(hid_t group, const std::string& path, std::vector<Handle>& 
   return rows;
 }
 
+// Whether a string field's HDF5 form (valid UTF-8 without NUL) differs from its bytes.
+bool needs_repair(const std::string& text) {
+  return find_invalid_utf8(text).has_value() || text.find('\0') != std::string::npos;
+}
+
 void write_column_rows(hid_t dataset, hid_t mem_type, hsize_t start, hsize_t count, const void* data,
                        const std::string& what) {
   const hsize_t new_size = start + count;
@@ -158,8 +171,18 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
   switch (spec.kind) {
     case Kind::String: {
       auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<std::string> repaired;  // only the strings that need it; the rest are written in place
+      repaired.reserve(rows.size());
       std::vector<const char*> values;
-      for (const auto& r : rows) values.push_back((r.*field).c_str());
+      for (const auto& r : rows) {
+        const std::string& text = r.*field;
+        if (needs_repair(text)) {
+          repaired.push_back(replace_invalid_utf8_and_nul(text));
+          values.push_back(repaired.back().c_str());
+        } else {
+          values.push_back(text.c_str());
+        }
+      }
       return write(values.data());
     }
     case Kind::Int64: {
@@ -192,6 +215,15 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
       auto field = std::get<std::vector<float> ResultRecord::*>(spec.field);
       std::vector<hvl_t> values;
       for (const auto& r : rows) values.push_back(as_vlen(r.*field));
+      return write(values.data());
+    }
+    case Kind::RawBytes: {
+      auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values;
+      for (const auto& r : rows) {
+        const std::string& text = r.*field;
+        values.push_back(needs_repair(text) ? hvl_t{text.size(), const_cast<char*>(text.data())} : hvl_t{0, nullptr});
+      }
       return write(values.data());
     }
   }
@@ -246,6 +278,14 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Read&&
       std::vector<hvl_t> values(n);
       read(values.data());
       for (size_t i = 0; i < n; ++i) rows[i].*field = from_vlen<float>(values[i]);
+      return reclaim(values.data());
+    }
+    case Kind::RawBytes: {  // read after the string column it keeps exact: the bytes replace its repaired form
+      auto field = std::get<std::string ResultRecord::*>(spec.field);
+      std::vector<hvl_t> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i)
+        if (values[i].len > 0) rows[i].*field = std::string(static_cast<const char*>(values[i].p), values[i].len);
       return reclaim(values.data());
     }
   }

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
+#include "io/utf8.h"
 #include "util/error.h"
 
 namespace glacier::io {
@@ -33,7 +35,19 @@ json json_floats(const std::vector<float>& values) {
   return out;
 }
 
-std::string dump_line(const json& object) {
+// Repairs every string in `value` with replace_invalid_utf8, the rule the HDF5 string columns share
+// (nlohmann's own replacement is another rule; after this it never fires).
+void repair_strings(json& value) {
+  if (value.is_string()) {
+    auto& text = value.get_ref<std::string&>();
+    if (find_invalid_utf8(text)) text = replace_invalid_utf8(text);
+  } else if (value.is_structured()) {
+    for (auto& item : value) repair_strings(item);  // object keys are this file's ASCII names
+  }
+}
+
+std::string dump_line(json object) {
+  repair_strings(object);
   return object.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
@@ -74,7 +88,7 @@ std::string format_result_line(const ResultRecord& r) {
     line["sum_logprob"] = std::isfinite(r.sum_logprob) ? json(r.sum_logprob) : json(nullptr);
     line["greedy"] = r.greedy;
   }
-  return dump_line(line);
+  return dump_line(std::move(line));
 }
 
 std::string format_openai_batch_line(const ResultRecord& r, const OpenAiBatchLine& line) {
@@ -82,7 +96,7 @@ std::string format_openai_batch_line(const ResultRecord& r, const OpenAiBatchLin
   if (r.status != "ok") {
     out["response"] = nullptr;
     out["error"] = {{"code", "request_failed"}, {"message", r.error}};
-    return dump_line(out);
+    return dump_line(std::move(out));
   }
   const auto n_prompt = static_cast<int64_t>(r.prompt_tokens.size());
   const auto n_completion = static_cast<int64_t>(r.tokens.size());
@@ -95,7 +109,7 @@ std::string format_openai_batch_line(const ResultRecord& r, const OpenAiBatchLin
   if (!line.model.empty()) body["model"] = line.model;
   out["response"] = {{"status_code", 200}, {"body", std::move(body)}};
   out["error"] = nullptr;
-  return dump_line(out);
+  return dump_line(std::move(out));
 }
 
 void write_openai_batch_line(std::ostream& out, const ResultRecord& result, const OpenAiBatchLine& line) {

@@ -14,8 +14,8 @@ struct ResultRecord {
   std::string error;            // set when status == "error"
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> tokens;  // generated tokens (score mode: the continuation's tokens)
-  std::string text;             // raw bytes; may end inside a UTF-8 character. The HDF5 column is a C
-                                // string, so a NUL byte (rare byte token) ends the stored text there.
+  std::string text;             // raw bytes; may end inside a UTF-8 character. Both outputs repair it
+                                // to valid UTF-8 (io/utf8.h); HDF5's text_bytes keeps these bytes.
   std::vector<float> logprobs;  // one per entry of `tokens`
   std::string finish_reason;    // "length" | "stop" | "error" | ""
   double time_to_first_token_s = 0;

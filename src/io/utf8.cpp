@@ -4,11 +4,18 @@
 namespace glacier::io {
 namespace {
 
-// Length of the well-formed sequence starting at text[pos], or 0 when it is ill-formed there.
-size_t valid_sequence_length(std::string_view text, size_t pos) {
+// The sequence at text[pos]: its longest prefix that can still begin a well-formed sequence, and
+// whether that prefix is a whole one. A bad prefix becomes one U+FFFD (Unicode's "maximal subpart"
+// practice, as Python's and WHATWG's decoders do), so a character cut short is a single U+FFFD.
+struct Sequence {
+  size_t length;
+  bool valid;
+};
+
+Sequence scan_sequence(std::string_view text, size_t pos) {
   auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
   const unsigned char lead = byte(pos);
-  if (lead < 0x80) return 1;
+  if (lead < 0x80) return {1, true};
   size_t length = 0;
   unsigned char second_lo = 0x80, second_hi = 0xBF;  // the second byte's range depends on the lead
   if (lead >= 0xC2 && lead <= 0xDF) {
@@ -22,23 +29,30 @@ size_t valid_sequence_length(std::string_view text, size_t pos) {
     if (lead == 0xF0) second_lo = 0x90;  // no overlong 4-byte forms
     if (lead == 0xF4) second_hi = 0x8F;  // nothing past U+10FFFF
   } else {
-    return 0;
+    return {1, false};  // a continuation byte, or a lead no well-formed sequence has
   }
-  if (pos + length > text.size()) return 0;
-  if (byte(pos + 1) < second_lo || byte(pos + 1) > second_hi) return 0;
-  for (size_t i = 2; i < length; ++i)
-    if ((byte(pos + i) & 0xC0) != 0x80) return 0;
-  return length;
+  for (size_t i = 1; i < length; ++i) {
+    if (pos + i >= text.size()) return {i, false};
+    const unsigned char lo = i == 1 ? second_lo : 0x80, hi = i == 1 ? second_hi : 0xBF;
+    if (byte(pos + i) < lo || byte(pos + i) > hi) return {i, false};
+  }
+  return {length, true};
 }
 
-// How many bytes a bad sequence at pos swallows: the lead plus any continuation bytes that were
-// still plausible, so a truncated character becomes a single U+FFFD.
-size_t bad_sequence_length(std::string_view text, size_t pos) {
-  size_t n = 1;
-  while (n < 4 && pos + n < text.size() && (static_cast<unsigned char>(text[pos + n]) & 0xC0) == 0x80 &&
-         static_cast<unsigned char>(text[pos]) >= 0xC2)
-    ++n;
-  return n;
+std::string replace(std::string_view text, bool nul_too) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(text.size());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const Sequence seq = scan_sequence(text, pos);
+    if (seq.valid && !(nul_too && text[pos] == '\0'))
+      out.append(text.substr(pos, seq.length));
+    else
+      out.append(kReplacement);
+    pos += seq.length;
+  }
+  return out;
 }
 
 }  // namespace
@@ -46,29 +60,15 @@ size_t bad_sequence_length(std::string_view text, size_t pos) {
 std::optional<size_t> find_invalid_utf8(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
-    size_t n = valid_sequence_length(text, pos);
-    if (n == 0) return pos;
-    pos += n;
+    const Sequence seq = scan_sequence(text, pos);
+    if (!seq.valid) return pos;
+    pos += seq.length;
   }
   return std::nullopt;
 }
 
-std::string replace_invalid_utf8(std::string_view text) {
-  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-  std::string out;
-  out.reserve(text.size());
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t n = valid_sequence_length(text, pos);
-    if (n > 0) {
-      out.append(text.substr(pos, n));
-      pos += n;
-    } else {
-      out.append(kReplacement);
-      pos += bad_sequence_length(text, pos);
-    }
-  }
-  return out;
-}
+std::string replace_invalid_utf8(std::string_view text) { return replace(text, false); }
+
+std::string replace_invalid_utf8_and_nul(std::string_view text) { return replace(text, true); }
 
 }  // namespace glacier::io

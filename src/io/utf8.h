@@ -13,6 +13,11 @@ namespace glacier::io {
 std::optional<size_t> find_invalid_utf8(std::string_view text);
 
 // `text` with every ill-formed sequence replaced by U+FFFD (one replacement per maximal bad prefix).
+// The one repair rule of every output: the JSONL writer and the HDF5 string columns both apply it.
 std::string replace_invalid_utf8(std::string_view text);
+
+// replace_invalid_utf8, and a NUL byte also becomes U+FFFD: for stores of C strings (HDF5 strings),
+// which would otherwise end at the NUL and silently drop the rest.
+std::string replace_invalid_utf8_and_nul(std::string_view text);
 
 }  // namespace glacier::io

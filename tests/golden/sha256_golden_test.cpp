@@ -1,10 +1,12 @@
-// sha256_file on the shared models against the digests their README publishes (the provenance that a
-// results file records must be the one anyone can check with sha256sum).
+// sha256_file and the cached digest a job records, on the shared models, against the digests their
+// README publishes (the provenance that a results file records must be the one anyone can check with
+// sha256sum).
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <string>
 
+#include "app/model_digest.h"
 #include "app/sha256.h"
 #include "common/test_env.h"
 
@@ -31,6 +33,20 @@ TEST(Sha256Golden, SharedModelsMatchTheirPublishedDigests) {
     ++checked;
   }
   EXPECT_EQ(checked, 2);
+}
+
+TEST(Sha256Golden, CachedDigestOfTheSharedModelIsThePublishedOne) {
+  GLACIER_REQUIRE_SHARED(readme, "models/README.md");
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const std::string expected = published_sha256(glacier::testing::read_text(readme), "stories260K.gguf");
+  ASSERT_EQ(expected.size(), 64u) << "no sha256 for stories260K.gguf in " << readme;
+  const std::string cache = glacier::testing::scratch_dir("sha256_golden_cache") + "/model-sha256";
+  const FileDigest computed = cached_sha256_file(model, cache);
+  EXPECT_FALSE(computed.from_cache);
+  EXPECT_EQ(computed.sha256, expected);
+  const FileDigest cached = cached_sha256_file(model, cache);
+  EXPECT_TRUE(cached.from_cache);
+  EXPECT_EQ(cached.sha256, expected);
 }
 
 }  // namespace

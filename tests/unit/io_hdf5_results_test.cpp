@@ -1,6 +1,9 @@
 // The HDF5 results file: exact round trip of every column through read_finished, provenance
-// attributes, resume, a writer killed after flushing (fork + _exit), path checks, and h5py readability.
+// attributes, resume, a writer killed after flushing (fork + _exit), path checks, h5py readability,
+// and UTF-8 string columns that agree with the JSONL while text_bytes keeps the exact text.
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,15 +12,18 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/h5py_check.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
+#include "io/jsonl_writer.h"
+#include "io/utf8.h"
 #include "util/error.h"
 
 namespace glacier::io {
 namespace {
 
 // Row i of a deterministic, varied result set: empty vectors and strings at some rows, a score every
-// third row, invalid UTF-8 in text (stored as raw bytes).
+// third row, invalid UTF-8 in text (kept exactly by text_bytes).
 ResultRecord make_result(int i) {
   ResultRecord r;
   r.id = "id-" + std::to_string(i);
@@ -56,10 +62,7 @@ void expect_same(const ResultRecord& a, const ResultRecord& b) {
   EXPECT_EQ(a.greedy, b.greedy);
 }
 
-bool have_h5py() {
-  return std::filesystem::exists("/usr/bin/python3") &&
-         std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") == 0;
-}
+using glacier::testing::have_h5py;
 
 TEST(IoHdf5Results, RoundTripEveryColumnWithSeveralFlushes) {
   const std::string path = glacier::testing::scratch_dir("io_h5") + "/results.h5";
@@ -194,12 +197,14 @@ TEST(IoHdf5Results, ColumnsReadableWithH5py) {
     file.set_attribute("version", std::string("0.1.0"));
     for (int i = 0; i < 8; ++i) file.append(make_result(i));
   }
-  // id 2 text "tok\xC3 2" (raw bytes), logprobs of row 1 as float32, greedy -1 for non-scores.
+  // id 2 text "tok\xC3 2": U+FFFD in text, the bytes in text_bytes; logprobs of row 1 as float32,
+  // greedy -1 for non-scores.
   std::string script =
       "import h5py,sys,numpy as np\n"
       "f=h5py.File(sys.argv[1],'r'); r=f['results']\n"
       "assert r['id'].asstr()[2]=='id-2'\n"
-      "assert r['text'][2]==b'tok\\xc3 2'\n"
+      "assert r['text'].asstr()[2]=='tok\\ufffd 2'\n"
+      "assert r['text_bytes'][2].tobytes()==b'tok\\xc3 2' and len(r['text_bytes'][1])==len(b'tok\\xc3 1')\n"
       "assert r['logprobs'][3].dtype==np.float32 and len(r['logprobs'][3])==1\n"
       "assert list(r['greedy'][:4])==[1,-1,-1,0]\n"
       "assert list(r['index'][:])==list(range(8))\n"
@@ -207,6 +212,107 @@ TEST(IoHdf5Results, ColumnsReadableWithH5py) {
   const std::string script_path = path + ".py";
   std::ofstream(script_path) << script;
   EXPECT_EQ(std::system(("/usr/bin/python3 " + script_path + " " + path).c_str()), 0);
+}
+
+// Rows whose strings carry what a byte-fallback tokenizer and prompt files can put there: a character
+// cut short, a lone byte, a NUL byte token, bad bytes in an id and an error message; and valid text.
+std::vector<ResultRecord> awkward_results() {
+  std::vector<ResultRecord> rows(6);
+  for (int i = 0; i < 6; ++i) {
+    rows[i].id = "row-" + std::to_string(i);
+    rows[i].index = i;
+    rows[i].finish_reason = "length";
+  }
+  rows[0].text = "caf\xC3";                             // a token boundary inside "é"
+  rows[1].text = " gq n of C\xE1 chat \xE2\x80\x94 w";  // a lone byte token between valid ones
+  rows[2].text = std::string("a\0b\xF0\x9F\x98", 6);    // a NUL byte token, a cut emoji
+  rows[3].text = "valid: caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80";
+  rows[4].id = "row-\xFF" "4";
+  rows[4].status = "error";
+  rows[4].error = "prompts.txt:5: found \xE0\x80\x80";
+  rows[4].finish_reason = "error";
+  rows[5].text = std::string("\0", 1);
+  return rows;
+}
+
+TEST(IoHdf5Results, StringColumnsAreUtf8LikeTheJsonlAndTextBytesKeepTheText) {
+  const std::string dir = glacier::testing::scratch_dir("io_h5_utf8");
+  const std::string path = dir + "/results.h5", jsonl = dir + "/results.jsonl";
+  const std::vector<ResultRecord> rows = awkward_results();
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    for (const auto& r : rows) file.append(r);
+    file.close();
+  }
+  write_results_jsonl(jsonl, rows);
+
+  // read_finished (--resume) gets each text back byte for byte; id and error, which have no byte
+  // column, come back as the repaired strings the file shows.
+  const FinishedResults back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    EXPECT_EQ(back.rows[i].text, rows[i].text);
+    EXPECT_EQ(back.rows[i].id, replace_invalid_utf8_and_nul(rows[i].id));
+    EXPECT_EQ(back.rows[i].error, replace_invalid_utf8_and_nul(rows[i].error));
+    EXPECT_FALSE(find_invalid_utf8(back.rows[i].id).has_value());
+  }
+  // So a resumed run's JSONL lines of these rows are the uninterrupted run's (the NUL included).
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == 4) continue;  // its id and error were repaired on disk
+    EXPECT_EQ(format_result_line(back.rows[i]), format_result_line(rows[i])) << "row " << i;
+  }
+
+  if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py not found: the h5py check is skipped";
+  const auto check = glacier::testing::check_results_utf8(path, jsonl);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_EQ(glacier::testing::summary_count(check, "rows"), 6) << check.output;
+  // Rows 0, 1, 2 and 5 hold text that UTF-8 strings cannot; row 3's valid text needs no byte copy.
+  EXPECT_EQ(glacier::testing::summary_count(check, "rows_with_text_bytes"), 4) << check.output;
+  EXPECT_EQ(glacier::testing::summary_count(check, "jsonl_rows_compared"), 6) << check.output;
+}
+
+// The checker must catch what it is there for: a text column that is not text_bytes repaired.
+TEST(IoHdf5Results, H5pyCheckRejectsATextColumnThatDisagreesWithTextBytes) {
+  if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py not found: skipped";
+  const std::string path = glacier::testing::scratch_dir("io_h5_utf8_bad") + "/results.h5";
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    for (const auto& r : awkward_results()) file.append(r);
+  }
+  const std::string edit = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
+                           "f['results/text'][0]='caf'\" " + path;
+  ASSERT_EQ(std::system(edit.c_str()), 0) << edit;
+  const auto check = glacier::testing::check_results_utf8(path);
+  EXPECT_EQ(check.exit_code, 1) << check.output;
+  EXPECT_NE(check.output.find("row 0"), std::string::npos) << check.output;
+}
+
+// A file of results format 1 (no text_bytes column) stays readable and can be resumed: the column is
+// added, the earlier rows' texts read as their text column holds them.
+// A format-1 file has no prompt digests, so nothing can tell which prompt each of its rows answered:
+// reading it back for --resume is refused, naming both formats.
+TEST(IoHdf5Results, AFormatOneFileIsRefusedNamingTheFormats) {
+  if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py not found: needed to make a format-1 file";
+  const std::string path = glacier::testing::scratch_dir("io_h5_format1") + "/results.h5";
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    for (int i = 0; i < 5; ++i) file.append(make_result(i));
+  }
+  const std::string to_format_one = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
+                                    "del f['results/prompt_digest']; f.attrs['glacier_results_format']=1\" " + path;
+  ASSERT_EQ(std::system(to_format_one.c_str()), 0) << to_format_one;
+  for (auto open : {std::function<void()>([&] { read_finished(path); }),
+                    std::function<void()>([&] { ResultsFile file(path, ResultsFile::Mode::Resume); })}) {
+    try {
+      open();
+      ADD_FAILURE() << "a format-1 file was read back";
+    } catch (const InputError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("expected results format 2, found 1"), std::string::npos) << message;
+      EXPECT_NE(message.find(path), std::string::npos) << message;
+    }
+  }
 }
 
 }  // namespace

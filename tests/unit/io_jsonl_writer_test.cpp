@@ -1,5 +1,5 @@
-// Result lines parsed back: exact keys, float32 log-probs that round-trip, invalid UTF-8 replaced,
-// score fields, OpenAI batch lines, input order from out-of-order arrivals; and the UTF-8 helpers.
+// Result lines parsed back: exact keys, float32 log-probs that round-trip, invalid UTF-8 replaced by
+// the one rule of io/utf8.h, score fields, OpenAI batch lines, input order from out-of-order arrivals; and the UTF-8 helpers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +71,19 @@ TEST(IoJsonlWriter, InvalidUtf8TextIsReplacedNotThrown) {
   ASSERT_NO_THROW(line = format_result_line(r));
   json j = json::parse(line);
   EXPECT_EQ(j["text"], "caf\xEF\xBF\xBD");
+}
+
+TEST(IoJsonlWriter, EveryStringFollowsTheOneRepairRule) {
+  ResultRecord r = sample_result();
+  r.id = "q\xFF" "1";
+  r.status = "error";
+  r.error = "line 3: found \xE0\x80\x80";  // overlong: three bad bytes, three U+FFFD
+  r.text = std::string("a\0b\xF0\x9F\x98", 6);  // a NUL is valid UTF-8 and stays in JSON
+  const json j = json::parse(format_result_line(r));
+  EXPECT_EQ(j["id"], replace_invalid_utf8(r.id));
+  EXPECT_EQ(j["error"], replace_invalid_utf8(r.error));
+  EXPECT_EQ(j["text"], replace_invalid_utf8(r.text));
+  EXPECT_EQ(j["text"], std::string("a\0b\xEF\xBF\xBD", 6));
 }
 
 TEST(IoJsonlWriter, ErrorAndScoreFieldsAppearOnlyWhenRelevant) {
@@ -168,6 +181,27 @@ TEST(IoUtf8, FindsAndReplacesIllFormedSequences) {
   EXPECT_EQ(replace_invalid_utf8("a\xE2\x82z"), "a\xEF\xBF\xBDz");  // one U+FFFD for a cut character
   EXPECT_EQ(replace_invalid_utf8("\xFF\xFE"), "\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(replace_invalid_utf8("ok \xC3\xA9"), "ok \xC3\xA9");
+}
+
+// Unicode 15 section 3.9 (U+FFFD substitution of maximal subparts, Table 3-8): each longest prefix
+// of a well-formed sequence that is cut short becomes one U+FFFD, every other bad byte one of its own.
+// Python's and WHATWG's decoders follow the same practice, so readers of text_bytes can redo it.
+TEST(IoUtf8, ReplacesEachMaximalSubpartWithOneReplacement) {
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(replace_invalid_utf8("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"),
+            "a" + r + r + r + "b" + r + "c" + r + r + "d");  // the table's own example
+  EXPECT_EQ(replace_invalid_utf8("\xE0\x80\x80"), r + r + r);  // E0 cannot be followed by 80: overlong
+  EXPECT_EQ(replace_invalid_utf8("\xED\xA0\x80"), r + r + r);  // surrogate
+  EXPECT_EQ(replace_invalid_utf8("\xF0\x9F\x98"), r);          // a cut 4-byte character
+  EXPECT_EQ(replace_invalid_utf8("\xF5\x80"), r + r);          // F5 starts nothing
+  EXPECT_EQ(find_invalid_utf8("ab\xF0\x9F\x98"), 2u);
+}
+
+TEST(IoUtf8, NulIsKeptOrReplacedOnRequest) {
+  const std::string with_nul("a\0b\xC3", 4);
+  EXPECT_EQ(replace_invalid_utf8(with_nul), std::string("a\0b\xEF\xBF\xBD", 6));
+  EXPECT_EQ(replace_invalid_utf8_and_nul(with_nul), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  EXPECT_EQ(replace_invalid_utf8_and_nul("plain \xC3\xA9"), "plain \xC3\xA9");
 }
 
 }  // namespace
