@@ -2,7 +2,11 @@
 // --threads against the host. The per-line rules stay in io/prompt_reader; this file judges the whole.
 #include "app/input_checks.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "app/requests.h"
 #include "io/prompt_reader.h"
@@ -27,6 +31,9 @@ PromptFileFacts check_perplexity_text(const std::string& path) {
   if (!std::filesystem::exists(path, ec)) throw InputError("prompt file " + path + ": expected a text file, found no file");
   if (!std::filesystem::is_regular_file(path, ec))
     throw InputError("prompt file " + path + ": expected a regular text file, found something else (a directory?)");
+  if (!std::ifstream(path, std::ios::binary))
+    throw InputError("prompt file " + path + ": expected a readable text file, found one that cannot be opened: " +
+                     std::strerror(errno));
   if (std::filesystem::file_size(path, ec) == 0)
     throw InputError("prompt file " + path + ": --mode perplexity needs text to score, found an empty file");
   return {1, std::nullopt};

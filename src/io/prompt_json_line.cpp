@@ -24,15 +24,17 @@ struct BadLine : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Keeps messages one line long for huge values and keys.
+std::string clip(std::string s) {
+  static constexpr size_t kMaxShown = 60;
+  if (s.size() <= kMaxShown) return s;
+  // Cut before a character, not inside one, so the message stays valid UTF-8.
+  size_t cut = kMaxShown;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "...";
+}
+
 std::string describe(const json& value) {
-  static constexpr size_t kMaxShown = 60;  // keep messages one line long for huge values
-  auto clip = [](std::string s) {
-    if (s.size() <= kMaxShown) return s;
-    // Cut before a character, not inside one, so the message stays valid UTF-8.
-    size_t cut = kMaxShown;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    return s.substr(0, cut) + "...";
-  };
   switch (value.type()) {
     case json::value_t::string: return "the string " + clip(value.dump(-1, ' ', false, json::error_handler_t::replace));
     case json::value_t::array: return "an array with " + std::to_string(value.size()) + " elements";
@@ -253,6 +255,7 @@ void check_keys(const json& object, const std::string& prefix, const std::vector
     std::string suggestion;
     size_t best = kMaxSuggestionDistance + 1;
     for (std::string_view h : honoured) {
+      if (key.size() > h.size() + kMaxSuggestionDistance) continue;  // too far apart; spares a long key the table
       const size_t d = edit_distance(key, h);
       if (d < best) {
         best = d;
@@ -261,7 +264,7 @@ void check_keys(const json& object, const std::string& prefix, const std::vector
     }
     std::string known;
     for (std::string_view h : honoured) known += (known.empty() ? "" : ", ") + std::string(h);
-    throw BadLine("\"" + prefix + key + "\": unknown key" +
+    throw BadLine("\"" + prefix + clip(key) + "\": unknown key" +
                   (suggestion.empty() ? std::string() : " (did you mean \"" + prefix + suggestion + "\"?)") +
                   ": expected one of " + known);
   }

@@ -244,6 +244,16 @@ TEST(IoPromptReader, KeysThatAreNotHonouredFailTheirLineByName) {
   EXPECT_EQ(records[0].id, "t") << "a line refused for a key keeps its id";
 }
 
+TEST(IoPromptReader, AHugeUnknownKeyIsClippedInItsMessage) {
+  const std::string key(100000, 'k');
+  const auto records = read_prompts(write_file("huge_key.jsonl", "{\"prompt\": \"x\", \"" + key + "\": 1}\n"));
+  ASSERT_EQ(records.size(), 1u);
+  ASSERT_FALSE(records[0].ok);
+  EXPECT_NE(records[0].error.find("\"kkkk"), std::string::npos) << records[0].error.substr(0, 200);
+  EXPECT_NE(records[0].error.find("...\": unknown key"), std::string::npos) << records[0].error.substr(0, 200);
+  EXPECT_LT(records[0].error.size(), 1000u) << "the key is clipped";
+}
+
 // Found by prompt_fuzz: a long non-ASCII value quoted in a message was clipped inside a character,
 // so the message (written to logs, JSON lines and HDF5) was not valid UTF-8.
 TEST(IoPromptReader, ClippedValueInAMessageStaysValidUtf8) {
