@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/input_checks.h"
 #include "app/measured_split.h"
 #include "app/memory_fit.h"
 #include "app/partition_choice.h"
@@ -102,17 +103,19 @@ int32_t default_slots(const model::ModelConfig& cfg, model::LayerRange layers, i
 }
 
 MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
-  return {s.cfg, s.bytes, o.slots > 0 ? o.slots : 1, s.n_ctx, s.ubatch};
+  // Each decode group needs a sequence of its own: the slots are at least the groups (options.cpp checks --slots).
+  return {s.cfg, s.bytes, std::max(o.slots > 0 ? o.slots : 1, o.decode_groups), s.n_ctx, s.ubatch, o.decode_groups};
 }
 
 // Reads the model's metadata; no weight is read yet.
 RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
-  if (ch.rank() == 0) {
-    ResultSink::check_outputs(o);
-    s.output_locks = lock_outputs(o);  // before anything is written; held until the trace is in too
-  }
+  if (ch.rank() == 0) ResultSink::check_outputs(o);
+  check_threads(o, sys::host_hardware_thread_count(), ch.host_name());
+  const PromptFileFacts prompts = ch.rank() == 0 ? check_prompt_file(o) : PromptFileFacts{};
+  if (ch.rank() == 0) s.output_locks = lock_outputs(o);  // before anything is written; held until the trace is in
   s.file = gguf::File::open(o.model);
+  if (ch.rank() == 0) check_chat_template(o, prompts, s.file->find_string("tokenizer.chat_template"));
   s.cfg = model::read_model_config(*s.file);
   s.bytes = model::weight_bytes(*s.file, s.cfg);
   s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
@@ -174,7 +177,7 @@ void log_split(const JobOptions& o, const RankSetup& s) {
   std::string fill;
   bool within = true;
   for (int st = 0; st < s.n_stages; ++st) {
-    const uint64_t need = rank_memory_need(memory_shape(o, s), s.split[st], st == 0, st == s.n_stages - 1).total();
+    const uint64_t need = rank_memory_need(memory_shape(o, s), s.split[st], st == 0, st == s.n_stages - 1, s.n_stages).total();
     within = within && need <= caps[st];
     char buf[32];
     std::snprintf(buf, sizeof buf, "%s%.1f%%", fill.empty() ? "" : ", ", 100.0 * need / std::max<uint64_t>(caps[st], 1));
@@ -224,7 +227,7 @@ void start_threads(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
 // Maps the rank's shard.
 void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   const int i = s.stage_index, p = s.n_stages;
-  s.n_slots = o.slots > 0 ? o.slots : default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget);
+  s.n_slots = o.slots > 0 ? o.slots : std::max(default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget), o.decode_groups);
   const int threads = s.pool->size();
   model::ShardWeights shard = model::load_shard(*s.file, s.cfg, s.split[i], i == 0, i == p - 1, s.pool.get());
   std::string replica;
@@ -246,7 +249,7 @@ pipeline::SchedulerOptions scheduler_options(const RankSetup& s, int n_stages) {
   // At least one decode group per stage keeps all stages busy; more (--decode-groups) keep a stage busy
   // while other groups cross slow links: a group's round trip is its compute plus a hop per stage.
   opt.decode_groups = s.decode_groups > 0 ? s.decode_groups : n_stages;
-  opt.max_in_flight = n_stages == 1 ? 1 : std::max(2 * n_stages, opt.decode_groups);
+  opt.max_in_flight = micro_batches_in_flight(s.decode_groups, n_stages);  // as the memory check counts them
   return opt;
 }
 

@@ -9,6 +9,7 @@
 
 #include "compute/kv_cache.h"
 #include "pipeline/partition.h"
+#include "pipeline/wire.h"
 
 namespace glacier::app {
 namespace {
@@ -30,7 +31,12 @@ std::string format_bytes(uint64_t bytes) {
 
 }  // namespace
 
-RankMemoryNeed rank_memory_need(const MemoryShape& s, model::LayerRange layers, bool first, bool last) {
+int32_t micro_batches_in_flight(int32_t decode_groups, int n_stages) {
+  if (n_stages <= 1) return 1;
+  return std::max(2 * n_stages, decode_groups > 0 ? decode_groups : n_stages);
+}
+
+RankMemoryNeed rank_memory_need(const MemoryShape& s, model::LayerRange layers, bool first, bool last, int n_stages) {
   RankMemoryNeed need;
   for (int32_t l = layers.first; l < layers.last; ++l) need.weights += s.bytes.per_layer[static_cast<size_t>(l)];
   if (first) need.weights += s.bytes.embedding;
@@ -41,6 +47,11 @@ RankMemoryNeed rank_memory_need(const MemoryShape& s, model::LayerRange layers, 
                               kBufferFloatsPerFf * static_cast<uint64_t>(ff);
   if (last) floats_per_token += static_cast<uint64_t>(s.cfg.n_vocab);  // the logits of a micro-batch
   need.buffers = floats_per_token * static_cast<uint64_t>(s.ubatch) * sizeof(float);
+  // The driver's ring: each micro-batch in flight has a send buffer (activations at f32, the widest codec)
+  // and a posted receive for its results. 64 decode groups of 512 tokens of a 4096-wide model are 512 MiB.
+  if (first && n_stages > 1)
+    need.buffers += static_cast<uint64_t>(micro_batches_in_flight(s.decode_groups, n_stages)) *
+                    (pipeline::max_forward_bytes(s.ubatch, s.cfg.n_embd) + pipeline::max_back_bytes(s.ubatch));
   return need;
 }
 
@@ -50,7 +61,7 @@ StageMemoryModel stage_memory_model(const MemoryShape& s, int n_stages) {
     m.per_layer.push_back(rank_memory_need(s, {l, l + 1}, false, false).total() -
                           rank_memory_need(s, {l, l}, false, false).total());
   for (int st = 0; st < n_stages; ++st)
-    m.stage_fixed.push_back(rank_memory_need(s, {0, 0}, st == 0, st == n_stages - 1).total());
+    m.stage_fixed.push_back(rank_memory_need(s, {0, 0}, st == 0, st == n_stages - 1, n_stages).total());
   return m;
 }
 
@@ -76,7 +87,7 @@ std::optional<std::string> check_memory_fit(const std::string& model_path, const
   for (size_t r = 0; r < hosts.size(); ++r) {
     const int stage = static_cast<int>(r) % n_stages;  // replicas repeat the split over the ranks
     Host& h = by_host[hosts[r]];
-    h.need += rank_memory_need(shape, split[static_cast<size_t>(stage)], stage == 0, stage == n_stages - 1).total();
+    h.need += rank_memory_need(shape, split[static_cast<size_t>(stage)], stage == 0, stage == n_stages - 1, n_stages).total();
     h.available = host_available[r];
     h.ranks += 1;
     if (!h.layers.empty()) h.layers += ',';
@@ -99,7 +110,7 @@ std::optional<std::string> check_memory_fit(const std::string& model_path, const
     const auto trial = pipeline::partition_by_bytes(shape.bytes, stages);
     uint64_t heaviest = 0;
     for (int r = 0; r < stages; ++r)
-      heaviest = std::max(heaviest, rank_memory_need(shape, trial[static_cast<size_t>(r)], r == 0, r == stages - 1).total());
+      heaviest = std::max(heaviest, rank_memory_need(shape, trial[static_cast<size_t>(r)], r == 0, r == stages - 1, stages).total());
     if (heaviest <= per_rank_capacity) {
       advice = "it would fit on " + std::to_string(stages) + " ranks of " + format_bytes(per_rank_capacity) +
                " each (one rank a host, or hosts with more memory)";

@@ -12,7 +12,8 @@
 namespace glacier::app {
 
 // What one rank will hold: its weights (mapped file pages that must stay resident to run at speed),
-// its KV cache at the smallest useful slot count, and its working buffers.
+// its KV cache at the smallest useful slot count, and its working buffers (for a pipeline's first stage,
+// which drives it, also a send and a return buffer for every micro-batch in flight).
 struct RankMemoryNeed {
   uint64_t weights = 0;
   uint64_t kv_cache = 0;
@@ -27,9 +28,16 @@ struct MemoryShape {
   int32_t min_slots = 1;  // --slots when given, else one sequence: the least a stage can run with
   int32_t n_ctx = 0;
   int32_t ubatch = 0;
+  int32_t decode_groups = 0;  // --decode-groups (0 = one a stage)
 };
 
-RankMemoryNeed rank_memory_need(const MemoryShape& shape, model::LayerRange layers, bool first, bool last);
+// Micro-batches a pipeline's driver keeps in flight (the scheduler's bound): enough to fill and overlap
+// every stage, or --decode-groups when that is more; one on a single stage, which computes as it submits.
+int32_t micro_batches_in_flight(int32_t decode_groups, int n_stages);
+
+// n_stages: stages of the pipeline the rank belongs to (its first stage holds the in-flight buffers).
+RankMemoryNeed rank_memory_need(const MemoryShape& shape, model::LayerRange layers, bool first, bool last,
+                                int n_stages = 1);
 
 // rank_memory_need split into what a stage needs per layer it holds and what it needs whatever it holds
 // (the layer planner's memory model): need(stage s, layers) = stage_fixed[s] + sum of per_layer over them.

@@ -3,6 +3,8 @@
 #include "app/options.h"
 
 #include <boost/program_options.hpp>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -26,6 +28,17 @@ int32_t parse_replicas(const std::string& v) {
   if (v.empty() || *end != '\0' || n < 1 || n > 1 << 20)
     throw InputError("option --replicas: expected a count >= 1 or 'auto', found '" + v + "'");
   return static_cast<int32_t>(n);
+}
+
+// "--seed": an unsigned 64-bit decimal, read strictly: no sign (strtoull would wrap "-1" to 2^64-1),
+// no spaces, no hex, nothing past the digits, nothing above 2^64-1.
+uint64_t parse_seed(const std::string& v) {
+  const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+  errno = 0;
+  const unsigned long long n = digits ? std::strtoull(v.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE)
+    throw InputError("option --seed: expected an integer in 0..18446744073709551615, found '" + v + "'");
+  return static_cast<uint64_t>(n);
 }
 
 // "--slow-rank R:FACTOR": a rank >= 0 and a factor in [1, kMaxSlowFactor].
@@ -64,7 +77,8 @@ po::options_description describe(JobOptions& o) {
       ("top-k", po::value(&o.top_k)->default_value(o.top_k), "keep the k most likely tokens (0 = off)")
       ("top-p", po::value(&o.top_p)->default_value(o.top_p, "1"), "nucleus sampling threshold (1 = off)")
       ("min-p", po::value(&o.min_p)->default_value(o.min_p, "0"), "drop tokens below min-p x the best probability (0 = off)")
-      ("seed", po::value(&o.seed)->default_value(o.seed), "random seed (draws are keyed by seed, prompt id and step)")
+      ("seed", po::value<std::string>()->default_value("0")->notifier([&o](const std::string& v) { o.seed = parse_seed(v); }),
+       "random seed, 0..2^64-1 (draws are keyed by seed, prompt id and step)")
       ("stop", po::value(&o.stop)->composing(), "stop string (repeatable)")
       ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts")
       ("chat-template", po::value(&o.chat_template), "template for \"messages\" prompts: chatml | llama3 | llama2 | mistral | "
@@ -76,8 +90,12 @@ po::options_description describe(JobOptions& o) {
       ("slots", po::value(&o.slots)->default_value(o.slots), "sequences in flight (KV slots; 0 = sized from free memory)")
       ("ubatch", po::value(&o.ubatch)->default_value(o.ubatch), "tokens per micro-batch")
       ("decode-groups", po::value(&o.decode_groups)->default_value(o.decode_groups),
-       "decode micro-batches in a pipeline at once (0 = one a stage; more hide slow links between ranks)")
-      ("threads,t", po::value(&o.threads)->default_value(o.threads), "compute threads per rank (0 = the rank's share of the cores)")
+       "decode micro-batches in a pipeline at once (0 = one a stage; more hide slow links between ranks); "
+       "at most --slots, and the slots sized from memory are at least this many")
+      ("threads,t", po::value(&o.threads)->default_value(o.threads),
+       "compute threads per rank (0 = the rank's share of the cores); at most the host's hardware threads")
+      ("oversubscribe-threads", po::bool_switch(&o.oversubscribe_threads),
+       "allow --threads above the host's hardware threads (each rank checks its own host)")
       ("bind", po::value(&o.bind)->default_value(o.bind), "pin ranks and threads: core | numa | none")
       ("replicas", po::value<std::string>()->default_value("1")->notifier([&o](const std::string& v) {
          o.replicas = parse_replicas(v);
@@ -110,6 +128,13 @@ po::options_description describe(JobOptions& o) {
   return all;
 }
 
+// A figure as the user would write it ("1.8e+10", "inf"), not std::to_string's fixed six decimals.
+std::string shown(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
 void check(const JobOptions& o) {
   auto bad = [](const std::string& opt, const std::string& expected, const std::string& found) {
     throw InputError("option --" + opt + ": expected " + expected + ", found " + found);
@@ -120,16 +145,23 @@ void check(const JobOptions& o) {
   if (o.mode != "generate" && o.mode != "score" && o.mode != "perplexity")
     bad("mode", "generate, score or perplexity", "'" + o.mode + "'");
   if (o.max_tokens < 0) bad("max-tokens", "a count >= 0", std::to_string(o.max_tokens));
-  if (!(o.temperature >= 0.0f)) bad("temperature", "a value >= 0", std::to_string(o.temperature));
+  if (!(o.temperature >= 0.0f && std::isfinite(o.temperature)))
+    bad("temperature", "a finite value >= 0", shown(o.temperature));
   if (o.top_k < 0) bad("top-k", "a count >= 0", std::to_string(o.top_k));
-  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) bad("top-p", "a value in (0, 1]", std::to_string(o.top_p));
-  if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) bad("min-p", "a value in [0, 1]", std::to_string(o.min_p));
-  if (o.ctx < 0) bad("ctx", "a length >= 0", std::to_string(o.ctx));
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) bad("top-p", "a value in (0, 1]", shown(o.top_p));
+  if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) bad("min-p", "a value in [0, 1]", shown(o.min_p));
+  const std::string max_ctx = std::to_string(kMaxCtx), max_slots = std::to_string(kMaxSlots);
+  if (o.ctx < 0 || o.ctx > kMaxCtx) bad("ctx", "a length in 0.." + max_ctx, std::to_string(o.ctx));
   if (o.mode == "perplexity" && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));
-  if (o.slots < 0) bad("slots", "a count >= 0", std::to_string(o.slots));
+  if (o.slots < 0 || o.slots > kMaxSlots) bad("slots", "a count in 0.." + max_slots, std::to_string(o.slots));
   if (o.ubatch < 1) bad("ubatch", "a count >= 1", std::to_string(o.ubatch));
-  if (o.decode_groups < 0) bad("decode-groups", "a count >= 0", std::to_string(o.decode_groups));
-  if (o.threads < 0) bad("threads", "a count >= 0", std::to_string(o.threads));
+  if (o.decode_groups < 0 || o.decode_groups > kMaxSlots)
+    bad("decode-groups", "a count in 0.." + max_slots, std::to_string(o.decode_groups));
+  // A decode group is a micro-batch of decoding sequences: more groups than sequences could never fill.
+  if (o.slots > 0 && o.decode_groups > o.slots)
+    bad("decode-groups", "at most --slots (" + std::to_string(o.slots) + ")", std::to_string(o.decode_groups));
+  if (o.threads < 0 || o.threads > kMaxThreads)
+    bad("threads", "a count in 0.." + std::to_string(kMaxThreads), std::to_string(o.threads));
   if (o.bind != "core" && o.bind != "numa" && o.bind != "none") bad("bind", "core, numa or none", "'" + o.bind + "'");
   if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
     bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
@@ -144,10 +176,17 @@ void check(const JobOptions& o) {
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
   if (o.mode == "perplexity" && o.replicas != 1)
     bad("replicas", "1 with --mode perplexity (its chunks run on one pipeline)", o.replicas == 0 ? "'auto'" : std::to_string(o.replicas));
-  if (!(o.max_memory_gib >= 0.0)) bad("max-memory-gib", "GiB >= 0", std::to_string(o.max_memory_gib));
-  if (!(o.stall_timeout >= 0.0)) bad("stall-timeout", "seconds >= 0", std::to_string(o.stall_timeout));
+  // Checked before the GiB become bytes: 1.8e10 GiB or inf would overflow 64 bits.
+  if (!(o.max_memory_gib >= 0.0 && o.max_memory_gib <= kMaxMemoryGiB))
+    bad("max-memory-gib", "GiB in [0, " + std::to_string(static_cast<int64_t>(kMaxMemoryGiB)) + "]",
+        shown(o.max_memory_gib));
+  const std::string max_seconds = std::to_string(static_cast<int64_t>(kMaxSeconds));
+  if (!(o.stall_timeout >= 0.0 && o.stall_timeout <= kMaxSeconds))
+    bad("stall-timeout", "seconds in [0, " + max_seconds + "]", shown(o.stall_timeout));
+  if (!(o.flush_seconds >= 0.0 && o.flush_seconds <= kMaxSeconds))
+    bad("flush-seconds", "seconds in [0, " + max_seconds + "]", shown(o.flush_seconds));
   if (!(o.inject_latency_ms >= 0.0 && o.inject_latency_ms <= 60000.0))
-    bad("inject-latency-ms", "milliseconds in [0, 60000]", std::to_string(o.inject_latency_ms));
+    bad("inject-latency-ms", "milliseconds in [0, 60000]", shown(o.inject_latency_ms));
   if (o.flush_every < 1) bad("flush-every", "a count >= 1", std::to_string(o.flush_every));
   if (o.resume && o.h5_out.empty()) bad("resume", "an --out HDF5 file to resume from", "no --out");
   if (!log::parse_level(o.log_level))
@@ -165,7 +204,9 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
   cli.add(desc);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(cli).run(), vm);
+    // No abbreviations: with Boost's default guessing "--te 0.5" would silently set --temperature.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(cli).style(style).run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: mpirun -np P glacier_mpi --model M.gguf --prompts P.jsonl --out R.h5 [options]\n\n"
                 << cli << "\n";
@@ -193,15 +234,6 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
   }
   check(o);
   return o;
-}
-
-std::string describe_options(const JobOptions& o) {
-  std::ostringstream s;
-  s << "mode = " << o.mode << "\nmax-tokens = " << o.max_tokens << "\ntemperature = " << o.temperature
-    << "\ntop-k = " << o.top_k << "\ntop-p = " << o.top_p << "\nmin-p = " << o.min_p << "\nseed = " << o.seed
-    << "\nctx = " << o.ctx << "\nno-bos = " << o.no_bos << "\nchat-template = " << o.chat_template << "\n";
-  for (const auto& st : o.stop) s << "stop = " << st << "\n";
-  return s.str();
 }
 
 }  // namespace glacier::app

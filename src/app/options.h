@@ -26,6 +26,7 @@ struct JobOptions {
   int32_t ubatch = 512;
   int32_t decode_groups = 0;  // decode micro-batches kept in a pipeline at once (0 = one a stage)
   int32_t threads = 0;    // 0 = this rank's share of the host's cores
+  bool oversubscribe_threads = false;  // allow --threads above the host's hardware threads
   std::string bind = "core";
   int32_t replicas = 1;   // pipelines the ranks form (0 = auto: the shortest pipeline that fits memory)
   std::string layers;     // "0:2,2:5" or empty for the balanced split
@@ -47,11 +48,15 @@ struct JobOptions {
   std::vector<std::string> command_line;  // argv as given (recorded as provenance)
 };
 
+// Bounds of the numeric options, shared with the checks that need the host or the prompt file.
+constexpr int32_t kMaxCtx = 1 << 20;       // positions a sequence; keeps KV-cache byte counts far from overflow
+constexpr int32_t kMaxSlots = 1 << 16;     // sequences in flight (and so decode groups, which need a slot each)
+constexpr int32_t kMaxThreads = 1 << 12;   // compute threads a rank, even with --oversubscribe-threads
+constexpr double kMaxMemoryGiB = 1 << 20;  // 1 PiB a host: no host has more, and bytes stay far below 2^64
+constexpr double kMaxSeconds = 1e7;        // ~116 days: a longer flush or stall interval is a typo
+
 // Parses argv; returns nullopt after printing --help or --version. Throws InputError for unknown,
 // malformed or contradictory options (naming the option and, for INI files, the file).
 std::optional<JobOptions> parse_options(int argc, const char* const* argv);
-
-// The same options as "name = value" lines (recorded as provenance and compared on --resume).
-std::string describe_options(const JobOptions& o);
 
 }  // namespace glacier::app

@@ -115,6 +115,7 @@ nlohmann::json options_json(const JobOptions& o) {
           {"ubatch", o.ubatch},
           {"decode-groups", o.decode_groups},
           {"threads", o.threads},
+          {"oversubscribe-threads", o.oversubscribe_threads},
           {"bind", o.bind},
           {"replicas", o.replicas == 0 ? nlohmann::json("auto") : nlohmann::json(o.replicas)},
           {"layers", text_or_null(o.layers)},

@@ -1,6 +1,11 @@
 // The field rules of one .jsonl prompt line: plain records {"id", "prompt", sampling...} and OpenAI
-// batch request lines {"custom_id", "url", "body"}. Every rejection names the key, expected and found.
+// batch request lines {"custom_id", "url", "body"}. Every rejection names the key, expected and found;
+// a key that is not honoured is refused (a known but unimplemented one unless it holds its neutral value).
+#include <algorithm>
+#include <array>
+#include <cfloat>
 #include <limits>
+#include <string_view>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -19,15 +24,17 @@ struct BadLine : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Keeps messages one line long for huge values and keys.
+std::string clip(std::string s) {
+  static constexpr size_t kMaxShown = 60;
+  if (s.size() <= kMaxShown) return s;
+  // Cut before a character, not inside one, so the message stays valid UTF-8.
+  size_t cut = kMaxShown;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "...";
+}
+
 std::string describe(const json& value) {
-  static constexpr size_t kMaxShown = 60;  // keep messages one line long for huge values
-  auto clip = [](std::string s) {
-    if (s.size() <= kMaxShown) return s;
-    // Cut before a character, not inside one, so the message stays valid UTF-8.
-    size_t cut = kMaxShown;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    return s.substr(0, cut) + "...";
-  };
   switch (value.type()) {
     case json::value_t::string: return "the string " + clip(value.dump(-1, ' ', false, json::error_handler_t::replace));
     case json::value_t::array: return "an array with " + std::to_string(value.size()) + " elements";
@@ -158,23 +165,143 @@ class FieldReader {
   std::string prefix_;
 };
 
+// Keys that change nothing here: an OpenAI body's "model" names the model the request was written for (the
+// job runs the one --model gives, so the numbers do not depend on it) and "user" tags the caller for
+// abuse monitoring. Both are metadata, so batch files written for the API run unchanged.
+constexpr std::array<std::string_view, 2> kIgnoredBodyKeys = {"model", "user"};
+
+// Keys the OpenAI API or common OpenAI-compatible servers define that glacier-mpi does not implement.
+// Each is accepted only when it holds a value that asks for nothing (the API's default): any other value
+// would change the results, so the line fails naming the key.
+struct UnimplementedKey {
+  std::string_view name;
+  std::string_view neutral;  // JSON text of the accepted values, "" when none (only absent or null)
+};
+constexpr std::array<UnimplementedKey, 33> kUnimplementedKeys = {{
+    {"logprobs", "[false, true, 0]"},  // every result carries the sampled tokens' log-probs; no alternatives
+    {"top_logprobs", "[0]"},
+    {"echo", "[false]"},
+    {"best_of", "[1]"},
+    {"stream", "[false]"},
+    {"stream_options", ""},
+    {"suffix", "[\"\"]"},
+    {"logit_bias", "[{}]"},
+    {"frequency_penalty", "[0]"},
+    {"presence_penalty", "[0]"},
+    {"repetition_penalty", "[1]"},
+    {"length_penalty", "[1]"},
+    {"typical_p", "[1]"},
+    {"min_tokens", "[0]"},
+    {"stop_token_ids", "[[]]"},
+    {"ignore_eos", "[false]"},
+    {"include_stop_str_in_output", "[false]"},
+    {"use_beam_search", "[false]"},
+    {"prompt_logprobs", ""},
+    {"response_format", "[{\"type\": \"text\"}]"},
+    {"tools", "[[]]"},
+    {"tool_choice", "[\"none\"]"},
+    {"parallel_tool_calls", ""},
+    {"functions", "[[]]"},
+    {"function_call", "[\"none\"]"},
+    {"audio", ""},
+    {"modalities", "[[\"text\"]]"},
+    {"prediction", ""},
+    {"reasoning_effort", ""},
+    {"service_tier", ""},
+    {"store", "[false]"},
+    {"metadata", ""},
+    {"web_search_options", ""},
+}};
+
+const UnimplementedKey* find_unimplemented(const std::string& key) {
+  for (const UnimplementedKey& k : kUnimplementedKeys)
+    if (k.name == key) return &k;
+  return nullptr;
+}
+
+// Edit distance (insert, delete, substitute, swap neighbours) up to a small limit, for "did you mean".
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// Refuses every key of `object` that is neither honoured, nor ignored metadata, nor an unimplemented key
+// at its neutral value. Runs before the values are read, so a misspelt key is named even when the line
+// would otherwise run (with the default the misspelling meant to override).
+void check_keys(const json& object, const std::string& prefix, const std::vector<std::string_view>& honoured,
+                bool allow_ignored_metadata) {
+  constexpr size_t kMaxSuggestionDistance = 2;  // "temprature", "max_token", "top-p" are one or two edits away
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(honoured.begin(), honoured.end(), key) != honoured.end()) continue;
+    if (allow_ignored_metadata && std::find(kIgnoredBodyKeys.begin(), kIgnoredBodyKeys.end(), key) != kIgnoredBodyKeys.end())
+      continue;
+    if (const UnimplementedKey* k = find_unimplemented(key)) {
+      if (value.is_null()) continue;
+      const json neutral = k->neutral.empty() ? json::array() : json::parse(k->neutral);
+      if (std::find(neutral.begin(), neutral.end(), value) != neutral.end()) continue;
+      std::string accepted;
+      for (const json& n : neutral) accepted += (accepted.empty() ? "" : " or ") + n.dump();
+      throw BadLine("\"" + prefix + key + "\": not implemented by glacier-mpi: expected it absent" +
+                    (accepted.empty() ? std::string() : " or " + accepted + " (which change nothing)") + ", found " +
+                    describe(value));
+    }
+    std::string suggestion;
+    size_t best = kMaxSuggestionDistance + 1;
+    for (std::string_view h : honoured) {
+      if (key.size() > h.size() + kMaxSuggestionDistance) continue;  // too far apart; spares a long key the table
+      const size_t d = edit_distance(key, h);
+      if (d < best) {
+        best = d;
+        suggestion = h;
+      }
+    }
+    std::string known;
+    for (std::string_view h : honoured) known += (known.empty() ? "" : ", ") + std::string(h);
+    throw BadLine("\"" + prefix + clip(key) + "\": unknown key" +
+                  (suggestion.empty() ? std::string() : " (did you mean \"" + prefix + suggestion + "\"?)") +
+                  ": expected one of " + known);
+  }
+}
+
+const std::vector<std::string_view> kSamplingKeys = {"max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop", "n"};
+
+std::vector<std::string_view> with_sampling(std::vector<std::string_view> keys) {
+  keys.insert(keys.end(), kSamplingKeys.begin(), kSamplingKeys.end());
+  return keys;
+}
+
 void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (auto v = f.integer("max_tokens", 0, kIntMax, "an integer >= 0")) r.max_tokens = static_cast<int>(*v);
-  if (openai && !r.max_tokens)
-    if (auto v = f.integer("max_completion_tokens", 0, kIntMax, "an integer >= 0")) r.max_tokens = static_cast<int>(*v);
-  r.temperature = f.number("temperature", 0.0, false, std::numeric_limits<double>::max(), false, "a number >= 0");
+  if (openai) {
+    const auto completion = f.integer("max_completion_tokens", 0, kIntMax, "an integer >= 0");
+    if (completion && r.max_tokens && *completion != *r.max_tokens)
+      f.fail("max_completion_tokens", "the same value as \"max_tokens\" (" + std::to_string(*r.max_tokens) + ") or no such key",
+             json(*completion));
+    if (completion) r.max_tokens = static_cast<int>(*completion);
+  }
+  // The sampler divides in float: a temperature beyond float's range would become infinite.
+  r.temperature = f.number("temperature", 0.0, false, FLT_MAX, false, "a finite number >= 0");
   if (auto v = f.integer("top_k", 0, kIntMax, "an integer >= 0 (0 disables top-k)")) r.top_k = static_cast<int>(*v);
   r.top_p = f.number("top_p", 0.0, true, 1.0, false, "a number in (0, 1]");
   r.min_p = f.number("min_p", 0.0, false, 1.0, false, "a number in [0, 1]");
   r.seed = f.unsigned_integer("seed", "an integer in [0, 2^64)");
   r.stop = f.string_list("stop", openai);
-  if (openai) f.integer("n", 1, 1, "1 (one completion per request)");
+  f.integer("n", 1, 1, "1 (one completion per request; more are not implemented)");
 }
 
 void read_plain_line(const json& object, PromptRecord& r) {
   FieldReader f(object, "");
   r.format = PromptFormat::Jsonl;
+  if (object.contains("custom_id") && !object.contains("body"))
+    f.fail_missing("body", "an object (an OpenAI batch line has \"custom_id\", \"url\" and \"body\")");
   if (const json* id = f.find("id")) {
     if (id->is_number_integer())
       r.id = id->dump();
@@ -183,6 +310,10 @@ void read_plain_line(const json& object, PromptRecord& r) {
     else
       f.fail("id", "a non-empty string or an integer", *id);
   }
+  // After the id, so that the error row of a line with a misspelt key still carries its id.
+  static const std::vector<std::string_view> keys =
+      with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation"});
+  check_keys(object, "", keys, false);
   const bool has_score = f.has("context") || f.has("continuation");
   const int n_inputs = int(f.has("prompt")) + int(f.has("prompt_token_ids")) + int(f.has("messages")) + int(has_score);
   if (n_inputs == 0)
@@ -209,6 +340,7 @@ void read_batch_line(const json& object, PromptRecord& r) {
   r.custom_id = top.string("custom_id", false);
   if (!r.custom_id) top.fail_missing("custom_id", "a non-empty string");
   r.id = *r.custom_id;
+  check_keys(object, "", {"custom_id", "method", "url", "body"}, false);
   if (auto method = top.string("method"); method && *method != "POST") top.fail("method", "\"POST\"", object["method"]);
   static const std::string url_expected = "\"/v1/completions\" or \"/v1/chat/completions\"";
   auto url = top.string("url");
@@ -219,6 +351,9 @@ void read_batch_line(const json& object, PromptRecord& r) {
   if (!body.is_object()) top.fail("body", "an object", body);
 
   FieldReader f(body, "body.");
+  static const std::vector<std::string_view> chat_keys = with_sampling({"messages", "max_completion_tokens"});
+  static const std::vector<std::string_view> completion_keys = with_sampling({"prompt"});
+  check_keys(body, "body.", chat ? chat_keys : completion_keys, true);
   if (chat) {
     r.messages_json = f.messages("messages");
   } else {

@@ -162,4 +162,10 @@ int default_threads(const BindingPlan& plan, int local_rank, int local_size) {
 
 int host_core_count() { return static_cast<int>(HostTopology::instance().layout().cores.size()); }
 
+int host_hardware_thread_count() {
+  size_t pus = 0;
+  for (const CoreInfo& c : HostTopology::instance().layout().cores) pus += c.pu_os_indices.size();
+  return static_cast<int>(std::max<size_t>(pus, 1));
+}
+
 }  // namespace glacier::sys

@@ -49,5 +49,7 @@ bool bind_this_thread(const BindingPlan& plan, int thread_index);
 int default_threads(const BindingPlan& plan, int local_rank, int local_size);
 // Physical cores on this host (hwloc's view of the cores this process may use).
 int host_core_count();
+// Hardware threads (PUs) on this host that the process may use: the most threads that can run at once.
+int host_hardware_thread_count();
 
 }  // namespace glacier::sys

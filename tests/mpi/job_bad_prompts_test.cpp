@@ -48,7 +48,7 @@ std::vector<Line> jsonl_lines() {
       {R"({"id": "too-long", "prompt": ")" + long_prompt() + R"("})", false, "too-long",
        {"more than the context of " + std::to_string(kCtx)}},
       {R"({"id": "bad-temperature", "prompt": "Ben ran", "temperature": -1})", false, "bad-temperature",
-       {"\"temperature\"", "a number >= 0", "-1"}},
+       {"\"temperature\"", "a finite number >= 0", "-1"}},
       {R"({"prompt": "The sun was warm"})", true, "", {}},
       {R"({"id": "bad-top-p", "prompt": "Ben ran", "top_p": 2})", false, "bad-top-p", {"\"top_p\"", "(0, 1]", "2"}},
       {R"({"id": "big-token", "prompt_token_ids": [1, 200, 512]})", false, "big-token",

@@ -1,5 +1,5 @@
 // "messages" prompts end to end: rendered with the chat template (from --chat-template, or an error
-// naming the option when the model has none), control tokens parsed, one bad message failing only
+// naming the option, before loading, when the model has none), control tokens parsed, one bad message failing only
 // its own prompt; OpenAI chat batch lines get chat completion output lines.
 #include <gtest/gtest.h>
 
@@ -22,12 +22,13 @@ TEST(JobChat, MessagesRenderWithTheChosenTemplate) {
       << "\n"
       << R"({"id": "c3", "messages": [{"role": "wizard", "content": "x"}]})" << "\n";
   }
-  // This synthetic model carries no tokenizer.chat_template: without --chat-template every chat prompt
-  // fails with a message that says what to do; the job still writes every row, and as no prompt succeeded
-  // it exits with the all-prompts-failed code.
+  // This synthetic model carries no tokenizer.chat_template: without --chat-template the job is refused
+  // before loading, naming the first chat line and the option to pass; nothing is written.
   auto plain = glacier::testing::run_glacier(2, "--model " + model + " --prompts " + dir + "/chat.jsonl --jsonl " + dir + "/a.jsonl");
-  ASSERT_EQ(plain.exit_code, glacier::app::kExitAllPromptsFailed) << plain.output;
-  for (const auto& r : glacier::testing::read_jsonl(dir + "/a.jsonl")) EXPECT_NE(r.dump().find("--chat-template"), std::string::npos) << r.dump();
+  ASSERT_EQ(plain.exit_code, glacier::app::kExitInputError) << plain.output;
+  EXPECT_NE(plain.output.find(dir + "/chat.jsonl:1: \"messages\" needs a chat template"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("--chat-template"), std::string::npos) << plain.output;
+  EXPECT_FALSE(std::ifstream(dir + "/a.jsonl").good()) << "no output is written by a refused job";
 
   auto run = glacier::testing::run_glacier(2, "--model " + model + " --prompts " + dir + "/chat.jsonl --jsonl " + dir +
                                                   "/b.jsonl --chat-template chatml");

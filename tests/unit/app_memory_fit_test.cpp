@@ -89,9 +89,28 @@ TEST(MemoryFit, StageModelAddsUpToTheRankNeed) {
     for (int stage = 0; stage < 3; ++stage) {
       uint64_t sum = m.stage_fixed[static_cast<size_t>(stage)];
       for (int l = first; l < last; ++l) sum += m.per_layer[static_cast<size_t>(l)];
-      EXPECT_EQ(sum, rank_memory_need(s, LayerRange{first, last}, stage == 0, stage == 2).total())
+      EXPECT_EQ(sum, rank_memory_need(s, LayerRange{first, last}, stage == 0, stage == 2, 3).total())
           << "stage " << stage << " layers " << first << ":" << last;
     }
+}
+
+// The driver (first stage of a pipeline of several) holds a send and a return buffer for each micro-batch in
+// flight: 2 a stage, or --decode-groups when more. The other stages and a single stage hold none.
+TEST(MemoryFit, DecodeGroupsCostTheDriverItsInFlightBuffers) {
+  MemoryShape s = eight_gib_model();
+  EXPECT_EQ(glacier::app::micro_batches_in_flight(0, 1), 1);
+  EXPECT_EQ(glacier::app::micro_batches_in_flight(0, 3), 6);
+  EXPECT_EQ(glacier::app::micro_batches_in_flight(100, 3), 100);
+  const uint64_t alone = rank_memory_need(s, LayerRange{0, 8}, true, true, 1).buffers;
+  const uint64_t driver = rank_memory_need(s, LayerRange{0, 3}, true, false, 3).buffers;
+  const uint64_t middle = rank_memory_need(s, LayerRange{3, 5}, false, false, 3).buffers;
+  s.decode_groups = 100;
+  EXPECT_EQ(rank_memory_need(s, LayerRange{0, 8}, true, true, 1).buffers, alone);
+  EXPECT_EQ(rank_memory_need(s, LayerRange{3, 5}, false, false, 3).buffers, middle);
+  const uint64_t per_micro_batch = (rank_memory_need(s, LayerRange{0, 3}, true, false, 3).buffers - driver) / (100 - 6);
+  // A micro-batch of 16 tokens (--ubatch) of width 64 crosses as at least 16 x 64 floats.
+  EXPECT_GE(per_micro_batch, uint64_t{16} * 64 * sizeof(float));
+  EXPECT_EQ(driver - middle, 6 * per_micro_batch);
 }
 
 TEST(MemoryFit, RanksShareTheirHostsMemoryEqually) {

@@ -1,7 +1,9 @@
-// Option parsing of the layer-split choice (--partition, --partition-from), --decode-groups and the --slow-rank testing
-// aid: defaults, what --partition-from implies, and refusals that name the option.
+// Option parsing: the layer-split choice (--partition, --partition-from), --decode-groups, the --slow-rank testing
+// aid, no abbreviations, strict seeds and the bounds of every figure: defaults and refusals that name the option.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -70,5 +72,60 @@ TEST(Options, SlowRankTakesRankAndFactor) {
 TEST(Options, DecodeGroupsDefaultToOneAStageAndRefuseNegatives) {
   EXPECT_EQ(parse({}).decode_groups, 0);
   EXPECT_EQ(parse({"--decode-groups", "8"}).decode_groups, 8);
-  EXPECT_EQ(refusal({"--decode-groups", "-1"}), "option --decode-groups: expected a count >= 0, found -1");
+  EXPECT_EQ(refusal({"--decode-groups", "-1"}), "option --decode-groups: expected a count in 0..65536, found -1");
 }
+
+namespace {
+
+std::string config_file(const std::string& name, const std::string& contents) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << contents;
+  return path;
+}
+
+TEST(Options, AbbreviationsAreRefusedOnTheCommandLineAndInIniFiles) {
+  // Boost would otherwise take a unique prefix for the whole name: --te for --temperature.
+  EXPECT_EQ(refusal({"--te", "0.5"}), "options: unrecognised option '--te' (see --help)");
+  EXPECT_EQ(refusal({"--max-token", "3"}), "options: unrecognised option '--max-token' (see --help)");
+  EXPECT_EQ(parse({"--temperature", "0.5"}).temperature, 0.5f);
+  const std::string ini = config_file("abbrev.ini", "te = 0.5\n");
+  EXPECT_NE(refusal({"--config", ini}).find("unrecognised option 'te'"), std::string::npos) << refusal({"--config", ini});
+  EXPECT_EQ(parse({"--config", config_file("full.ini", "temperature = 0.5\n")}).temperature, 0.5f);
+}
+
+TEST(Options, SeedIsAnUnsigned64BitDecimalReadStrictly) {
+  EXPECT_EQ(parse({}).seed, 0u);
+  EXPECT_EQ(parse({"--seed", "18446744073709551615"}).seed, UINT64_MAX);
+  EXPECT_EQ(parse({"--seed", "42"}).seed, 42u);
+  for (const std::string bad : {"-1", "18446744073709551616", "+1", "0x10", "1e3", "", " 1", "1 "})
+    EXPECT_EQ(refusal({"--seed", bad}), "option --seed: expected an integer in 0..18446744073709551615, found '" + bad + "'");
+}
+
+TEST(Options, FiguresThatCannotBeHonouredAreRefused) {
+  EXPECT_EQ(refusal({"--temperature", "inf"}), "option --temperature: expected a finite value >= 0, found inf");
+  EXPECT_EQ(refusal({"--temperature", "nan"}), "option --temperature: expected a finite value >= 0, found nan");
+  // GiB past 2^34 would overflow 64-bit bytes; inf used to become "the host offers 0.0 MiB".
+  EXPECT_EQ(refusal({"--max-memory-gib", "1.8e10"}), "option --max-memory-gib: expected GiB in [0, 1048576], found 1.8e+10");
+  EXPECT_EQ(refusal({"--max-memory-gib", "inf"}), "option --max-memory-gib: expected GiB in [0, 1048576], found inf");
+  EXPECT_EQ(parse({"--max-memory-gib", "1048576"}).max_memory_gib, 1048576.0);
+  EXPECT_EQ(refusal({"--flush-seconds", "nan"}), "option --flush-seconds: expected seconds in [0, 10000000], found nan");
+  EXPECT_EQ(refusal({"--stall-timeout", "inf"}), "option --stall-timeout: expected seconds in [0, 10000000], found inf");
+  EXPECT_EQ(refusal({"--ctx", "1048577"}), "option --ctx: expected a length in 0..1048576, found 1048577");
+  EXPECT_EQ(refusal({"--slots", "65537"}), "option --slots: expected a count in 0..65536, found 65537");
+}
+
+TEST(Options, ThreadsHaveAnUpperBoundAndTheOversubscriptionSwitch) {
+  EXPECT_FALSE(parse({}).oversubscribe_threads);
+  EXPECT_TRUE(parse({"--threads", "64", "--oversubscribe-threads"}).oversubscribe_threads);
+  EXPECT_EQ(refusal({"--threads", "4097", "--oversubscribe-threads"}), "option --threads: expected a count in 0..4096, found 4097");
+  EXPECT_EQ(refusal({"--threads", "-1"}), "option --threads: expected a count in 0..4096, found -1");
+}
+
+TEST(Options, DecodeGroupsStayWithinTheSlots) {
+  EXPECT_EQ(parse({"--slots", "8", "--decode-groups", "8"}).decode_groups, 8);
+  EXPECT_EQ(refusal({"--slots", "4", "--decode-groups", "8"}), "option --decode-groups: expected at most --slots (4), found 8");
+  EXPECT_EQ(refusal({"--decode-groups", "1000000"}), "option --decode-groups: expected a count in 0..65536, found 1000000");
+  EXPECT_EQ(parse({"--decode-groups", "64"}).decode_groups, 64) << "sized slots are raised to the groups";
+}
+
+}  // namespace

@@ -186,6 +186,74 @@ TEST(IoPromptReader, BadLinesAreIsolatedWithTheirOwnMessages) {
   EXPECT_EQ(messages.size(), bad.size()) << "each kind of bad line should have its own message";
 }
 
+// Every key of a line is honoured or refused by name: a misspelt or unknown key fails its line (with the
+// key it was probably meant to be), a key the API defines but glacier-mpi does not implement fails unless
+// it holds the value that asks for nothing, and an OpenAI body's "model" and "user" are accepted metadata.
+TEST(IoPromptReader, KeysThatAreNotHonouredFailTheirLineByName) {
+  struct Case {
+    std::string line;
+    bool ok;
+    std::vector<std::string> message_parts;
+  };
+  const std::vector<Case> cases = {
+      {R"({"id": "t", "prompt": "x", "temprature": 0.5})", false,
+       {"\"temprature\": unknown key (did you mean \"temperature\"?)", "expected one of id, prompt"}},
+      {R"({"prompt": "x", "max-tokens": 5})", false, {"\"max-tokens\"", "did you mean \"max_tokens\""}},
+      {R"({"prompt": "x", "colour": "red"})", false, {"\"colour\": unknown key: expected one of"}},
+      {R"({"prompt": "x", "n": 2})", false, {"\"n\"", "expected 1", "found 2"}},
+      {R"({"prompt": "x", "n": 1})", true, {}},
+      {R"({"prompt": "x", "logprobs": 5})", false, {"\"logprobs\": not implemented", "found 5"}},
+      {R"({"prompt": "x", "logprobs": true, "top_logprobs": 0})", true, {}},
+      {R"({"prompt": "x", "stop_token_ids": [13]})", false,
+       {"\"stop_token_ids\": not implemented by glacier-mpi: expected it absent or [] (which change nothing)", "1 elements"}},
+      {R"({"prompt": "x", "stop_token_ids": []})", true, {}},
+      {R"({"prompt": "x", "ignore_eos": true})", false, {"\"ignore_eos\": not implemented", "or false", "found true"}},
+      {R"({"prompt": "x", "repetition_penalty": 1.1})", false, {"\"repetition_penalty\"", "or 1 ", "found 1.1"}},
+      {R"({"prompt": "x", "repetition_penalty": 1.0, "presence_penalty": 0, "frequency_penalty": null})", true, {}},
+      {R"({"prompt": "x", "presence_penalty": 0.5})", false, {"\"presence_penalty\": not implemented", "found 0.5"}},
+      {R"({"prompt": "x", "model": "m"})", false, {"\"model\": unknown key"}},
+      {R"({"prompt": "x", "temperature": 1e39})", false, {"\"temperature\"", "a finite number >= 0", "1e+39"}},
+      {R"({"custom_id": "c", "prompt": "x"})", false, {"\"body\": expected an object", "no such key"}},
+      {R"({"custom_id": "c1", "url": "/v1/completions", "body": {"prompt": "x", "model": "gpt", "user": "u", "stream": false}})",
+       true, {}},
+      {R"({"custom_id": "c2", "url": "/v1/completions", "body": {"prompt": "x", "temprature": 1}})", false,
+       {"\"body.temprature\": unknown key (did you mean \"body.temperature\"?)"}},
+      {R"({"custom_id": "c3", "url": "/v1/completions", "body": {"prompt": "x", "suffix": "END"}})", false,
+       {"\"body.suffix\": not implemented", "the string \"END\""}},
+      {R"({"custom_id": "c4", "url": "/v1/completions", "body": {"messages": []}})", false, {"\"body.messages\": unknown key"}},
+      {R"({"custom_id": "c5", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}})",
+       false, {"\"body.tools\": not implemented"}},
+      {R"({"custom_id": "c6", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "x"}], "max_tokens": 4, "max_completion_tokens": 5}})",
+       false, {"\"body.max_completion_tokens\"", "the same value as \"max_tokens\" (4)", "found 5"}},
+      {R"({"custom_id": "c7", "url": "/v1/completions", "body": {"prompt": "x"}, "extra": 1})", false,
+       {"\"extra\": unknown key", "expected one of custom_id, method, url, body"}},
+  };
+  std::string contents;
+  for (const auto& c : cases) contents += c.line + "\n";
+  const std::string path = write_file("keys.jsonl", contents);
+  const auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const PromptRecord& r = records[i];
+    EXPECT_EQ(r.ok, cases[i].ok) << cases[i].line << " -> " << r.error;
+    if (r.ok) continue;
+    EXPECT_EQ(r.error.rfind(path + ":" + std::to_string(i + 1) + ": ", 0), 0u) << r.error;
+    for (const auto& part : cases[i].message_parts)
+      EXPECT_NE(r.error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << r.error;
+  }
+  EXPECT_EQ(records[0].id, "t") << "a line refused for a key keeps its id";
+}
+
+TEST(IoPromptReader, AHugeUnknownKeyIsClippedInItsMessage) {
+  const std::string key(100000, 'k');
+  const auto records = read_prompts(write_file("huge_key.jsonl", "{\"prompt\": \"x\", \"" + key + "\": 1}\n"));
+  ASSERT_EQ(records.size(), 1u);
+  ASSERT_FALSE(records[0].ok);
+  EXPECT_NE(records[0].error.find("\"kkkk"), std::string::npos) << records[0].error.substr(0, 200);
+  EXPECT_NE(records[0].error.find("...\": unknown key"), std::string::npos) << records[0].error.substr(0, 200);
+  EXPECT_LT(records[0].error.size(), 1000u) << "the key is clipped";
+}
+
 // Found by prompt_fuzz: a long non-ASCII value quoted in a message was clipped inside a character,
 // so the message (written to logs, JSON lines and HDF5) was not valid UTF-8.
 TEST(IoPromptReader, ClippedValueInAMessageStaysValidUtf8) {
