@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <regex>
 #include <thread>
 
@@ -225,6 +226,7 @@ struct StopCase {
   int signal_number;
   int rank;  // -1: the wrapper
 };
+void PrintTo(const StopCase& c, std::ostream* os) { *os << c.name; }
 
 class StopSignal : public ::testing::TestWithParam<StopCase> {
  protected:
