@@ -7,11 +7,15 @@
 
 #include "app/job.h"
 #include "app/options.h"
+#include "app/signals.h"
 #include "comm/mpi_channel.h"
+#include "comm/startup_watchdog.h"
 #include "util/error.h"
 #include "util/log.h"
 
 int main(int argc, char** argv) {
+  // Before MPI_Init: a stop signal during start-up is a request to drain, not the end of the rank.
+  glacier::app::install_stop_signals();
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0, size = 1;
@@ -22,6 +26,7 @@ int main(int argc, char** argv) {
   try {
     auto options = glacier::app::parse_options(argc, argv);
     if (options) {
+      glacier::comm::startup::start(options->stall_timeout);
       auto channel = glacier::comm::make_mpi_channel();
       code = glacier::app::run_job(*options, *channel);
     }

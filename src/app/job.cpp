@@ -27,6 +27,7 @@
 #include "app/requests.h"
 #include "app/trace_output.h"
 #include "app/work_queue.h"
+#include "comm/startup_watchdog.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
 #include "io/jsonl_writer.h"
@@ -229,7 +230,18 @@ void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   const int i = s.stage_index, p = s.n_stages;
   s.n_slots = o.slots > 0 ? o.slots : std::max(default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget), o.decode_groups);
   const int threads = s.pool->size();
-  model::ShardWeights shard = model::load_shard(*s.file, s.cfg, s.split[i], i == 0, i == p - 1, s.pool.get());
+  // Each tensor checked and each matrix packed tells the start-up watchdog this rank is alive. A
+  // --slow-rank loads slower too, by the same factor (a slow file system to test the watchdog with).
+  double step_started = now_seconds();
+  const auto report = [&](uint64_t done, uint64_t total, const char* pass) {
+    s.throttle.after_compute(now_seconds() - step_started, [] { comm::startup::tick(); });
+    step_started = now_seconds();
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "%.1f of %.1f MiB %s", done / 1048576.0, total / 1048576.0, pass);
+    comm::startup::progress(detail);
+  };
+  model::ShardWeights shard =
+      model::load_shard(*s.file, s.cfg, s.split[i], i == 0, i == p - 1, s.pool.get(), report);
   std::string replica;
   if (s.replicas > 1) replica = ", replica " + std::to_string(s.replica) + " stage " + std::to_string(i);
   GLACIER_LOG_INFO("rank %d of %d%s on host %s: %s, %d threads; layers %d:%d (%.1f MiB of weights), ctx %d",
@@ -337,11 +349,15 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   const int64_t already = std::count(finished.begin(), finished.end(), true);
   Progress progress(static_cast<int64_t>(records.size()));
   progress.set_already_done(already);
-  int64_t prompt_tokens = 0, generated_tokens = 0, failed = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0, finished_ok = 0, failed = 0;
   auto emit = [&](const io::ResultRecord& r) {
-    prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
-    generated_tokens += r.score ? 0 : static_cast<int64_t>(r.tokens.size());
-    failed += r.status == "ok" ? 0 : 1;
+    if (r.status == "ok") {  // a failed prompt's tokens were never processed: they count in no rate
+      prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
+      generated_tokens += r.score ? 0 : static_cast<int64_t>(r.tokens.size());
+      ++finished_ok;
+    } else {
+      ++failed;
+    }
     sink.put(r);
   };
   std::deque<int32_t> queue;
@@ -378,6 +394,8 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     coord.serve(remote);
     if (!stopping && stop_requested()) {
       stopping = true;
+      GLACIER_LOG_WARN("%s: draining the job (finishing the prompts in flight, starting no new one)",
+                       describe_stop().c_str());
       coord.stop_handing_out();
     }
     return stopping;
@@ -420,18 +438,21 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   sink.finish();
   progress.update(sink.done(), generated_tokens);
   progress.finish();
-  // The summary line benchmarks read: fixed wording, keep it stable.
-  std::printf("done: %zu prompts (%lld failed), %lld prompt tokens, %lld generated tokens in %.3f s: %.1f prompt tok/s, "
-              "%.1f generated tok/s, %lld micro-batches\n",
-              records.size(), static_cast<long long>(failed), static_cast<long long>(prompt_tokens),
-              static_cast<long long>(generated_tokens), seconds, prompt_tokens / seconds, generated_tokens / seconds,
-              static_cast<long long>(sched.micro_batches_sent()));
   const int64_t total = static_cast<int64_t>(records.size());
+  // The summary line benchmarks read: fixed wording, keep it stable (benchmarks/scaling parse the failed
+  // count, the seconds, both rates and the micro-batches). Finished and failed count this run's prompts,
+  // left those without a result, earlier those a --resume found done.
+  std::printf("done: %zu prompts (%lld failed), %lld finished, %lld left, %lld earlier, %lld prompt tokens, %lld "
+              "generated tokens in %.3f s: %.1f prompt tok/s, %.1f generated tok/s, %lld micro-batches\n",
+              records.size(), static_cast<long long>(failed), static_cast<long long>(finished_ok),
+              static_cast<long long>(total - sink.done()), static_cast<long long>(already),
+              static_cast<long long>(prompt_tokens), static_cast<long long>(generated_tokens), seconds,
+              prompt_tokens / seconds, generated_tokens / seconds, static_cast<long long>(sched.micro_batches_sent()));
   if (sink.done() < total) {
     if (!stopping)
       throw std::runtime_error("internal error: " + std::to_string(total - sink.done()) + " prompts got no result");
-    GLACIER_LOG_WARN("stopped by signal %d after %lld of %zu prompts; results are flushed: rerun with --resume to finish",
-                     stop_signal(), static_cast<long long>(sink.done()), records.size());
+    GLACIER_LOG_WARN("stopped by %s after %lld of %zu prompts; results are flushed: rerun with --resume to finish",
+                     describe_stop().c_str(), static_cast<long long>(sink.done()), records.size());
     return kExitInterrupted;
   }
   const int64_t ran = total - already;
@@ -486,8 +507,8 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
 int run_job(const JobOptions& o, comm::Channel& ch) {
   const std::string started_at = utc_timestamp();
   log::set_level(log::parse_level(o.log_level).value_or(log::Level::Info));  // validated by parse_options
-  // Every rank takes SIGTERM/SIGUSR1 as a request: rank 0 drains the queue, the others follow its shutdown.
-  install_stop_signals();
+  // Stop signals are installed by main before MPI_Init: any rank's request reaches rank 0 (comm's stop
+  // relay), which drains the queue; the others follow its shutdown.
   pipeline::TraceLog trace;
   RankSetup s;
   std::unique_ptr<model::Tokenizer> tok;
@@ -501,27 +522,37 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     }
     if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
   };
+  // Every phase up to the last rank's "ready" is reported to the start-up watchdog (main started it).
+  comm::startup::phase("reading the model's metadata");
   agreed_step([&] { s = read_model(o, ch); });
+  comm::startup::phase("planning the layer split");
   agreed_step([&] { plan_layout(o, ch, s); });
+  comm::startup::phase("aligning clocks");
   // Before the injected send delay is configured: it would widen every round trip of the alignment.
   const comm::ClockOffset clock = comm::offset_to_root(ch, now_seconds);
+  comm::startup::phase("setting up the channels");
   ch.configure_faults({o.stall_timeout, o.inject_latency_ms / 1000.0});
   // Each replica's pipeline runs on its own channel; the world channel carries the replicas' work queue.
   std::unique_ptr<comm::Channel> replica_channel = ch.split(s.replica);
   comm::Channel& pipe = *replica_channel;
   const bool driver = pipe.rank() == 0;
+  comm::startup::phase("starting threads");
   agreed_step([&] { start_threads(o, ch, s); });
   if (o.partition == "measured" && o.layers.empty()) {
+    comm::startup::phase("calibrating (--partition measured)");
     const SplitSetting set{s.file.get(), memory_shape(o, s), s.memory.hosts, s.memory.available, s.n_stages,
                            s.stage_index, s.split};
     std::vector<double> measured;
     agreed_step([&] { measured = measure_speeds(o, ch, set, *s.pool, s.throttle); });
     agreed_step([&] { s.split = choose_measured_split(o, ch, set, measured); });
   }
+  comm::startup::phase("loading layers " + std::to_string(s.split[s.stage_index].first) + ":" +
+                       std::to_string(s.split[s.stage_index].last));
   agreed_step([&] {
     load_rank(o, ch, s);
     if (driver) tok = model::Tokenizer::from_gguf(*s.file);
   });
+  comm::startup::phase("allocating the KV cache");
   // Every stage must hold the same slots: the smallest any rank's memory allows.
   const std::vector<int64_t> slots = ch.allgather(s.n_slots);
   s.n_slots = static_cast<int32_t>(*std::min_element(slots.begin(), slots.end()));
@@ -533,6 +564,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
 
   const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
   start_trace_clock(ch, clock, trace);
+  comm::startup::finish();  // every rank is ready: the ring's stall watchdog takes over
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(s, s.n_stages);
   int code = kExitOk;

@@ -1,24 +1,18 @@
-// Stop-signal handlers: the handler only stores into a lock-free atomic, the one thing that is
-// async-signal-safe; the job polls stop_requested() between scheduler steps.
+// Stop-signal handlers: the handler only stores into a lock-free atomic (util/stop_request), the one
+// thing that is async-signal-safe; the job polls stop_requested() between scheduler steps.
 #include "app/signals.h"
 
-#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <stdexcept>
-#include <string>
+
+#include "util/stop_request.h"
 
 namespace glacier::app {
 namespace {
 
-std::atomic<int> g_stop_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
-
-extern "C" void on_stop_signal(int signal_number) {
-  int none = 0;
-  g_stop_signal.compare_exchange_strong(none, signal_number);
-}
+extern "C" void on_stop_signal(int signal_number) { stop::note_local(signal_number); }
 
 void install(int signal_number, const char* name) {
   struct sigaction action;
@@ -34,13 +28,30 @@ void install(int signal_number, const char* name) {
 
 void install_stop_signals() {
   install(SIGTERM, "SIGTERM");
+  install(SIGINT, "SIGINT");
+  install(SIGHUP, "SIGHUP");
   install(SIGUSR1, "SIGUSR1");
 }
 
-bool stop_requested() { return g_stop_signal.load() != 0; }
+bool stop_requested() { return stop::requested(); }
 
-int stop_signal() { return g_stop_signal.load(); }
+int stop_signal() { return stop::signal_number(); }
 
-void clear_stop_request() { g_stop_signal.store(0); }
+std::string describe_stop() {
+  const int sig = stop::signal_number();
+  std::string s = stop::signal_name(sig);
+  // Appended piece by piece: GCC 12 warns falsely on "literal" + std::to_string(...).
+  if (s == "signal") {
+    s += ' ';
+    s += std::to_string(sig);
+  }
+  if (stop::from_rank() >= 0) {
+    s += " to rank ";
+    s += std::to_string(stop::from_rank());
+  }
+  return s;
+}
+
+void clear_stop_request() { stop::clear(); }
 
 }  // namespace glacier::app

@@ -15,6 +15,8 @@
 #include <list>
 #include <thread>
 
+#include "comm/startup_watchdog.h"
+#include "comm/stop_relay.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -123,6 +125,7 @@ class MpiChannel final : public Channel {
         std::this_thread::sleep_for(std::chrono::microseconds(std::min(200, idle)));
       }
       if (faults_.stall_timeout_s > 0 && idle % 256 == 0) watch(quiet_since);
+      startup::tick();
     }
     waiting_on_ = -1;
     check_active_ = false;
@@ -147,6 +150,7 @@ class MpiChannel final : public Channel {
     if (now - last_compute_progress_ < kComputeProgressIntervalS) return;
     last_compute_progress_ = now;
     serve_watchdog();
+    relay_stop_requests();
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE);
   }
@@ -161,6 +165,8 @@ class MpiChannel final : public Channel {
     return static_cast<size_t>(count);
   }
   std::unique_ptr<Channel> split(int color) override {
+    // MPI_Comm_split blocks and cannot notice a stopped rank: meet first in a barrier that can.
+    if (startup::active()) barrier();
     MPI_Comm sub = MPI_COMM_NULL;
     MPI_Comm_split(comm_, color, rank_, &sub);
     auto channel = std::make_unique<MpiChannel>(sub);
@@ -171,17 +177,17 @@ class MpiChannel final : public Channel {
   std::optional<std::string> agree_on_error(const std::optional<std::string>& local) override {
     int mine = local ? rank_ : size_;
     int first = size_;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_);
+    wait_collective([&](MPI_Request* req) { MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_, req); });
     if (first == size_) return std::nullopt;
     int64_t len = rank_ == first ? static_cast<int64_t>(local->size()) : 0;
-    MPI_Bcast(&len, 1, MPI_INT64_T, first, comm_);
+    wait_collective([&](MPI_Request* req) { MPI_Ibcast(&len, 1, MPI_INT64_T, first, comm_, req); });
     std::string msg = rank_ == first ? *local : std::string(static_cast<size_t>(len), '\0');
-    MPI_Bcast(msg.data(), static_cast<int>(len), MPI_CHAR, first, comm_);
+    wait_collective([&](MPI_Request* req) { MPI_Ibcast(msg.data(), static_cast<int>(len), MPI_CHAR, first, comm_, req); });
     return msg;
   }
   std::vector<int64_t> allgather(int64_t value) override {
     std::vector<int64_t> all(static_cast<size_t>(size_));
-    MPI_Allgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_);
+    wait_collective([&](MPI_Request* req) { MPI_Iallgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_, req); });
     return all;
   }
   std::vector<std::string> allgather_strings(const std::string& value) override {
@@ -194,19 +200,16 @@ class MpiChannel final : public Channel {
       total += counts[i];
     }
     std::string all(static_cast<size_t>(total), '\0');
-    MPI_Allgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(), counts.data(), displs.data(),
-                   MPI_CHAR, comm_);
+    wait_collective([&](MPI_Request* req) {
+      MPI_Iallgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(), counts.data(), displs.data(),
+                      MPI_CHAR, comm_, req);
+    });
     std::vector<std::string> out;
     for (int i = 0; i < size_; ++i) out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(counts[i])));
     return out;
   }
   void barrier() override {
-    // A barrier that sleeps while it waits (MPI_Barrier would spin an oversubscribed core).
-    MPI_Request req;
-    MPI_Ibarrier(comm_, &req);
-    int done = 0, idle = 0;
-    while (MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done)
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * ++idle)));
+    wait_collective([&](MPI_Request* req) { MPI_Ibarrier(comm_, req); });
   }
 
  private:
@@ -221,6 +224,21 @@ class MpiChannel final : public Channel {
     Pong body;
     MPI_Request req = MPI_REQUEST_NULL;
   };
+
+  // Starts a nonblocking collective and waits for it sleeping, not spinning (a blocking collective would
+  // spin an oversubscribed core), and serving the start-up watchdog, which a blocking call could not:
+  // a peer stopped before the collective would hang this rank silently.
+  template <typename Start>
+  void wait_collective(Start start) {
+    MPI_Request req;
+    start(&req);
+    int done = 0, idle = 0;
+    while (MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done) {
+      startup::tick();
+      relay_stop_requests();
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * ++idle)));
+    }
+  }
 
   Request slot(int peer) {
     Request r;
@@ -242,11 +260,12 @@ class MpiChannel final : public Channel {
   }
 
   // Work every test call does: post held sends that are due (in order, so a link stays FIFO), answer
-  // the watchdog's pings, and retire watchdog messages that have left. progress() does the same, the
-  // watchdog's part at most every kComputeProgressIntervalS.
+  // the watchdog's pings, retire watchdog messages that have left, and pass on stop requests.
+  // progress() does the same, the watchdog's part at most every kComputeProgressIntervalS.
   void service() {
     post_due_sends();
     serve_watchdog();
+    relay_stop_requests();
   }
 
   void serve_watchdog() {
@@ -389,7 +408,11 @@ class MpiChannel final : public Channel {
 
 }  // namespace
 
-std::unique_ptr<Channel> make_mpi_channel() { return std::make_unique<MpiChannel>(MPI_COMM_WORLD); }
+std::unique_ptr<Channel> make_mpi_channel() {
+  // The channel's own communicators come from blocking MPI calls: every rank must be there first.
+  startup::sync("creating the communicators");
+  return std::make_unique<MpiChannel>(MPI_COMM_WORLD);
+}
 
 void abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code); std::_Exit(code); }
 

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "gguf/gguf_file.h"
@@ -209,7 +210,7 @@ bool head_is_tied(const gguf::File& f, const ModelConfig& c) {
 
 
 ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange layers, bool has_embedding,
-                        bool has_head, ThreadPool* scan_pool) {
+                        bool has_head, ThreadPool* scan_pool, const LoadProgress& progress) {
   GLACIER_ASSERT(layers.first >= 0 && layers.first <= layers.last && layers.last <= c.n_layer, "layer range in model");
   ShardWeights w;
   w.layers = layers;
@@ -233,8 +234,19 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
     check_vocab_rows(f, c, head_name);
     w.output = matrix(f, head_name, c.n_embd, c.n_vocab, &w);
   }
-  check_weights_finite(f, w.tensors, scan_pool);
-  pack_shard_weights(f, w, scan_pool);
+  // check_weights_finite's scan, tensor by tensor, so that each one checked can be reported.
+  std::set<const gguf::TensorInfo*> scanned;
+  uint64_t total = 0, done = 0;
+  for (const gguf::TensorInfo* t : w.tensors)
+    if (scanned.insert(t).second) total += t->n_bytes;
+  scanned.clear();
+  for (const gguf::TensorInfo* t : w.tensors) {
+    if (!scanned.insert(t).second) continue;
+    check_tensor_finite(f, *t, scan_pool);
+    done += t->n_bytes;
+    if (progress) progress(done, total, "checked");
+  }
+  pack_shard_weights(f, w, scan_pool, progress);
   return w;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,11 +61,15 @@ struct ShardWeights {
   std::vector<std::unique_ptr<uint8_t, FreeBuffer>> packed_storage;
 };
 
+// Called on the loading thread after each tensor is checked and each matrix packed: bytes done of the
+// shard's total, and which pass ("checked", "packed"); a watchdog's sign of life during a long load.
+using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes, const char* pass)>;
+
 // Looks up and checks (type, shape) the shard's tensors, scans them for NaN and Inf (finite_scan.h) and
 // packs the Q8_0/Q4_0 matrices (weight_packing.h), on `scan_pool`'s threads (nullptr: on the calling
 // thread); throws InputError naming the file, the tensor, the expected and the found shape, type or values.
 ShardWeights load_shard(const gguf::File& file, const ModelConfig& cfg, LayerRange layers, bool has_embedding,
-                        bool has_head, ThreadPool* scan_pool = nullptr);
+                        bool has_head, ThreadPool* scan_pool = nullptr, const LoadProgress& progress = {});
 
 // Weight bytes of each layer, and of the embedding and head parts (for partitioning by bytes).
 struct WeightBytes {

@@ -36,9 +36,12 @@ const gguf::TensorInfo* tensor_holding(const ShardWeights& w, const void* data) 
 
 }  // namespace
 
-void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool* pool) {
+void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool* pool, const LoadProgress& progress) {
   std::set<const gguf::TensorInfo*> packed_tensors, still_read;
   if (shard.has_embedding) still_read.insert(tensor_holding(shard, shard.token_embd.data));
+  uint64_t total = 0, done = 0;
+  for (kernels::Matrix* m : shard_matrices(shard))
+    if (m->data && kernels::packable(m->type)) total += tensor_holding(shard, m->data)->n_bytes;
   for (kernels::Matrix* m : shard_matrices(shard)) {
     if (!m->data) continue;
     const gguf::TensorInfo* source = tensor_holding(shard, m->data);
@@ -58,6 +61,8 @@ void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool*
     }
     m->packed = buffer;
     packed_tensors.insert(source);
+    done += source->n_bytes;
+    if (progress) progress(done, total, "packed");
   }
   for (const gguf::TensorInfo* t : packed_tensors)
     if (t && !still_read.count(t)) file.release(*t);

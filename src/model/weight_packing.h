@@ -15,6 +15,8 @@ namespace glacier::model {
 // Packs every packable matrix of the shard (splitting the work over `pool`'s threads when given) and
 // releases the file pages of the tensors that are now only read through their packed copies. The token
 // embedding stays as it is: it is looked up row by row, never multiplied.
-void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool* pool);
+// `progress` (optional) hears the packed bytes after each matrix.
+void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool* pool,
+                        const LoadProgress& progress = {});
 
 }  // namespace glacier::model

@@ -198,3 +198,19 @@ bool kill_and_wait_gone(const std::vector<pid_t>& pids, double seconds) {
 }
 
 }  // namespace glacier::testing
+
+namespace glacier::testing {
+
+std::optional<pid_t> pid_of_mpi_rank(pid_t launcher, int rank) {
+  std::string wanted = "OMPI_COMM_WORLD_RANK=";  // built with += (GCC 12 warns falsely on "..." + to_string)
+  wanted += std::to_string(rank);
+  for (pid_t pid : descendants_of(launcher)) {
+    const std::string environ = read_text("/proc/" + std::to_string(pid) + "/environ");
+    size_t at = 0;
+    for (size_t end; (end = environ.find('\0', at)) != std::string::npos; at = end + 1)
+      if (environ.compare(at, end - at, wanted) == 0) return pid;
+  }
+  return std::nullopt;
+}
+
+}  // namespace glacier::testing

@@ -43,6 +43,9 @@ bool is_alive(pid_t pid);
 
 // Process ids of every live descendant of `root` (children, their children, ...), from /proc.
 std::vector<pid_t> descendants_of(pid_t root);
+// The pid of MPI rank `rank` among the descendants of `launcher` (Open MPI puts the rank in each
+// process's environment), or nullopt when none has it (yet).
+std::optional<pid_t> pid_of_mpi_rank(pid_t launcher, int rank);
 // SIGKILLs each process still alive and waits (at most `seconds`) until every one is gone, its files and
 // their locks released; false when one outlived the wait. For ranks a launcher left behind when it exited.
 bool kill_and_wait_gone(const std::vector<pid_t>& pids, double seconds);

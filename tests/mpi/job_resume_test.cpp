@@ -196,16 +196,8 @@ long long h5py_row_count(const std::string& h5, std::string& output) {
 }
 
 
-// The pid of MPI rank `rank` among the job's processes (Open MPI puts the rank in each one's environment).
 std::optional<pid_t> pid_of_rank(const BackgroundProcess& job, int rank) {
-  const std::string wanted = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
-  for (pid_t pid : glacier::testing::descendants_of(job.pid())) {
-    const std::string environ = read_text("/proc/" + std::to_string(pid) + "/environ");
-    size_t at = 0;
-    for (size_t end; (end = environ.find('\0', at)) != std::string::npos; at = end + 1)
-      if (environ.compare(at, end - at, wanted) == 0) return pid;
-  }
-  return std::nullopt;
+  return glacier::testing::pid_of_mpi_rank(job.pid(), rank);
 }
 
 // Runs the job, sends `signal_number` to one rank part way, and checks that the job ends on its own

@@ -1,4 +1,4 @@
-// Stop signals: SIGUSR1 and SIGTERM set the flag instead of killing the process, the first signal is
+// Stop signals: SIGUSR1, SIGTERM, SIGINT and SIGHUP set the flag instead of killing the process, the first signal is
 // the one reported, and a real kill from another process reaches the handler.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -39,6 +39,15 @@ TEST_F(AppSignals, SigtermSetsTheFlagAndTheFirstSignalStays) {
   EXPECT_EQ(stop_signal(), SIGTERM);
   clear_stop_request();
   EXPECT_FALSE(stop_requested());
+}
+
+TEST_F(AppSignals, SigintAndSighupAreStopRequestsToo) {
+  ASSERT_EQ(std::raise(SIGINT), 0);  // a terminal's Ctrl-C, a lost session: drain, do not die
+  EXPECT_EQ(stop_signal(), SIGINT);
+  EXPECT_EQ(describe_stop(), "SIGINT");
+  clear_stop_request();
+  ASSERT_EQ(std::raise(SIGHUP), 0);
+  EXPECT_EQ(stop_signal(), SIGHUP);
 }
 
 TEST_F(AppSignals, KillFromAnotherProcessIsSeen) {
