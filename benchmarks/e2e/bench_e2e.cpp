@@ -17,11 +17,13 @@
 #include "../kernels/peak_loops.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
+#include "kernels/crc32c.h"
 #include "kernels/dispatch.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "pipeline/local_ring.h"
 #include "pipeline/scheduler.h"
+#include "pipeline/wire.h"
 #include "util/thread_pool.h"
 
 namespace glacier::bench {
@@ -152,6 +154,38 @@ class Engine {
   uint64_t weight_bytes_ = 0;
 };
 
+// Seconds to compute the CRC32C of one f32 forward message of a decode micro-batch of n_tokens tokens
+// (one per sequence): the work the checksum adds on each side of a link, the sender sealing the message
+// and the receiver checking it. Median of repeated timings of many checks each.
+double message_checksum_seconds(int n_tokens, int32_t n_embd) {
+  compute::MicroBatch mb;
+  mb.id = 1;
+  for (int i = 0; i < n_tokens; ++i) {
+    compute::Chunk c;
+    c.seq = i;
+    c.slot = i;
+    c.n_tokens = 1;
+    c.token_offset = i;
+    c.output = compute::OutputKind::Sample;
+    mb.chunks.push_back(c);
+    mb.tokens.push_back(1);
+    mb.targets.push_back(-1);
+  }
+  std::vector<float> x(static_cast<size_t>(n_tokens) * n_embd, 0.5f);
+  std::vector<uint8_t> msg;
+  pipeline::encode_forward(mb, x.data(), n_embd, pipeline::WireCodec::F32, msg);
+  constexpr int kChecks = 2000, kTimings = 7;
+  std::vector<double> t;
+  for (int r = 0; r < kTimings; ++r) {
+    const double t0 = now();
+    for (int i = 0; i < kChecks; ++i)
+      if (pipeline::check_message(msg.data(), msg.size()).status != pipeline::MessageCheck::Status::Sound) return -1;
+    t.push_back((now() - t0) / kChecks);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -182,6 +216,7 @@ int main(int argc, char** argv) {
               o.threads, bandwidth / 1e9, bandwidth / double(engine.weight_bytes()));
   engine.run(1, 8, 2, 1);  // warm-up: first touches of the KV cache and buffers
 
+  double decode_step = 0.0;
   std::ostringstream json;
   json << "{\"model\": \"" << o.model << "\", \"threads\": " << o.threads << ", \"weight_bytes\": "
        << engine.weight_bytes() << ", \"read_bandwidth\": " << bandwidth;
@@ -200,7 +235,9 @@ int main(int argc, char** argv) {
     const double s = median(t);
     std::printf("%-10s %6d %6d %10.3f %10.1f\n", ("tg" + std::to_string(o.tg)).c_str(), 1, o.tg, s, o.tg / s);
     json << ", \"tg" << o.tg << "\": " << o.tg / s;
+    decode_step = s / o.tg;
   }
+  std::vector<std::pair<int, double>> batched_steps;  // sequences, seconds a decode step
   json << ", \"batched\": [";
   for (size_t i = 0; i < o.npl.size(); ++i) {
     const int n = o.npl[i];
@@ -213,10 +250,25 @@ int main(int argc, char** argv) {
     const double t_tg = std::max(1e-9, t_all - t_pp);
     const double s_total = double(n) * (o.npp + o.ntg) / t_all;
     const double s_tg = double(n) * (o.ntg - 1) / t_tg;  // the prefill run already sampled one token
+    batched_steps.emplace_back(n, t_tg / (o.ntg - 1));
     std::printf("%-10s %6d %6d %10.3f %10.1f   (prefill %.1f tok/s, decode %.1f tok/s)\n", "batched", n,
                 n * (o.npp + o.ntg), t_all, s_total, n * o.npp / t_pp, s_tg);
     json << (i ? ", " : "") << "{\"npl\": " << n << ", \"npp\": " << o.npp << ", \"ntg\": " << o.ntg
          << ", \"s_total\": " << s_total << ", \"s_pp\": " << n * o.npp / t_pp << ", \"s_tg\": " << s_tg << "}";
+  }
+  json << "]";
+  // The wire checksums' share of a decode step, here on one rank: a stage of a P-stage pipeline computes
+  // about 1/P of the step and checks one message and seals one per step, so its share is P times this.
+  batched_steps.insert(batched_steps.begin(), {1, decode_step});
+  std::printf("wire checksum (CRC32C %s, f32 messages): seal + check of one message against the whole decode step\n",
+              glacier::kernels::crc32c_variant());
+  json << ", \"wire_checksum\": [";
+  for (size_t i = 0; i < batched_steps.size(); ++i) {
+    const auto [n, step] = batched_steps[i];
+    const double crc = message_checksum_seconds(n, engine.config().n_embd);
+    std::printf("  %3d tokens: step %.2f ms, message checksum %.2f us, seal + check %.4f%% of the step\n", n, step * 1e3,
+                crc * 1e6, 100.0 * 2 * crc / step);
+    json << (i ? ", " : "") << "{\"tokens\": " << n << ", \"step_s\": " << step << ", \"checksum_s\": " << crc << "}";
   }
   json << "]}\n";
   if (!o.json.empty()) {

@@ -425,6 +425,15 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   } catch (const comm::StallError&) {
     sink.finish();  // a stalled rank ends the job by abort: save every result computed so far first
     throw;
+  } catch (const pipeline::WireIntegrityError&) {
+    // Every result so far passed its checksums: save them, and those the other replicas still send.
+    coord.stop_handing_out();
+    while (!coord.clients_done()) {
+      coord.serve(remote);
+      idle_pause();
+    }
+    sink.finish();
+    throw;
   } catch (...) {
     // The other replicas must still learn that the job ends, or they would wait for work forever.
     coord.stop_handing_out();
@@ -535,6 +544,8 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   // Each replica's pipeline runs on its own channel; the world channel carries the replicas' work queue.
   std::unique_ptr<comm::Channel> replica_channel = ch.split(s.replica);
   comm::Channel& pipe = *replica_channel;
+  pipeline::WireIntegrity integrity{ch.rank() - pipe.rank(), 0};  // reports name world ranks
+  agreed_step([&] { integrity.corrupt_send = pipeline::corrupt_send_from_env(ch.rank(), ch.size()); });
   const bool driver = pipe.rank() == 0;
   comm::startup::phase("starting threads");
   agreed_step([&] { start_threads(o, ch, s); });
@@ -579,7 +590,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       ring = std::move(r);
     } else {
       auto r = std::make_unique<pipeline::PipelineRing>(pipe, *s.stage, s.n_stages, sopt.max_in_flight, codec, trace,
-                                                        s.throttle);
+                                                        s.throttle, integrity);
       pipeline_ring = r.get();
       ring = std::move(r);
     }
@@ -609,7 +620,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     }
     if (pipeline_ring) pipeline_ring->shutdown();
   } else {
-    pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, codec, trace, s.throttle);
+    pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, codec, trace, s.throttle, integrity);
   }
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
   // Every rank learns whether a driver failed; then nobody touches the output file again.

@@ -5,6 +5,8 @@
 // for its result, so transfers overlap compute on every stage.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/channel.h"
@@ -13,29 +15,39 @@
 #include "pipeline/ring.h"
 #include "pipeline/trace.h"
 #include "pipeline/wire.h"
+#include "pipeline/wire_integrity.h"
 
 namespace glacier::pipeline {
 
 class PipelineRing : public Ring {
  public:
-  // `throttle` slows this rank's compute (--slow-rank).
+  // `throttle` slows this rank's compute (--slow-rank); `integrity` names the ranks in reports of
+  // damaged messages (and may damage one on purpose).
   PipelineRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight, WireCodec codec,
-          TraceLog& trace, ComputeThrottle throttle = ComputeThrottle());
+          TraceLog& trace, ComputeThrottle throttle = ComputeThrottle(), WireIntegrity integrity = WireIntegrity());
   ~PipelineRing() override;
   int n_stages() const override { return n_stages_; }
   void submit(const compute::MicroBatch& mb) override;
+  // Throws WireIntegrityError when the result failed its checksum here or a stage reported a damaged
+  // message in its place; the ring stays usable (for shutdown()).
   bool poll(compute::MicroBatchResult& out, bool wait) override;
-  // Takes back every result still in flight (a driver that stopped early discards them), then sends the
-  // shutdown message down the ring and releases buffers.
+  // Takes back every result still in flight (a driver that stopped early discards them, and logs further
+  // damaged messages), then sends the shutdown message down the ring and releases buffers.
   void shutdown();
 
  private:
+  // Like poll(), but a damaged message's report goes to `fault` instead of being thrown.
+  bool receive(compute::MicroBatchResult& out, bool wait, std::optional<std::string>& fault);
+
   comm::Channel& ch_;
   compute::TransformerStage& stage_;
   int n_stages_;
   WireCodec codec_;
   TraceLog& trace_;
   ComputeThrottle throttle_;
+  WireIntegrity integrity_;
+  SendDamager damager_;
+  int64_t last_sound_back_ = -1;  // the last micro-batch whose result arrived sound
   std::vector<float> x_;
   std::vector<std::vector<uint8_t>> send_buf_;
   std::vector<comm::Request> send_req_;

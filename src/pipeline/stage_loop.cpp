@@ -4,6 +4,8 @@
 #include "pipeline/stage_loop.h"
 
 #include <array>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "compute/output_head.h"
@@ -12,8 +14,14 @@
 namespace glacier::pipeline {
 
 int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
-                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle) {
+                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle,
+                       const WireIntegrity& integrity) {
   const bool last = stage_index == n_stages - 1;
+  // World ranks, for reports: the previous stage, this one, and where this stage sends.
+  const int me = integrity.world_rank_base + stage_index;
+  const int to = last ? integrity.world_rank_base : me + 1;
+  SendDamager damager(integrity.corrupt_send);
+  int64_t last_sound = -1;  // the last micro-batch that arrived sound
   const int32_t n_embd = stage.config().n_embd;
   const size_t in_capacity = max_forward_bytes(stage.max_tokens(), n_embd);
   std::array<std::vector<uint8_t>, 2> in_buf, out_buf;
@@ -35,7 +43,20 @@ int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int 
     const double t_wait = trace.now();
     ch.wait(in_req[next], &bytes);
     const double t_recv = trace.now();
-    const MessageKind kind = decode_forward(in_buf[next].data(), bytes, n_embd, mb, x.data());
+    std::optional<std::string> fault;
+    int64_t fault_mb = -1;
+    MessageKind kind = MessageKind::Fault;
+    try {
+      verify_received(in_buf[next].data(), bytes, me - 1, me, "activations", last_sound);
+      kind = decode_forward(in_buf[next].data(), bytes, n_embd, mb, x.data());
+    } catch (const WireIntegrityError& e) {
+      fault = e.what();
+      GLACIER_LOG_ERROR("%s", e.what());
+    }
+    if (kind == MessageKind::Fault) {
+      if (!fault) fault = fault_report(in_buf[next].data(), bytes);  // found upstream
+      fault_mb = check_message(in_buf[next].data(), bytes).mb_id;    // -1 when the header is damaged
+    }
     if (kind == MessageKind::Shutdown) {
       ch.cancel(in_req[next ^ 1]);
       for (auto& r : out_req)
@@ -48,6 +69,15 @@ int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int 
       return processed;
     }
     in_req[next] = ch.irecv(in_buf[next].data(), in_buf[next].size(), stage_index - 1, kTagForward);
+    if (fault) {
+      // Passed on in the micro-batch's place, so the driver gets one answer per micro-batch it sent.
+      if (out_req[next].active()) ch.wait(out_req[next]);
+      encode_fault(fault_mb, *fault, out_buf[next]);
+      out_req[next] = ch.isend(out_buf[next].data(), out_buf[next].size(), last ? 0 : stage_index + 1,
+                               last ? kTagBack : kTagForward);
+      continue;
+    }
+    last_sound = mb.id;
     const double t_compute = trace.now();
     trace.add(mb.id, Phase::Wait, t_wait, t_recv);
     trace.add(mb.id, Phase::Recv, t_recv, t_compute, mb.n_tokens(), static_cast<int64_t>(bytes));
@@ -64,6 +94,7 @@ int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int 
     } else {
       payload = encode_forward(mb, x.data(), n_embd, codec, out_buf[next]);
     }
+    damager.before_send(out_buf[next], me, to, mb.id);
     out_req[next] = ch.isend(out_buf[next].data(), out_buf[next].size(), last ? 0 : stage_index + 1,
                              last ? kTagBack : kTagForward);
     trace.add(mb.id, Phase::Send, t_send, trace.now(), mb.n_tokens(), static_cast<int64_t>(payload));

@@ -7,11 +7,15 @@
 #include "pipeline/compute_throttle.h"
 #include "pipeline/trace.h"
 #include "pipeline/wire.h"
+#include "pipeline/wire_integrity.h"
 
 namespace glacier::pipeline {
 
 // Returns the number of micro-batches processed. `throttle` slows this rank's compute (--slow-rank).
+// A message that fails its checksum is not computed on: its report (logged here, naming the link and
+// the micro-batch) travels on to the driver in its place, as does a report from an earlier stage.
 int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
-                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle = ComputeThrottle());
+                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle = ComputeThrottle(),
+                       const WireIntegrity& integrity = WireIntegrity());
 
 }  // namespace glacier::pipeline

@@ -4,35 +4,35 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/crc32c.h"
 #include "kernels/quant_blocks.h"
 #include "util/error.h"
 
 namespace glacier::pipeline {
 namespace {
 
-constexpr uint32_t kMagic = 0x474c4331;  // "GLC1"
+constexpr uint32_t kMagic = 0x474c4332;  // "GLC2": sealed with checksums
 
-struct ForwardHeader {
+// One header for both directions. The sender fills every field, then seals: body_crc over every byte
+// after the header, header_crc over the header's bytes before it (body_crc included).
+struct Header {
   uint32_t magic;
   uint8_t kind;
   uint8_t codec;
   uint16_t reserved;
   int64_t mb_id;
   int32_t n_chunks;
-  int32_t n_tokens;
-  int32_t n_embd;
-  int32_t reserved2;
+  int32_t n_tokens;  // forward: the micro-batch's tokens; back: its scored targets
+  int32_t n_embd;    // forward micro-batches only
+  uint32_t body_crc;
+  uint32_t reserved2;
+  uint32_t header_crc;
 };
-struct BackHeader {
-  uint32_t magic;
-  uint32_t reserved;
-  int64_t mb_id;
-  int32_t n_chunks;
-  int32_t n_targets;
-};
+static_assert(sizeof(Header) == 40 && offsetof(Header, header_crc) == 36, "no padding: every byte is checksummed");
 static_assert(std::is_trivially_copyable_v<compute::Chunk>);
 static_assert(std::is_trivially_copyable_v<compute::ChunkResult>);
 
@@ -48,6 +48,23 @@ void get(const uint8_t* data, size_t bytes, size_t& at, T* dst, size_t n) {
   if (n == 0) return;
   std::memcpy(dst, data + at, n * sizeof(T));
   at += n * sizeof(T);
+}
+
+void seal(std::vector<uint8_t>& msg) {
+  Header h;
+  std::memcpy(&h, msg.data(), sizeof h);
+  h.body_crc = kernels::crc32c(msg.data() + sizeof h, msg.size() - sizeof h);
+  h.header_crc = kernels::crc32c(&h, offsetof(Header, header_crc));
+  std::memcpy(msg.data(), &h, sizeof h);
+}
+
+Header zero_header(MessageKind kind, int64_t mb_id) {
+  Header h;
+  std::memset(&h, 0, sizeof h);
+  h.magic = kMagic;
+  h.kind = static_cast<uint8_t>(kind);
+  h.mb_id = mb_id;
+  return h;
 }
 
 }  // namespace
@@ -80,13 +97,16 @@ size_t payload_bytes(WireCodec c, int64_t n_tokens, int64_t n_embd) {
   return 0;
 }
 
+// A fault message in place of a micro-batch must fit the receive buffers posted for one.
 size_t max_forward_bytes(int32_t max_tokens, int32_t n_embd) {
-  return sizeof(ForwardHeader) + static_cast<size_t>(max_tokens) * (sizeof(compute::Chunk) + 2 * sizeof(int32_t)) +
-         payload_bytes(WireCodec::F32, max_tokens, n_embd);
+  return sizeof(Header) + std::max(kMaxFaultReportBytes,
+                                   static_cast<size_t>(max_tokens) * (sizeof(compute::Chunk) + 2 * sizeof(int32_t)) +
+                                       payload_bytes(WireCodec::F32, max_tokens, n_embd));
 }
 
 size_t max_back_bytes(int32_t max_tokens) {
-  return sizeof(BackHeader) + static_cast<size_t>(max_tokens) * (sizeof(compute::ChunkResult) + sizeof(float) + 1);
+  return sizeof(Header) + std::max(kMaxFaultReportBytes, static_cast<size_t>(max_tokens) *
+                                                             (sizeof(compute::ChunkResult) + sizeof(float) + 1));
 }
 
 void encode_activations(WireCodec c, const float* x, int64_t n, int64_t e, uint8_t* out) {
@@ -144,8 +164,11 @@ void decode_activations(WireCodec c, const uint8_t* in, int64_t n, int64_t e, fl
 
 size_t encode_forward(const compute::MicroBatch& mb, const float* x, int32_t n_embd, WireCodec codec,
                       std::vector<uint8_t>& out) {
-  ForwardHeader h{kMagic, static_cast<uint8_t>(MessageKind::MicroBatch), static_cast<uint8_t>(codec), 0, mb.id,
-                  static_cast<int32_t>(mb.chunks.size()), mb.n_tokens(), n_embd, 0};
+  Header h = zero_header(MessageKind::MicroBatch, mb.id);
+  h.codec = static_cast<uint8_t>(codec);
+  h.n_chunks = static_cast<int32_t>(mb.chunks.size());
+  h.n_tokens = mb.n_tokens();
+  h.n_embd = n_embd;
   const size_t payload = payload_bytes(codec, mb.n_tokens(), n_embd);
   const size_t total = sizeof h + mb.chunks.size() * sizeof(compute::Chunk) + 2 * mb.tokens.size() * sizeof(int32_t) + payload;
   out.resize(total);
@@ -155,22 +178,68 @@ size_t encode_forward(const compute::MicroBatch& mb, const float* x, int32_t n_e
   put(out, at, mb.tokens.data(), mb.tokens.size());
   put(out, at, mb.targets.data(), mb.targets.size());
   encode_activations(codec, x, mb.n_tokens(), n_embd, out.data() + at);
+  seal(out);
   return payload;
 }
 
 std::vector<uint8_t> encode_shutdown() {
-  ForwardHeader h{kMagic, static_cast<uint8_t>(MessageKind::Shutdown), 0, 0, -1, 0, 0, 0, 0};
+  const Header h = zero_header(MessageKind::Shutdown, -1);
   std::vector<uint8_t> out(sizeof h);
   std::memcpy(out.data(), &h, sizeof h);
+  seal(out);
   return out;
 }
 
+void encode_fault(int64_t mb_id, const std::string& report, std::vector<uint8_t>& out) {
+  const Header h = zero_header(MessageKind::Fault, mb_id);
+  const size_t n = std::min(report.size(), kMaxFaultReportBytes);
+  out.resize(sizeof h + n);
+  size_t at = 0;
+  put(out, at, &h, 1);
+  put(out, at, report.data(), n);
+  seal(out);
+}
+
+std::string fault_report(const uint8_t* data, size_t bytes) {
+  GLACIER_ASSERT(bytes >= sizeof(Header), "fault message holds a header");
+  return std::string(reinterpret_cast<const char*>(data) + sizeof(Header), bytes - sizeof(Header));
+}
+
+MessageCheck check_message(const uint8_t* data, size_t bytes) {
+  MessageCheck c;
+  if (bytes < sizeof(Header)) {
+    c.status = MessageCheck::Status::Short;
+    return c;
+  }
+  Header h;
+  std::memcpy(&h, data, sizeof h);
+  c.sent = h.header_crc;
+  c.found = kernels::crc32c(data, offsetof(Header, header_crc));
+  if (c.found != c.sent) {
+    c.status = MessageCheck::Status::HeaderDamaged;
+    return c;
+  }
+  c.mb_id = h.mb_id;
+  c.body_bytes = bytes - sizeof h;
+  c.sent = h.body_crc;
+  c.found = kernels::crc32c(data + sizeof h, bytes - sizeof h);
+  if (c.found != c.sent) c.status = MessageCheck::Status::BodyDamaged;
+  return c;
+}
+
+void damage_message(std::vector<uint8_t>& msg) {
+  GLACIER_ASSERT(!msg.empty(), "a message to damage");
+  msg.back() ^= 0xFF;
+}
+
 MessageKind decode_forward(const uint8_t* data, size_t bytes, int32_t n_embd, compute::MicroBatch& mb, float* x) {
-  ForwardHeader h;
+  Header h;
   size_t at = 0;
   get(data, bytes, at, &h, 1);
   GLACIER_ASSERT(h.magic == kMagic, "pipeline message with a bad magic number");
-  if (static_cast<MessageKind>(h.kind) == MessageKind::Shutdown) return MessageKind::Shutdown;
+  const auto kind = static_cast<MessageKind>(h.kind);
+  if (kind == MessageKind::Shutdown || kind == MessageKind::Fault) return kind;
+  GLACIER_ASSERT(kind == MessageKind::MicroBatch, "pipeline message of a known kind");
   GLACIER_ASSERT(h.n_embd == n_embd && h.n_chunks >= 0 && h.n_tokens >= 0, "pipeline message header consistent");
   mb.id = h.mb_id;
   mb.chunks.resize(static_cast<size_t>(h.n_chunks));
@@ -186,28 +255,34 @@ MessageKind decode_forward(const uint8_t* data, size_t bytes, int32_t n_embd, co
 }
 
 void encode_back(const compute::MicroBatchResult& r, std::vector<uint8_t>& out) {
-  BackHeader h{kMagic, 0, r.id,
-               static_cast<int32_t>(r.chunks.size()), static_cast<int32_t>(r.target_logprobs.size())};
+  Header h = zero_header(MessageKind::MicroBatch, r.id);
+  h.n_chunks = static_cast<int32_t>(r.chunks.size());
+  h.n_tokens = static_cast<int32_t>(r.target_logprobs.size());
   out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1));
   size_t at = 0;
   put(out, at, &h, 1);
   put(out, at, r.chunks.data(), r.chunks.size());
   put(out, at, r.target_logprobs.data(), r.target_logprobs.size());
   put(out, at, r.target_greedy.data(), r.target_greedy.size());
+  seal(out);
 }
 
-void decode_back(const uint8_t* data, size_t bytes, compute::MicroBatchResult& r) {
-  BackHeader h;
+MessageKind decode_back(const uint8_t* data, size_t bytes, compute::MicroBatchResult& r) {
+  Header h;
   size_t at = 0;
   get(data, bytes, at, &h, 1);
-  GLACIER_ASSERT(h.magic == kMagic && h.n_chunks >= 0 && h.n_targets >= 0, "back message header consistent");
+  GLACIER_ASSERT(h.magic == kMagic, "back message with a bad magic number");
+  const auto kind = static_cast<MessageKind>(h.kind);
+  if (kind == MessageKind::Fault) return kind;
+  GLACIER_ASSERT(kind == MessageKind::MicroBatch && h.n_chunks >= 0 && h.n_tokens >= 0, "back message header consistent");
   r.id = h.mb_id;
   r.chunks.resize(static_cast<size_t>(h.n_chunks));
-  r.target_logprobs.resize(static_cast<size_t>(h.n_targets));
-  r.target_greedy.resize(static_cast<size_t>(h.n_targets));
+  r.target_logprobs.resize(static_cast<size_t>(h.n_tokens));
+  r.target_greedy.resize(static_cast<size_t>(h.n_tokens));
   get(data, bytes, at, r.chunks.data(), r.chunks.size());
   get(data, bytes, at, r.target_logprobs.data(), r.target_logprobs.size());
   get(data, bytes, at, r.target_greedy.data(), r.target_greedy.size());
+  return kind;
 }
 
 }  // namespace glacier::pipeline
