@@ -575,6 +575,14 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
 
   const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
   start_trace_clock(ch, clock, trace);
+  // Only a results file records (and --resume compares) the model's digest.
+  std::string model_sha256;
+  if (o.mode != "perplexity" && !o.h5_out.empty()) {
+    comm::startup::phase("rank 0 hashing the model (SHA-256, cached for later runs)");
+    agreed_step([&] {
+      if (ch.rank() == 0) model_sha256 = model_sha256_reporting(o.model);
+    });
+  }
   comm::startup::finish();  // every rank is ready: the ring's stall watchdog takes over
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(s, s.n_stages);
@@ -606,7 +614,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
         std::vector<int> clients;
         for (int k = 1; k < s.replicas; ++k) clients.push_back(k * s.n_stages);
         const Provenance prov = describe_run(o, *s.file, {pipeline::format_layer_split(s.split), ch.size(), hosts, s.n_ctx,
-                                                          chat, started_at});
+                                                          chat, started_at, model_sha256});
         code = drive_prompts(o, *tok, chat, *ring, sopt, prov, ch, clients);
       }
     } catch (const comm::StallError&) {

@@ -132,14 +132,14 @@ std::string model_digest_cache_path() {
   return "";
 }
 
-FileDigest cached_sha256_file(const std::string& path, const std::string& cache_path) {
+FileDigest cached_sha256_file(const std::string& path, const std::string& cache_path, const HashProgress& progress) {
   const std::optional<FileKey> before = key_of(path);
   if (!before) throw InputError(path + ": cannot open the file to compute its SHA-256: " + std::strerror(errno));
   std::vector<Entry> entries = cache_path.empty() ? std::vector<Entry>() : read_cache(cache_path);
   for (const Entry& e : entries)
     if (e.key == *before) return {e.sha256, true};
 
-  FileDigest digest{sha256_file(path), false};
+  FileDigest digest{sha256_file(path, progress), false};
   if (cache_path.empty()) {
     GLACIER_LOG_DEBUG("no $XDG_CACHE_HOME or $HOME: the SHA-256 of %s is not cached", path.c_str());
     return digest;

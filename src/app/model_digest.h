@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "app/sha256.h"
+
 namespace glacier::app {
 
 // $XDG_CACHE_HOME/glacier/model-sha256, else $HOME/.cache/glacier/model-sha256; "" when neither
@@ -20,6 +22,8 @@ struct FileDigest {
 // computed with sha256_file and recorded. Cache trouble (unreadable, unwritable, malformed lines)
 // never fails: it costs a rehash and a debug-level log line. Throws InputError naming the path when
 // the file itself cannot be read.
-FileDigest cached_sha256_file(const std::string& path, const std::string& cache_path = model_digest_cache_path());
+// `progress` hears from a computation (not from a cache hit).
+FileDigest cached_sha256_file(const std::string& path, const std::string& cache_path = model_digest_cache_path(),
+                              const HashProgress& progress = {});
 
 }  // namespace glacier::app

@@ -2,11 +2,13 @@
 // job's ids and the command line.
 #include "app/provenance.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <map>
 
 #include "app/model_digest.h"
+#include "comm/startup_watchdog.h"
 #include "app/sha256.h"
 #include "util/log.h"
 #include "version/build_info.h"
@@ -36,10 +38,7 @@ Provenance describe_run(const JobOptions& o, const gguf::File& model, const RunF
   Provenance p;
   p.model_path = o.model;
   p.model_bytes = model.file_size();
-  const FileDigest digest = cached_sha256_file(o.model);
-  GLACIER_LOG_DEBUG("model SHA-256 %s (%s)", digest.sha256.c_str(),
-                    digest.from_cache ? "cached, the file unchanged since it was hashed" : "computed");
-  p.model_sha256 = digest.sha256;
+  p.model_sha256 = facts.model_sha256;
   p.tensor_types = tensor_type_summary(model);
   p.layer_split = facts.layer_split;
   p.ranks = facts.ranks;
@@ -57,6 +56,17 @@ Provenance describe_run(const JobOptions& o, const gguf::File& model, const RunF
   p.batch_job = batch_job_json().dump();
   p.kernels = kernels::isa_name(kernels::active_isa());
   return p;
+}
+
+std::string model_sha256_reporting(const std::string& model_path) {
+  const FileDigest digest = cached_sha256_file(model_path, model_digest_cache_path(), [](uint64_t done, uint64_t total) {
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "%.0f of %.0f MiB hashed", done / 1048576.0, total / 1048576.0);
+    comm::startup::progress(detail);
+  });
+  GLACIER_LOG_DEBUG("model SHA-256 %s (%s)", digest.sha256.c_str(),
+                    digest.from_cache ? "cached, the file unchanged since it was hashed" : "computed");
+  return digest.sha256;
 }
 
 nlohmann::json result_settings(const JobOptions& o, int32_t n_ctx, const std::optional<std::string>& chat_template,

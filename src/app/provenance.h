@@ -43,10 +43,15 @@ struct RunFacts {
   int32_t n_ctx = 0;
   ChatSetup chat;
   std::string started_at;
+  std::string model_sha256;  // hashed during start-up (model_sha256_reporting)
 };
 
-// The whole record for a generate or score job: hashes the model (cached by file identity) and the
-// prompt file. Throws InputError naming a file that cannot be read.
+// The model's SHA-256 (cached per file), reporting the bytes hashed to the start-up watchdog: on a
+// first run a model of hundreds of GB takes minutes to hash.
+std::string model_sha256_reporting(const std::string& model_path);
+
+// The whole record for a generate or score job: hashes the prompt file. Throws InputError naming a
+// file that cannot be read.
 Provenance describe_run(const JobOptions& o, const gguf::File& model, const RunFacts& facts);
 
 // "f32:11,q8_0:32": how many tensors of each type the model holds.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -17,6 +18,7 @@ namespace glacier::app {
 namespace {
 
 constexpr size_t kFileChunk = size_t{1} << 20;
+constexpr uint64_t kProgressEvery = uint64_t{64} << 20;  // about 0.1 s of hashing: often enough for any watchdog
 
 // OpenSSL fails only when out of memory or misconfigured: a program error, not bad input.
 void require(int ok, const char* call) {
@@ -66,14 +68,22 @@ std::string sha256_hex(std::string_view data) {
   return Sha256::to_hex(hash.finish());
 }
 
-std::string sha256_file(const std::string& path) {
+std::string sha256_file(const std::string& path, const HashProgress& progress) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
   if (!file) throw InputError(path + ": cannot open the file to compute its SHA-256: " + std::strerror(errno));
+  std::error_code size_error;
+  const uint64_t total = std::filesystem::file_size(path, size_error);
   std::vector<uint8_t> chunk(kFileChunk);
   Sha256 hash;
+  uint64_t done = 0, reported = 0;
   for (;;) {
     const size_t got = std::fread(chunk.data(), 1, chunk.size(), file.get());
     hash.update(chunk.data(), got);
+    done += got;
+    if (progress && done - reported >= kProgressEvery) {
+      progress(done, size_error ? 0 : total);
+      reported = done;
+    }
     if (got < chunk.size()) break;
   }
   if (std::ferror(file.get()))

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,8 +39,12 @@ class Sha256 {
 // Lower-case hex digest of `data`.
 std::string sha256_hex(std::string_view data);
 
+// Told the bytes hashed so far and the file's size, every 64 MiB (a long hash is a phase the start-up
+// watchdog must hear from).
+using HashProgress = std::function<void(uint64_t done, uint64_t total)>;
+
 // Lower-case hex digest of a file's contents, read in 1 MiB chunks (model files are gigabytes).
 // Throws InputError naming the path when the file cannot be opened or read.
-std::string sha256_file(const std::string& path);
+std::string sha256_file(const std::string& path, const HashProgress& progress = {});
 
 }  // namespace glacier::app

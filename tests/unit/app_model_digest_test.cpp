@@ -3,12 +3,14 @@
 // follows $XDG_CACHE_HOME and $HOME.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "app/model_digest.h"
 #include "common/test_env.h"
@@ -111,6 +113,34 @@ TEST(AppModelDigest, UnwritableCacheOnlyCostsARehash) {
   }
   const FileDigest uncached = cached_sha256_file(model, "");
   EXPECT_EQ(uncached.sha256, kAbc);
+}
+
+// A long hash reports as it goes (the start-up watchdog must hear from rank 0 while it hashes a model
+// of hundreds of GB); a cache hit reports nothing, there being nothing to wait for.
+TEST(AppModelDigest, AComputationReportsItsProgressAndACacheHitDoesNot) {
+  const std::string dir = glacier::testing::scratch_dir("model_digest_progress");
+  constexpr uint64_t kBytes = (uint64_t{200} << 20) + 12345;  // a few 64 MiB reports and a tail
+  {
+    std::ofstream out(dir + "/big.bin", std::ios::binary | std::ios::trunc);
+    const std::string block(1 << 20, 'x');
+    for (uint64_t done = 0; done < kBytes; done += block.size())
+      out.write(block.data(), static_cast<std::streamsize>(std::min<uint64_t>(block.size(), kBytes - done)));
+  }
+  fs::remove(dir + "/cache");
+  std::vector<std::pair<uint64_t, uint64_t>> reports;
+  auto record = [&](uint64_t done, uint64_t total) { reports.emplace_back(done, total); };
+  const FileDigest first = cached_sha256_file(dir + "/big.bin", dir + "/cache", record);
+  EXPECT_FALSE(first.from_cache);
+  ASSERT_EQ(reports.size(), 3u) << "one report per 64 MiB hashed";
+  for (size_t i = 0; i < reports.size(); ++i) {
+    EXPECT_EQ(reports[i].first, (i + 1) * (uint64_t{64} << 20));
+    EXPECT_EQ(reports[i].second, kBytes);
+  }
+  reports.clear();
+  const FileDigest second = cached_sha256_file(dir + "/big.bin", dir + "/cache", record);
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.sha256, first.sha256);
+  EXPECT_TRUE(reports.empty());
 }
 
 TEST(AppModelDigest, MissingModelIsAnInputErrorNamingIt) {
