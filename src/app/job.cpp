@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -267,7 +268,14 @@ pipeline::SchedulerOptions scheduler_options(const RankSetup& s, int n_stages) {
 
 // Rank 0's part of a perplexity job.
 int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline::Ring& ring,
-                     const pipeline::SchedulerOptions& sopt) {
+                     const pipeline::SchedulerOptions& sopt, const Provenance& provenance) {
+  // --out gets a new file (never an earlier run's, which would then hold this run's trace beside its
+  // own results) with the provenance now and the figures at the end; the JSONL is written below.
+  JobOptions h5_only = o;
+  h5_only.jsonl_out.clear();
+  const std::vector<io::PromptRecord> no_prompts;
+  std::optional<ResultSink> sink;
+  if (!o.h5_out.empty()) sink.emplace(h5_only, provenance, no_prompts);
   const std::vector<int32_t> tokens = tok.encode(read_file(o.prompts), true, false);
   PerplexityPlan plan = plan_perplexity(o.prompts, tokens, o.ctx, tok.bos());
   std::vector<std::vector<float>> logprobs(static_cast<size_t>(plan.n_chunk));
@@ -286,6 +294,10 @@ int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline:
     std::ofstream out(o.jsonl_out);
     out << j.dump() << "\n";
     if (!out) throw InputError(o.jsonl_out + ": write failed");
+  }
+  if (sink) {
+    sink->record_attribute("perplexity", j.dump());
+    sink->finish();
   }
   std::printf("ppl = %.4f\n", pr.ppl);
   return kExitOk;
@@ -577,7 +589,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   start_trace_clock(ch, clock, trace);
   // Only a results file records (and --resume compares) the model's digest.
   std::string model_sha256;
-  if (o.mode != "perplexity" && !o.h5_out.empty()) {
+  if (!o.h5_out.empty()) {
     comm::startup::phase("rank 0 hashing the model (SHA-256, cached for later runs)");
     agreed_step([&] {
       if (ch.rank() == 0) model_sha256 = model_sha256_reporting(o.model);
@@ -606,16 +618,18 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     // end the ring cleanly, or the other ranks would wait forever for the shutdown message.
     try {
       const ChatSetup chat = choose_chat_template(o, s.file->find_string("tokenizer.chat_template"));
+      const auto provenance = [&] {
+        return describe_run(o, *s.file, {pipeline::format_layer_split(s.split), ch.size(), hosts, s.n_ctx, chat,
+                                         started_at, model_sha256});
+      };
       if (ch.rank() != 0) {
         code = serve_replica(o, *tok, chat, *ring, sopt, ch);
       } else if (o.mode == "perplexity") {
-        code = drive_perplexity(o, *tok, *ring, sopt);
+        code = drive_perplexity(o, *tok, *ring, sopt, provenance());
       } else {
         std::vector<int> clients;
         for (int k = 1; k < s.replicas; ++k) clients.push_back(k * s.n_stages);
-        const Provenance prov = describe_run(o, *s.file, {pipeline::format_layer_split(s.split), ch.size(), hosts, s.n_ctx,
-                                                          chat, started_at, model_sha256});
-        code = drive_prompts(o, *tok, chat, *ring, sopt, prov, ch, clients);
+        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(), ch, clients);
       }
     } catch (const comm::StallError&) {
       throw;  // the ring cannot be shut down through a stalled rank: main aborts the job

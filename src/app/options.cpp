@@ -189,6 +189,8 @@ void check(const JobOptions& o) {
     bad("inject-latency-ms", "milliseconds in [0, 60000]", shown(o.inject_latency_ms));
   if (o.flush_every < 1) bad("flush-every", "a count >= 1", std::to_string(o.flush_every));
   if (o.resume && o.h5_out.empty()) bad("resume", "an --out HDF5 file to resume from", "no --out");
+  if (o.resume && o.mode == "perplexity")
+    bad("resume", "no --resume with --mode perplexity (its chunks are one measurement: run it again)", "--resume");
   if (!log::parse_level(o.log_level))
     bad("log-level", "debug, info, warn or error", "'" + o.log_level + "'");
 }

@@ -249,6 +249,11 @@ void ResultSink::put(const io::ResultRecord& r) {
     flush();
 }
 
+void ResultSink::record_attribute(const std::string& name, const std::string& value) {
+  GLACIER_ASSERT(opened_ && !finished_, "ResultSink::record_attribute() before the file is open or after finish()");
+  if (h5_) h5_->set_attribute(name, value);
+}
+
 void ResultSink::tick() {
   if (opened_ && !finished_ && h5_ && h5_error_.empty() && !pending_.empty() &&
       now_seconds() - last_flush_ >= options_.flush_seconds)

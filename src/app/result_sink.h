@@ -66,6 +66,9 @@ class ResultSink {
   // Writes everything and closes both files; throws std::runtime_error naming the path. Idempotent.
   void finish();
 
+  // A root attribute of the HDF5 file beside the provenance (a perplexity run's figures, as JSON text).
+  void record_attribute(const std::string& name, const std::string& value);
+
   // Prompts finished so far, including those an earlier run finished.
   int64_t done() const { return done_; }
 

@@ -148,4 +148,27 @@ TEST(JobOutputs, ResumeAfterPromptsMovedRunsThemAgainAndMatchesAFreshRun) {
   }
 }
 
+// A perplexity run given an earlier generate run's --out replaces the file: its trace and figures never
+// sit beside another run's result rows.
+TEST(JobOutputs, PerplexityReplacesAnEarlierResultsFileInsteadOfAddingToIt) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  GLACIER_REQUIRE_SHARED(text, "reference/stories260K/ppl_text.txt");
+  const std::string dir = glacier::testing::scratch_dir("outputs-ppl");
+  write_lines(dir + "/p.txt", {"Once upon a time", "The cat"});
+  const std::string out = dir + "/r.h5";
+  const auto generate = run_glacier(2, "--model " + model + " --prompts " + dir + "/p.txt --out " + out + " --max-tokens 4",
+                                    kJobTimeLimitS);
+  ASSERT_EQ(generate.exit_code, 0) << generate.output;
+  ASSERT_EQ(glacier::io::read_finished(out).rows.size(), 2u);
+  const auto ppl = run_glacier(2, "--model " + model + " --prompts " + text + " --out " + out +
+                                      " --mode perplexity --ctx 128", kJobTimeLimitS);
+  ASSERT_EQ(ppl.exit_code, 0) << ppl.output;
+  const auto after = glacier::io::read_finished(out);
+  EXPECT_TRUE(after.rows.empty()) << "the generate run's rows are still in the perplexity run's file";
+  ASSERT_NE(after.attributes.find("perplexity"), after.attributes.end());
+  const auto figures = nlohmann::json::parse(std::get<std::string>(after.attributes.at("perplexity")));
+  EXPECT_EQ(figures["n_chunk"], 18);
+  EXPECT_EQ(std::get<std::string>(after.attributes.at("mode")), "perplexity");
+}
+
 }  // namespace
