@@ -47,6 +47,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/stop_request.h"
 
 namespace glacier::app {
 namespace {
@@ -534,6 +535,8 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
   std::unique_ptr<model::Tokenizer> tok;
   // Each setup step ends with every rank agreeing on the first error: one message, every rank exits.
+  // A stop signal during start-up ends the job at the next step (nothing has run yet, nothing is lost):
+  // waiting for the ring to start would hold a node for the rest of a load that may take minutes.
   auto agreed_step = [&](const std::function<void()>& step) {
     std::optional<std::string> error;
     try {
@@ -542,6 +545,13 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       error = e.what();
     }
     if (auto agreed = ch.agree_on_error(error)) throw InputError(*agreed);
+    const std::vector<int64_t> stops = ch.allgather(stop::local_signal());
+    for (size_t r = 0; r < stops.size(); ++r)
+      if (stops[r] != 0)
+        throw JobFailed(std::string(stop::signal_name(static_cast<int>(stops[r]))) + " to rank " + std::to_string(r) +
+                            " during start-up, before any prompt ran: nothing to save; run the job again (with "
+                            "--resume if --out holds an earlier run's results)",
+                        kExitInterrupted);
   };
   // Every phase up to the last rank's "ready" is reported to the start-up watchdog (main started it).
   comm::startup::phase("reading the model's metadata");

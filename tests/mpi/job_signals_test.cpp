@@ -124,6 +124,28 @@ TEST_P(StartupStall, RankStoppedWhileLoadingEndsTheJobNamingRankAndPhase) {
 INSTANTIATE_TEST_SUITE_P(Ranks, StartupStall, ::testing::Values(0, 1),
                          [](const auto& info) { return "rank" + std::to_string(info.param); });
 
+// A stop signal while a rank loads ends the job after the load step, on every rank with 75, instead of
+// waiting for the ring to start: nothing has run, so nothing is lost.
+TEST(StartupStop, SigtermToARankWhileLoadingEndsTheJobWith75AfterTheStep) {
+  const std::string dir = glacier::testing::scratch_dir("startup-stop");
+  const std::string model = make_model(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
+                           "/out.jsonl --max-tokens 1 --log-level debug --slow-rank 1:" + kSlowLoadFactor;
+  BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
+  ASSERT_GE(wait_for_output(job, loading_line(1)), 0.0) << job.output();
+  const auto target = glacier::testing::pid_of_mpi_rank(job.pid(), 1);
+  ASSERT_TRUE(target.has_value()) << job.output();
+  ASSERT_EQ(::kill(*target, SIGTERM), 0);
+  const auto code = job.wait_for(kJobTimeLimitS);
+  const std::string output = job.output();
+  ASSERT_TRUE(code.has_value()) << output;
+  EXPECT_EQ(*code, kExitInterrupted) << output;
+  EXPECT_NE(output.find("SIGTERM to rank 1 during start-up, before any prompt ran"), std::string::npos) << output;
+  EXPECT_EQ(output.find("start-up phase: allocating the KV cache"), std::string::npos)
+      << "the job went on past the step the signal came in\n" << output;
+}
+
 // The same slowed load with a stall timeout far below its length: progress reports keep it alive.
 TEST(StartupWatchdog, SlowLoadThatReportsProgressIsNotAStall) {
   const std::string dir = glacier::testing::scratch_dir("startup-slow-load");
