@@ -3,10 +3,12 @@
 #include "model/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "gguf/gguf_file.h"
 #include "model/arch_table.h"
+#include "model/file_coverage.h"
 #include "util/error.h"
 
 namespace glacier::model {
@@ -32,6 +34,24 @@ void read_experts(const gguf::File& f, const std::string& p, const ArchSpec& spe
                      std::to_string(c.n_expert) + "), found " + std::to_string(c.n_expert_used));
   c.n_ff_expert = spec.expert_ff_key ? positive_key(f, p + spec.expert_ff_key) : c.n_ff;
   if (spec.shared_expert) c.n_ff_shexp = positive_key(f, p + "expert_shared_feed_forward_length");
+}
+
+// RoPE scaling keys (llama.cpp's reading: type defaults to linear, a factor of 0 means none, and
+// rope.scale_linear is the factor's older name). Only the forms implemented are accepted.
+void read_rope_scaling(const gguf::File& f, const std::string& p) {
+  const std::string type_key = p + "rope.scaling.type";
+  const std::string type = f.find(type_key) ? f.get_string(type_key) : "linear";
+  std::string factor_key = p + "rope.scaling.factor";
+  if (!f.find(factor_key) && f.find(p + "rope.scale_linear")) factor_key = p + "rope.scale_linear";
+  const double factor = f.find(factor_key) ? f.get_float(factor_key) : 0.0;
+  if (!std::isfinite(factor) || factor < 0.0)
+    throw InputError(f.path() + ": key '" + factor_key + "': expected a finite factor >= 0, found " +
+                     std::to_string(factor));
+  const bool no_factor = factor == 0.0 || factor == 1.0;
+  if (type == "none" || (type == "linear" && no_factor)) return;
+  throw InputError(f.path() + ": key '" + type_key + "': expected no rope scaling (type 'none', or 'linear' with " +
+                   factor_key + " 0 or 1), found type '" + type + "' with factor " + std::to_string(factor) +
+                   ", which glacier does not implement");
 }
 
 }  // namespace
@@ -80,6 +100,7 @@ ModelConfig read_model_config(const gguf::File& f) {
   if (spec.sliding_window_key && f.find_uint(p + spec.sliding_window_key))
     c.n_swa = static_cast<int32_t>(std::min<uint64_t>(f.get_uint(p + spec.sliding_window_key), 1u << 30));
   read_experts(f, p, spec, c);
+  read_rope_scaling(f, p);
   // The vocabulary size is the token list's length; the embedding's shape is checked against it on load.
   const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != gguf::ValueType::ARRAY)
@@ -87,6 +108,8 @@ ModelConfig read_model_config(const gguf::File& f) {
                      (tokens ? gguf::value_type_name(tokens->type) : "nothing (key missing)"));
   c.n_vocab = static_cast<int32_t>(std::get<gguf::Array>(tokens->data).items.size());
   if (c.n_vocab <= 0) throw InputError(f.path() + ": key 'tokenizer.ggml.tokens': expected a non-empty vocabulary, found 0 tokens");
+  check_keys_understood(f, c);
+  check_tensors_used(f, c);
   return c;
 }
 

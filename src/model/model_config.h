@@ -40,7 +40,8 @@ struct ModelConfig {
 };
 
 // Reads and checks the config; throws InputError naming the file and key (missing key, bad value, an
-// unsupported architecture with the list of supported ones).
+// unsupported architecture with the list of supported ones), or naming a key or tensor of the file that
+// glacier would otherwise ignore (file_coverage.h).
 ModelConfig read_model_config(const gguf::File& file);
 
 }  // namespace glacier::model

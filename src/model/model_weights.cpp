@@ -250,6 +250,33 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
   return w;
 }
 
+std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelConfig& c) {
+  const ArchSpec& a = c.spec;
+  std::vector<std::string> names = {"token_embd.weight", "output_norm.weight"};
+  if (!head_is_tied(f, c)) names.push_back("output.weight");
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    std::vector<const char*> w = {"attn_norm", "attn_output", "ffn_norm"};
+    if (a.qkv == QkvLayout::Fused) {
+      w.push_back("attn_qkv");
+    } else {
+      w.insert(w.end(), {"attn_q", "attn_k", "attn_v"});
+    }
+    if (a.qkv_bias)
+      for (const char* b : {"attn_q", "attn_k", "attn_v"}) names.push_back(blk(l, b, "bias"));
+    if (a.qk_norm) w.insert(w.end(), {"attn_q_norm", "attn_k_norm"});
+    if (c.is_moe()) {
+      w.insert(w.end(), {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"});
+      if (a.shared_expert) w.insert(w.end(), {"ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"});
+    } else if (a.ffn == FfnLayout::FusedGateUp) {
+      w.insert(w.end(), {"ffn_up", "ffn_down"});
+    } else {
+      w.insert(w.end(), {"ffn_gate", "ffn_up", "ffn_down"});
+    }
+    for (const char* name : w) names.push_back(blk(l, name));
+  }
+  return names;
+}
+
 WeightBytes weight_bytes(const gguf::File& f, const ModelConfig& c) {
   WeightBytes b;
   b.per_layer.assign(static_cast<size_t>(c.n_layer), 0);

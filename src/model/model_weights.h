@@ -71,6 +71,10 @@ using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_byte
 ShardWeights load_shard(const gguf::File& file, const ModelConfig& cfg, LayerRange layers, bool has_embedding,
                         bool has_head, ThreadPool* scan_pool = nullptr, const LoadProgress& progress = {});
 
+// Every tensor load_shard maps over all layers with the embedding and the head, in no set order: a file
+// tensor outside this list would be ignored (file_coverage.h refuses it).
+std::vector<std::string> expected_tensor_names(const gguf::File& file, const ModelConfig& cfg);
+
 // Weight bytes of each layer, and of the embedding and head parts (for partitioning by bytes).
 struct WeightBytes {
   std::vector<uint64_t> per_layer;
