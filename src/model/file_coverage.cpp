@@ -1,5 +1,5 @@
 // The allow-list of metadata keys per architecture and the check that every tensor is mapped. A key
-// that would change the computation and is not implemented (softcapping, other rope scalings, logit
+// that would change the computation and is not implemented (softcapping, longrope scaling, logit
 // or residual scales, parallel residual, ...) is refused, not skipped: the next unknown key is refused
 // too, without anyone having to add it to a deny-list.
 #include "model/file_coverage.h"
@@ -46,12 +46,12 @@ constexpr KnownKey kCommonKeys[] = {
     {"attention.layer_norm_rms_epsilon", "read"},
     {"rope.freq_base", "read"},
     {"rope.dimension_count", "read: the rotated part of a head (may be smaller than the head)"},
-    {"rope.scaling.type", "read (model_config checks the type is implemented)"},
-    {"rope.scaling.factor", "read (model_config checks the type is implemented)"},
+    {"rope.scaling.type", "read: none, linear or yarn (anything else refused)"},
+    {"rope.scaling.factor", "read"},
     {"rope.scale_linear", "read: the older name of rope.scaling.factor"},
+    {"rope.scaling.attn_factor", "read: cos and sin multiplied by it"},
+    {"rope.scaling.original_context_length", "read: YaRN's original context"},
     {"rope.scaling.finetuned", "harmless: a flag llama.cpp records and never computes with"},
-    {"rope.scaling.original_context_length",
-     "harmless here: only YaRN and Phi-3's long/short rope factors use it, and glacier refuses both"},
     {"vocab_size", "harmless: the vocabulary is tokenizer.ggml.tokens, which the weights' shapes are checked against"},
 };
 

@@ -206,6 +206,13 @@ bool head_is_tied(const gguf::File& f, const ModelConfig& c) {
   return false;
 }
 
+constexpr const char* kRopeFreqs = "rope_freqs.weight";
+
+// Llama 3's rope frequency divisors: used when the architecture allows them and the file has them.
+bool has_rope_freqs(const gguf::File& f, const ModelConfig& c) {
+  return c.spec.rope_freqs && f.find_tensor(kRopeFreqs) != nullptr;
+}
+
 }  // namespace
 
 
@@ -219,6 +226,13 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
   if (has_embedding) {
     check_vocab_rows(f, c, "token_embd.weight");
     w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, &w);
+  }
+  if (layers.first < layers.last && has_rope_freqs(f, c)) {
+    w.rope_freqs = norm_vector(f, kRopeFreqs, c.n_rot / 2, &w);
+    for (size_t i = 0; i < w.rope_freqs.size(); ++i)
+      if (!(w.rope_freqs[i] > 0.0f))
+        throw InputError(f.path() + ": tensor '" + kRopeFreqs + "': expected positive frequency divisors, found " +
+                         std::to_string(w.rope_freqs[i]) + " at index " + std::to_string(i));
   }
   for (int32_t l = layers.first; l < layers.last; ++l) {
     LayerWeights lw;
@@ -254,6 +268,7 @@ std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelC
   const ArchSpec& a = c.spec;
   std::vector<std::string> names = {"token_embd.weight", "output_norm.weight"};
   if (!head_is_tied(f, c)) names.push_back("output.weight");
+  if (has_rope_freqs(f, c)) names.push_back(kRopeFreqs);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     std::vector<const char*> w = {"attn_norm", "attn_output", "ffn_norm"};
     if (a.qkv == QkvLayout::Fused) {

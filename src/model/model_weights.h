@@ -51,6 +51,7 @@ struct ShardWeights {
   kernels::Matrix token_embd;      // [n_vocab rows x n_embd]
   std::vector<LayerWeights> layer;  // layer[i] is model layer layers.first + i
   std::vector<float> output_norm;
+  std::vector<float> rope_freqs;   // rope_freqs.weight (n_rot / 2 divisors) on a shard with layers; empty: none
   kernels::Matrix output;          // [n_vocab rows x n_embd]
   uint64_t bytes = 0;              // weight bytes the shard maps
   std::vector<const gguf::TensorInfo*> tensors;  // every tensor the shard maps, in load order

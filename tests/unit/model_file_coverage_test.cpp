@@ -95,15 +95,28 @@ const Extra kExtras[] = {
      [](gguf::Writer& w) { w.set_f32("llama.expert_weights_scale", 2.5f); }},
     {"attention_scale.gguf", "llama.attention.scale", [](gguf::Writer& w) { w.set_f32("llama.attention.scale", 0.1f); }},
     {"causal.gguf", "llama.attention.causal", [](gguf::Writer& w) { w.set_bool("llama.attention.causal", false); }},
-    {"rope_attn_factor.gguf", "llama.rope.scaling.attn_factor",
-     [](gguf::Writer& w) { w.set_f32("llama.rope.scaling.attn_factor", 1.2f); }},
+    {"rope_yarn_log_mul.gguf", "llama.rope.scaling.yarn_log_multiplier",
+     [](gguf::Writer& w) { w.set_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f); }},
+    {"rope_sections.gguf", "llama.rope.dimension_sections",
+     [](gguf::Writer& w) { w.set_i32_array("llama.rope.dimension_sections", {4, 4, 0, 0}); }},
     {"other_arch_key.gguf", "qwen2.rope.freq_base", [](gguf::Writer& w) { w.set_f32("qwen2.rope.freq_base", 1e6f); }},
     {"adapter.gguf", "adapter.type", [](gguf::Writer& w) { w.set_string("adapter.type", "lora"); }},
-    {"rope_scaling_yarn.gguf", "llama.rope.scaling.type",
+    {"rope_scaling_longrope.gguf", "llama.rope.scaling.type",
      [](gguf::Writer& w) {
-       w.set_string("llama.rope.scaling.type", "yarn");
+       w.set_string("llama.rope.scaling.type", "longrope");
        w.set_f32("llama.rope.scaling.factor", 4.0f);
      }},
+    {"rope_scaling_negative.gguf", "llama.rope.scaling.factor",
+     [](gguf::Writer& w) {
+       w.set_string("llama.rope.scaling.type", "linear");
+       w.set_f32("llama.rope.scaling.factor", -2.0f);
+     }},
+    {"rope_attn_factor_zero.gguf", "llama.rope.scaling.attn_factor",
+     [](gguf::Writer& w) { w.set_f32("llama.rope.scaling.attn_factor", 0.0f); }},
+    {"rope_freqs_shape.gguf", "rope_freqs.weight",  // tiny: head 16, so 8 pairs
+     [](gguf::Writer& w) { w.add_tensor("rope_freqs.weight", gguf::TensorType::F32, {16}, f32_bytes(16, 2.0f)); }},
+    {"rope_freqs_zero.gguf", "rope_freqs.weight",
+     [](gguf::Writer& w) { w.add_tensor("rope_freqs.weight", gguf::TensorType::F32, {8}, f32_bytes(8, 0.0f)); }},
     {"rope_factors_long.gguf", "rope_factors_long.weight",
      [](gguf::Writer& w) { w.add_tensor("rope_factors_long.weight", gguf::TensorType::F32, {8}, f32_bytes(8, 2.0f)); }},
     {"extra_layer_tensor.gguf", "blk.1.attn_q.bias",
@@ -120,6 +133,23 @@ TEST(ModelFileCoverage, EachUnimplementedKeyOrTensorIsRefusedByName) {
     EXPECT_NE(msg.find(std::string("'") + x.named + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
   }
+}
+
+// rope_freqs.weight is Llama 3's: on another architecture it is refused, not ignored.
+TEST(ModelFileCoverage, RopeFreqsOnAnotherArchitectureIsRefused) {
+  GLACIER_REQUIRE_SHARED(qwen2, "models/synthetic/synth-qwen2-f32.gguf");
+  auto f = gguf::File::open(qwen2);
+  gguf::Writer w;
+  for (const auto& [key, value] : f->metadata()) w.set(key, value);
+  for (const gguf::TensorInfo& t : f->tensors())
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
+                 std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  w.add_tensor("rope_freqs.weight", gguf::TensorType::F32, {16}, f32_bytes(16, 2.0f));
+  const std::string path = scratch() + "/qwen2_rope_freqs.gguf";
+  w.write(path);
+  const std::string msg = load_error(path);
+  EXPECT_NE(msg.find("'rope_freqs.weight'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'qwen2'"), std::string::npos) << msg;
 }
 
 // Keys that do not change the computation load, and the dense model's "no experts".
