@@ -60,7 +60,12 @@ std::string value_text(const gguf::Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v.data)) return std::to_string(*i);
   if (const auto* d = std::get_if<double>(&v.data)) return std::to_string(*d);
   if (const auto* b = std::get_if<bool>(&v.data)) return *b ? "true" : "false";
-  if (const auto* s = std::get_if<std::string>(&v.data)) return "'" + s->substr(0, 80) + "'";
+  if (const auto* s = std::get_if<std::string>(&v.data)) {
+    std::string quoted = "'";  // appended, not concatenated: gcc 12 warns falsely (-Wrestrict) on "'" + s + "'"
+    quoted.append(*s, 0, 80);
+    quoted += '\'';
+    return quoted;
+  }
   const auto& a = std::get<gguf::Array>(v.data);
   return std::string("an array of ") + std::to_string(a.items.size()) + " " + gguf::value_type_name(a.elem_type);
 }
