@@ -2,6 +2,7 @@
 // were made that way; the float rounding of the closed form differs slightly).
 #include "kernels/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace glacier::kernels {
@@ -20,12 +21,21 @@ void apply(float* head, int32_t n_rot, const float* cos_in, const float* sin_in)
 }
 }  // namespace
 
-void rope_angles(int32_t n_rot, int32_t pos, float base, float* cos_out, float* sin_out) {
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+void rope_angles(const RopeParams& p, int32_t pos, float* cos_out, float* sin_out) {
+  const float theta_scale = std::pow(p.base, -2.0f / static_cast<float>(p.n_rot));
+  float mscale = p.mscale;
+  if (p.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
   float theta = static_cast<float>(pos);
-  for (int32_t i = 0; i < n_rot / 2; ++i) {
-    cos_out[i] = std::cos(theta);
-    sin_out[i] = std::sin(theta);
+  for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+    const float extrapolated = p.freq_factors ? theta / p.freq_factors[i] : theta;
+    float angle = p.freq_scale * extrapolated;
+    if (p.ext_factor != 0.0f) {
+      const float y = (static_cast<float>(i) - p.corr_low) / std::max(0.001f, p.corr_high - p.corr_low);
+      const float r = p.ext_factor * (1.0f - std::min(1.0f, std::max(0.0f, y)));
+      angle = angle * (1.0f - r) + extrapolated * r;
+    }
+    cos_out[i] = std::cos(angle) * mscale;
+    sin_out[i] = std::sin(angle) * mscale;
     theta *= theta_scale;
   }
 }

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -26,6 +27,8 @@ std::optional<Request> parse(int argc, char** argv) {
   std::string preset = "tiny", type = "f32", out, vocab_from, name;
   int32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, ctx = 2048;
   float rope_base = 10000.0f;
+  bool rope_freqs = false;
+  std::string rope_scaling;
   uint64_t seed = 1;
   int threads = 0;
   po::options_description opts(
@@ -46,6 +49,8 @@ std::optional<Request> parse(int argc, char** argv) {
       ("vocab-from", po::value(&vocab_from), "copy every tokenizer.* key from this GGUF file (n_vocab = its token count)")
       ("ctx", po::value(&ctx)->default_value(ctx), "llama.context_length")
       ("rope-base", po::value(&rope_base)->default_value(rope_base, "10000"), "llama.rope.freq_base")
+      ("rope-freqs", po::bool_switch(&rope_freqs), "write rope_freqs.weight (Llama 3 style divisors, 1 rising to 8)")
+      ("rope-scaling", po::value(&rope_scaling), "linear:FACTOR | yarn:FACTOR (llama.rope.scaling.* keys)")
       ("name", po::value(&name), "general.name (default glacier-synthetic[-PRESET])")
       ("threads,t", po::value(&threads)->default_value(threads), "generator threads (0 = all; the bytes do not depend on it)")
       ("out,o", po::value(&out), "output GGUF file (required)");
@@ -85,6 +90,18 @@ std::optional<Request> parse(int argc, char** argv) {
   s.vocab_from = vocab_from;
   s.n_ctx = ctx;
   s.rope_base = rope_base;
+  s.rope_freqs = rope_freqs;
+  if (vm.count("rope-scaling")) {
+    const size_t colon = rope_scaling.find(':');
+    if (colon == std::string::npos)
+      throw glacier::InputError("option --rope-scaling: expected TYPE:FACTOR (linear:4, yarn:4), found '" + rope_scaling + "'");
+    s.rope_scaling_type = rope_scaling.substr(0, colon);
+    const std::string factor = rope_scaling.substr(colon + 1);
+    char* end = nullptr;
+    s.rope_scaling_factor = std::strtof(factor.c_str(), &end);
+    if (factor.empty() || *end != '\0')
+      throw glacier::InputError("option --rope-scaling: expected a number after ':', found '" + factor + "'");
+  }
   s.threads = threads;
   return r;
 }

@@ -16,6 +16,33 @@
 #include "util/error.h"
 
 namespace glacier::compute {
+namespace {
+
+// YaRN's correction range end for a pair count of `n_rot_beta` turns over the original context, in
+// float as llama.cpp computes it: n_rot * ln(n_ctx_orig / (beta * 2 pi)) / (2 ln base).
+float yarn_corr_dim(int32_t n_rot, int32_t n_ctx_orig, float beta, float base) {
+  constexpr float kPi = 3.14159265358979323846f;
+  return static_cast<float>(n_rot) * std::log(static_cast<float>(n_ctx_orig) / (beta * 2.0f * kPi)) /
+         (2.0f * std::log(base));
+}
+
+kernels::RopeParams rope_params(const model::ModelConfig& cfg, const std::vector<float>& freq_factors) {
+  kernels::RopeParams p;
+  p.n_rot = cfg.n_rot;
+  p.base = cfg.rope_base;
+  p.freq_scale = cfg.rope_scaling == model::RopeScaling::None ? 1.0f : cfg.rope_freq_scale;
+  p.freq_factors = freq_factors.empty() ? nullptr : freq_factors.data();
+  p.mscale = cfg.rope_attn_factor;
+  if (cfg.rope_scaling == model::RopeScaling::Yarn) {
+    p.ext_factor = 1.0f;
+    p.corr_low = std::max(0.0f, std::floor(yarn_corr_dim(cfg.n_rot, cfg.rope_n_ctx_orig, cfg.yarn_beta_fast, cfg.rope_base)));
+    p.corr_high = std::min(static_cast<float>(cfg.n_rot - 1),
+                           std::ceil(yarn_corr_dim(cfg.n_rot, cfg.rope_n_ctx_orig, cfg.yarn_beta_slow, cfg.rope_base)));
+  }
+  return p;
+}
+
+}  // namespace
 
 TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWeights weights, int32_t n_slots,
                                    int32_t n_ctx, int32_t max_tokens, ThreadPool& pool)
@@ -36,6 +63,7 @@ TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWe
   tmp_.resize(t * cfg.n_embd);
   scores_.resize(static_cast<size_t>(pool.size()) * scores_per_thread());
   rope_cs_.resize(static_cast<size_t>(cfg.n_rot));
+  rope_ = rope_params(cfg, w_.rope_freqs);
   // Prepared activations for the widest input of any of the shard's matrices, in its type.
   for (const model::LayerWeights& L : w_.layer) {
     for (const kernels::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
@@ -78,7 +106,7 @@ void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int3
       for (int32_t h = 0; h < cfg_.n_head; ++h) kernels::rmsnorm(q + h * hd, L.q_norm.data(), hd, cfg_.rms_eps, q + h * hd);
       for (int32_t h = 0; h < cfg_.n_head_kv; ++h) kernels::rmsnorm(k + h * hd, L.k_norm.data(), hd, cfg_.rms_eps, k + h * hd);
     }
-    kernels::rope_angles(cfg_.n_rot, token_pos_[i], cfg_.rope_base, rope_cos, rope_sin);  // once for all heads
+    kernels::rope_angles(rope_, token_pos_[i], rope_cos, rope_sin);  // once for all heads
     for (int32_t h = 0; h < cfg_.n_head; ++h) rope(q + h * hd, cfg_.n_rot, rope_cos, rope_sin);
     for (int32_t h = 0; h < cfg_.n_head_kv; ++h) rope(k + h * hd, cfg_.n_rot, rope_cos, rope_sin);
     kv_.store_key(li, token_slot_[i], token_pos_[i], k);

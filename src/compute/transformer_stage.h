@@ -11,6 +11,7 @@
 #include "compute/microbatch.h"
 #include "compute/moe_ffn.h"
 #include "compute/stage_matmul.h"
+#include "kernels/rope.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "util/thread_pool.h"
@@ -58,6 +59,7 @@ class TransformerStage {
   }
   std::vector<int32_t> token_pos_, token_slot_;
   std::vector<float> rope_cs_;             // one token's RoPE cosines then sines
+  kernels::RopeParams rope_;               // points into w_.rope_freqs
 };
 
 }  // namespace glacier::compute

@@ -36,6 +36,7 @@ struct ArchSpec {
   bool shared_expert = false;    // an always-on expert gated by sigmoid(ffn_gate_inp_shexp . x)
   const char* expert_ff_key = nullptr;       // ARCH.<key> of one expert's width; nullptr: feed_forward_length
   const char* sliding_window_key = nullptr;  // ARCH.<key> of the attention window; nullptr: none
+  bool rope_freqs = false;       // may carry rope_freqs.weight: per-pair divisors of the rotary frequencies (Llama 3)
 };
 
 const std::vector<ArchSpec>& supported_archs();

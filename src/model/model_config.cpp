@@ -3,10 +3,12 @@
 #include "model/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "gguf/gguf_file.h"
 #include "model/arch_table.h"
+#include "model/file_coverage.h"
 #include "util/error.h"
 
 namespace glacier::model {
@@ -32,6 +34,38 @@ void read_experts(const gguf::File& f, const std::string& p, const ArchSpec& spe
                      std::to_string(c.n_expert) + "), found " + std::to_string(c.n_expert_used));
   c.n_ff_expert = spec.expert_ff_key ? positive_key(f, p + spec.expert_ff_key) : c.n_ff;
   if (spec.shared_expert) c.n_ff_shexp = positive_key(f, p + "expert_shared_feed_forward_length");
+}
+
+// RoPE scaling keys as llama.cpp reads them: the type defaults to linear, a factor of 0 means none,
+// rope.scale_linear is the factor's older name, and attn_factor applies whatever the type.
+void read_rope_scaling(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  const std::string type_key = p + "rope.scaling.type";
+  const std::string type = f.find(type_key) ? f.get_string(type_key) : "linear";
+  std::string factor_key = p + "rope.scaling.factor";
+  if (!f.find(factor_key) && f.find(p + "rope.scale_linear")) factor_key = p + "rope.scale_linear";
+  const double factor = f.find(factor_key) ? f.get_float(factor_key) : 0.0;
+  if (!std::isfinite(factor) || factor < 0.0 || (factor > 0.0 && factor < 1e-6) || factor > 1e6)
+    throw InputError(f.path() + ": key '" + factor_key + "': expected 0 (no scaling) or a factor in [1e-6, 1e6], found " +
+                     std::to_string(factor));
+  c.rope_freq_scale = factor == 0.0 ? 1.0f : static_cast<float>(1.0 / factor);
+  if (type == "none") {
+    c.rope_scaling = RopeScaling::None;
+    c.rope_freq_scale = 1.0f;  // llama.cpp: never scale when the type is none
+  } else if (type == "linear") {
+    c.rope_scaling = c.rope_freq_scale == 1.0f ? RopeScaling::None : RopeScaling::Linear;
+  } else if (type == "yarn") {
+    c.rope_scaling = RopeScaling::Yarn;
+  } else {
+    throw InputError(f.path() + ": key '" + type_key + "': expected a rope scaling type glacier implements (none, " +
+                     "linear, yarn), found '" + type + "'");
+  }
+  const std::string attn_key = p + "rope.scaling.attn_factor";
+  if (f.find(attn_key)) c.rope_attn_factor = static_cast<float>(f.get_float(attn_key));
+  if (!(c.rope_attn_factor > 0.0f && c.rope_attn_factor < 1e6f))
+    throw InputError(f.path() + ": key '" + attn_key + "': expected a value in (0, 1e6), found " +
+                     std::to_string(c.rope_attn_factor));
+  const std::string orig_key = p + "rope.scaling.original_context_length";
+  c.rope_n_ctx_orig = f.find(orig_key) ? positive_key(f, orig_key) : c.n_ctx_train;
 }
 
 }  // namespace
@@ -80,6 +114,7 @@ ModelConfig read_model_config(const gguf::File& f) {
   if (spec.sliding_window_key && f.find_uint(p + spec.sliding_window_key))
     c.n_swa = static_cast<int32_t>(std::min<uint64_t>(f.get_uint(p + spec.sliding_window_key), 1u << 30));
   read_experts(f, p, spec, c);
+  read_rope_scaling(f, p, c);
   // The vocabulary size is the token list's length; the embedding's shape is checked against it on load.
   const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != gguf::ValueType::ARRAY)
@@ -87,6 +122,8 @@ ModelConfig read_model_config(const gguf::File& f) {
                      (tokens ? gguf::value_type_name(tokens->type) : "nothing (key missing)"));
   c.n_vocab = static_cast<int32_t>(std::get<gguf::Array>(tokens->data).items.size());
   if (c.n_vocab <= 0) throw InputError(f.path() + ": key 'tokenizer.ggml.tokens': expected a non-empty vocabulary, found 0 tokens");
+  check_keys_understood(f, c);
+  check_tensors_used(f, c);
   return c;
 }
 

@@ -12,6 +12,8 @@ class File;
 
 namespace glacier::model {
 
+enum class RopeScaling { None, Linear, Yarn };
+
 struct ModelConfig {
   std::string arch;
   ArchSpec spec{};          // the architecture's row of the table (per-arch behaviour)
@@ -27,6 +29,14 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   RopeMode rope_mode = RopeMode::Normal;
+  // RoPE scaling as llama.cpp reads it (kernels/rope.h has the formula). YaRN's beta_fast/slow are not
+  // GGUF keys: llama.cpp's defaults 32 and 1 apply.
+  RopeScaling rope_scaling = RopeScaling::None;
+  float rope_freq_scale = 1.0f;    // positions multiplied by this: 1 / rope.scaling.factor
+  float rope_attn_factor = 1.0f;   // rope.scaling.attn_factor: cos and sin multiplied by it
+  int32_t rope_n_ctx_orig = 0;     // rope.scaling.original_context_length, else context_length (YaRN)
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
   int32_t n_swa = 0;          // sliding attention window (key j visible from i iff i - j < n_swa); 0 = none
   // Mixture of experts (n_expert == 0: a dense FFN of width n_ff).
   int32_t n_expert = 0;
@@ -40,7 +50,8 @@ struct ModelConfig {
 };
 
 // Reads and checks the config; throws InputError naming the file and key (missing key, bad value, an
-// unsupported architecture with the list of supported ones).
+// unsupported architecture with the list of supported ones), or naming a key or tensor of the file that
+// glacier would otherwise ignore (file_coverage.h).
 ModelConfig read_model_config(const gguf::File& file);
 
 }  // namespace glacier::model

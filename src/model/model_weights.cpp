@@ -206,6 +206,13 @@ bool head_is_tied(const gguf::File& f, const ModelConfig& c) {
   return false;
 }
 
+constexpr const char* kRopeFreqs = "rope_freqs.weight";
+
+// Llama 3's rope frequency divisors: used when the architecture allows them and the file has them.
+bool has_rope_freqs(const gguf::File& f, const ModelConfig& c) {
+  return c.spec.rope_freqs && f.find_tensor(kRopeFreqs) != nullptr;
+}
+
 }  // namespace
 
 
@@ -219,6 +226,13 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
   if (has_embedding) {
     check_vocab_rows(f, c, "token_embd.weight");
     w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, &w);
+  }
+  if (layers.first < layers.last && has_rope_freqs(f, c)) {
+    w.rope_freqs = norm_vector(f, kRopeFreqs, c.n_rot / 2, &w);
+    for (size_t i = 0; i < w.rope_freqs.size(); ++i)
+      if (!(w.rope_freqs[i] > 0.0f))
+        throw InputError(f.path() + ": tensor '" + kRopeFreqs + "': expected positive frequency divisors, found " +
+                         std::to_string(w.rope_freqs[i]) + " at index " + std::to_string(i));
   }
   for (int32_t l = layers.first; l < layers.last; ++l) {
     LayerWeights lw;
@@ -248,6 +262,34 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
   }
   pack_shard_weights(f, w, scan_pool, progress);
   return w;
+}
+
+std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelConfig& c) {
+  const ArchSpec& a = c.spec;
+  std::vector<std::string> names = {"token_embd.weight", "output_norm.weight"};
+  if (!head_is_tied(f, c)) names.push_back("output.weight");
+  if (has_rope_freqs(f, c)) names.push_back(kRopeFreqs);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    std::vector<const char*> w = {"attn_norm", "attn_output", "ffn_norm"};
+    if (a.qkv == QkvLayout::Fused) {
+      w.push_back("attn_qkv");
+    } else {
+      w.insert(w.end(), {"attn_q", "attn_k", "attn_v"});
+    }
+    if (a.qkv_bias)
+      for (const char* b : {"attn_q", "attn_k", "attn_v"}) names.push_back(blk(l, b, "bias"));
+    if (a.qk_norm) w.insert(w.end(), {"attn_q_norm", "attn_k_norm"});
+    if (c.is_moe()) {
+      w.insert(w.end(), {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"});
+      if (a.shared_expert) w.insert(w.end(), {"ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"});
+    } else if (a.ffn == FfnLayout::FusedGateUp) {
+      w.insert(w.end(), {"ffn_up", "ffn_down"});
+    } else {
+      w.insert(w.end(), {"ffn_gate", "ffn_up", "ffn_down"});
+    }
+    for (const char* name : w) names.push_back(blk(l, name));
+  }
+  return names;
 }
 
 WeightBytes weight_bytes(const gguf::File& f, const ModelConfig& c) {

@@ -51,6 +51,7 @@ struct ShardWeights {
   kernels::Matrix token_embd;      // [n_vocab rows x n_embd]
   std::vector<LayerWeights> layer;  // layer[i] is model layer layers.first + i
   std::vector<float> output_norm;
+  std::vector<float> rope_freqs;   // rope_freqs.weight (n_rot / 2 divisors) on a shard with layers; empty: none
   kernels::Matrix output;          // [n_vocab rows x n_embd]
   uint64_t bytes = 0;              // weight bytes the shard maps
   std::vector<const gguf::TensorInfo*> tensors;  // every tensor the shard maps, in load order
@@ -70,6 +71,10 @@ using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_byte
 // thread); throws InputError naming the file, the tensor, the expected and the found shape, type or values.
 ShardWeights load_shard(const gguf::File& file, const ModelConfig& cfg, LayerRange layers, bool has_embedding,
                         bool has_head, ThreadPool* scan_pool = nullptr, const LoadProgress& progress = {});
+
+// Every tensor load_shard maps over all layers with the embedding and the head, in no set order: a file
+// tensor outside this list would be ignored (file_coverage.h refuses it).
+std::vector<std::string> expected_tensor_names(const gguf::File& file, const ModelConfig& cfg);
 
 // Weight bytes of each layer, and of the embedding and head parts (for partitioning by bytes).
 struct WeightBytes {

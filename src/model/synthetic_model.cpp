@@ -91,7 +91,8 @@ uint32_t file_type_code(kernels::WeightType t) {
   return 0;
 }
 
-enum class Fill { Matrix, Embedding, Norm };
+enum class Fill { Matrix, Embedding, Norm, RopeFreqs };
+constexpr float kRopeFreqsLast = 8.0f;  // Llama 3.1's factor for its lowest frequencies
 
 struct PlannedTensor {
   std::string name;
@@ -126,6 +127,10 @@ std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_v
     plan.push_back(matrix(b + "ffn_up.weight", s.n_embd, s.n_ff));
     plan.push_back(matrix(b + "ffn_down.weight", s.n_ff, s.n_embd));
   }
+  if (s.rope_freqs) {
+    const int64_t pairs = s.n_embd / s.n_head / 2;
+    plan.push_back(PlannedTensor{"rope_freqs.weight", pairs, 1, true, Fill::RopeFreqs, kernels::WeightType::F32});
+  }
   plan.push_back(norm("output_norm.weight"));
   plan.push_back(matrix("output.weight", s.n_embd, n_vocab));
   return plan;
@@ -158,6 +163,10 @@ void check_spec(const SyntheticModelSpec& s) {
     bad_option("rope-base", "a finite value > 1", std::to_string(s.rope_base));
   if (!(s.rms_eps > 0.0f && s.rms_eps < 1.0f)) bad_option("rms-eps", "a value in (0, 1)", std::to_string(s.rms_eps));
   if (s.threads < 0) bad_option("threads", "a count >= 0", std::to_string(s.threads));
+  if (!s.rope_scaling_type.empty() && s.rope_scaling_type != "linear" && s.rope_scaling_type != "yarn")
+    bad_option("rope-scaling", "linear:FACTOR or yarn:FACTOR", "type '" + s.rope_scaling_type + "'");
+  if (!s.rope_scaling_type.empty() && !(s.rope_scaling_factor >= 1.0f && s.rope_scaling_factor <= 1024.0f))
+    bad_option("rope-scaling", "a factor in [1, 1024]", std::to_string(s.rope_scaling_factor));
 }
 
 // Copies every tokenizer.* key of the vocabulary file; returns its token count.
@@ -215,6 +224,11 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
   w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_f32("llama.rope.freq_base", s.rope_base);
   w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
+  if (!s.rope_scaling_type.empty()) {
+    w.set_string("llama.rope.scaling.type", s.rope_scaling_type);
+    w.set_f32("llama.rope.scaling.factor", s.rope_scaling_factor);
+    if (s.rope_scaling_type == "yarn") w.set_u32("llama.rope.scaling.original_context_length", static_cast<uint32_t>(s.n_ctx));
+  }
   w.set_u32("llama.vocab_size", 0);
 }
 
@@ -231,6 +245,10 @@ void fill_row(const PlannedTensor& t, uint64_t tensor_seed, int64_t row, float* 
       break;
     case Fill::Norm:
       for (int64_t i = 0; i < t.cols; ++i) out[i] = 1.0f + kNormSpread * out[i];
+      break;
+    case Fill::RopeFreqs:
+      for (int64_t i = 0; i < t.cols; ++i)
+        out[i] = t.cols == 1 ? 1.0f : 1.0f + (kRopeFreqsLast - 1.0f) * static_cast<float>(i) / static_cast<float>(t.cols - 1);
       break;
   }
 }

@@ -21,6 +21,12 @@ struct SyntheticModelSpec {
   int32_t n_ctx = 2048;
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
+  // Llama 3's rope_freqs.weight: divisors rising linearly from 1 (first pair) to 8 (last pair).
+  bool rope_freqs = false;
+  // llama.rope.scaling.type and .factor: "" (no keys), "linear" or "yarn"; yarn also writes
+  // rope.scaling.original_context_length = n_ctx.
+  std::string rope_scaling_type;
+  float rope_scaling_factor = 1.0f;
   kernels::WeightType weight_type = kernels::WeightType::F32;  // 2-D weights; norms stay f32
   uint64_t seed = 1;
   std::string vocab_from;  // a GGUF file whose tokenizer.* keys are copied; empty = built-in vocabulary
