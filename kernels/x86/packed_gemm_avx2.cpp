@@ -1,9 +1,11 @@
-// AVX2 packed GEMM (layouts and orders in packed_gemm.h), for x86 CPUs without AVX-512 VNNI: a group's
-// 16 lanes as two halves of 8, one half at a time. maddubs saturates at 16 bits, so Q8_0 takes the sign
-// trick (|w| times x with w's sign, exact for |x| <= 127) on the signed activation; Q4_0 nibbles are small.
+// AVX2 packed GEMM (layouts and orders in packed_gemm.h), for x86 CPUs without AVX-512, built with and
+// without AVX-VNNI (isa_tier.h): a group's 16 lanes as two halves of 8, one half at a time. Emulated
+// dpbusd saturates at 16 bits, so Q8_0 takes the sign trick (|w| times x with w's sign, exact for
+// |x| <= 127) on the signed activation in both builds; Q4_0 nibbles are small.
 #include <immintrin.h>
 
 #include "kernels/packed_gemm.h"
+#include "kernels/x86/isa_tier.h"
 
 namespace glacier::kernels {
 
@@ -20,9 +22,9 @@ inline __m256i broadcast_quad(const int8_t* p) {
   __builtin_memcpy(&v, p, sizeof v);
   return _mm256_set1_epi32(v);
 }
-// Exact 4-byte dot per 32-bit lane: pairs into 16 bits (no saturation for these ranges), then pairs of those.
+// Exact 4-byte dot per 32-bit lane (no pair sum saturates for these ranges, see isa_tier.h).
 inline __m256i quad_dots(__m256i unsigned_bytes, __m256i signed_bytes) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned_bytes, signed_bytes), _mm256_set1_epi16(1));
+  return x86::dpbusd(_mm256_setzero_si256(), unsigned_bytes, signed_bytes);
 }
 
 // The signed integer sum of quad q for the 8 rows of half h, before any correction, and whether the
@@ -109,16 +111,16 @@ void packed_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, 
 
 }  // namespace
 
-GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q8_0_avx2)) {
   packed_gemm<Q8Quads, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q8_0_block_sums_avx2)) {
   packed_gemm<Q8OffsetQuads, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q4_0_avx2)) {
   packed_gemm<Q4Quads, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q4_0_block_sums_avx2)) {
   packed_gemm<Q4Quads, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 
