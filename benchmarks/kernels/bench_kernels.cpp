@@ -22,6 +22,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed_gemm.h"
 #include "peak_loops.h"
+#include "util/error.h"
 
 namespace glacier::bench {
 namespace {
@@ -347,6 +348,17 @@ void register_all() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // Each benchmark names its tier; the default one is what the engine would run here.
+  namespace k = glacier::kernels;
+  std::string tiers;
+  for (k::Isa isa : k::supported_isas()) tiers += std::string(tiers.empty() ? "" : ", ") + k::isa_name(isa);
+  try {
+    std::printf("kernel tiers on this CPU: %s; in use (GLACIER_KERNELS or the best): %s; crc32c: %s\n", tiers.c_str(),
+                k::isa_name(k::active_isa()), k::crc32c_variant());
+  } catch (const glacier::InputError& e) {
+    std::fprintf(stderr, "bench_kernels: %s\n", e.what());
+    return 2;
+  }
   glacier::bench::register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
