@@ -39,15 +39,21 @@ struct Q8Quads {
   }
 };
 
-// Block-sum Q8_0 stores w + 128, which maddubs could saturate on: back to signed w and the sign trick,
-// so the activation's corrections (for dpbusd's unsigned weights) do not apply.
+// Block-sum Q8_0 stores w + 128. With VNNI that is dpbusd's unsigned side and the activation's block
+// correction takes the 128 off; emulated it could saturate (255 * 127 * 2), so back to signed w and the
+// sign trick, where the corrections do not apply.
 struct Q8OffsetQuads {
   static constexpr WeightType kType = WeightType::Q8_0;
-  static constexpr bool kCorrected = false;
+  static constexpr bool kCorrected = GLACIER_X86_VNNI;
   static __m256i isum(const uint8_t* block, int h, int q, const int8_t* xb) {
-    const __m256i w = _mm256_xor_si256(load_ymm(block + q * kLaneBytes + h * kHalfBytes), _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i stored = load_ymm(block + q * kLaneBytes + h * kHalfBytes);
     const __m256i x = broadcast_quad(xb + q * kQuadBytes);
+#if GLACIER_X86_VNNI
+    return quad_dots(stored, x);
+#else
+    const __m256i w = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
     return quad_dots(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+#endif
   }
 };
 
