@@ -294,7 +294,7 @@ void peak_vnni(benchmark::State& state) {
 
 void register_all() {
   const bool avx2 = kernels::cpu_supports(Isa::Avx2);
-  const bool avx512 = kernels::cpu_supports(Isa::Avx512);
+  const bool avx512 = kernels::cpu_supports(Isa::Avx512NoBf16);  // the peak loops need AVX-512 with VNNI, not BF16
   if (avx2) {
     g_peaks = measure_peaks(avx512);
     std::printf("peaks (1 thread): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, int8 VNNI %.0f GOP/s; of_read_peak and "
