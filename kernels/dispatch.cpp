@@ -29,19 +29,41 @@ bool cpu_has_avx2() {
   return has;
 }
 
+// CPUID.(7,1):EAX bit 4, read directly (not every compiler's __builtin_cpu_supports knows "avxvnni");
+// the ymm state it needs is the one cpu_has_avx2 already checked.
+bool cpu_has_avx_vnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & bit_AVXVNNI) != 0;
+}
+
 bool cpu_has_avx512() {
   // libgcc's cpu model also checks that the OS saves the zmm/opmask state (XCR0).
   static const bool has = [] {
     __builtin_cpu_init();
     return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-           __builtin_cpu_supports("avx512bf16");
+           __builtin_cpu_supports("avx512vl");
   }();
   return has;
 }
 
-constexpr Isa kAllIsas[] = {Isa::Ref, Isa::Avx2, Isa::Avx512};
+bool cpu_has_avx512_vnni() {
+  static const bool has = cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool has = cpu_has_avx512_vnni() && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+constexpr Isa kAllIsas[] = {Isa::Ref, Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512NoVnni, Isa::Avx512NoBf16, Isa::Avx512};
+
+std::string all_names() {
+  std::string names;
+  for (Isa isa : kAllIsas) names += std::string(names.empty() ? "" : ", ") + isa_name(isa);
+  return names;
+}
 
 std::string supported_list() {
   std::string names;
@@ -58,6 +80,9 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Ref: return "ref";
     case Isa::Avx2: return "avx2";
+    case Isa::Avx2Vnni: return "avx2-vnni";
+    case Isa::Avx512NoVnni: return "avx512-novnni";
+    case Isa::Avx512NoBf16: return "avx512-nobf16";
     case Isa::Avx512: return "avx512";
   }
   return "?";
@@ -67,7 +92,10 @@ bool cpu_supports(Isa isa) {
   switch (isa) {
     case Isa::Ref: return true;
     case Isa::Avx2: return cpu_has_avx2();
-    case Isa::Avx512: return cpu_has_avx512();
+    case Isa::Avx2Vnni: return cpu_has_avx2() && cpu_has_avx_vnni();
+    case Isa::Avx512NoVnni: return cpu_has_avx512();
+    case Isa::Avx512NoBf16: return cpu_has_avx512_vnni();
+    case Isa::Avx512: return cpu_has_avx512_bf16();
   }
   return false;
 }
@@ -85,6 +113,9 @@ const DotKernels& kernels_for(Isa isa) {
   switch (isa) {
     case Isa::Ref: return ref_kernels();
     case Isa::Avx2: return avx2_kernels();
+    case Isa::Avx2Vnni: return avx2_vnni_kernels();
+    case Isa::Avx512NoVnni: return avx512_novnni_kernels();
+    case Isa::Avx512NoBf16: return avx512_nobf16_kernels();
     case Isa::Avx512: return avx512_kernels();
   }
   GLACIER_ASSERT(false, "unknown kernel variant");
@@ -100,8 +131,8 @@ Isa isa_for_request(const char* request) {
                        ": this CPU cannot run that kernel variant; supported: " + supported_list());
     return isa;
   }
-  throw InputError(std::string("GLACIER_KERNELS: expected one of ref, avx2, avx512, found '") +
-                   request + "' (supported on this CPU: " + supported_list() + ")");
+  throw InputError("GLACIER_KERNELS: expected one of " + all_names() + ", found '" + request +
+                   "' (supported on this CPU: " + supported_list() + ")");
 }
 
 Isa active_isa() {

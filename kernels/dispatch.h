@@ -1,5 +1,5 @@
 // Instruction-set variants of the kernels and the choice among them: picked once at start-up from
-// cpuid, overridable by GLACIER_KERNELS=ref|avx2|avx512 (tests compare every variant with ref).
+// cpuid, overridable by GLACIER_KERNELS=<isa_name> (tests compare every variant with ref).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +11,13 @@
 
 namespace glacier::kernels {
 
-enum class Isa { Ref, Avx2, Avx512 };
+// x86 tiers by CPU feature, in order of preference (the best supported one is the default):
+//   avx2           AVX2, FMA, F16C (Haswell, Zen 1 and later)
+//   avx2-vnni      + AVX-VNNI (Alder Lake; Zen 5 and Sapphire Rapids run avx512 instead)
+//   avx512-novnni  + AVX-512 F/BW/DQ/VL (Skylake-SP)
+//   avx512-nobf16  + AVX512-VNNI (Cascade Lake, Ice Lake)
+//   avx512         + AVX512-BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and 5): what avx512 always meant
+enum class Isa { Ref, Avx2, Avx2Vnni, Avx512NoVnni, Avx512NoBf16, Avx512 };
 const char* isa_name(Isa isa);
 
 // Most activation rows one tile call handles (matmul walks the batch in tiles of this many rows).
@@ -88,6 +94,9 @@ Isa isa_for_request(const char* request);
 // Variant tables, defined in their own translation units.
 const DotKernels& ref_kernels();
 const DotKernels& avx2_kernels();
+const DotKernels& avx2_vnni_kernels();
+const DotKernels& avx512_novnni_kernels();
+const DotKernels& avx512_nobf16_kernels();
 const DotKernels& avx512_kernels();
 
 }  // namespace glacier::kernels

@@ -69,6 +69,15 @@ GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx512);
 GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx512);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx512);
 GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx512);
+// The same sources built for the other tiers (kernels/x86/isa_tier.h): AVX2 with AVX-VNNI, AVX-512 without VNNI.
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx2_vnni);
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx2_vnni);
+GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx2_vnni);
+GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx2_vnni);
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx512_novnni);
+GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx512_novnni);
+GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx512_novnni);
+GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx512_novnni);
 
 // Where the parts of a packed activation row and of a packed group start.
 constexpr int kQuadsPerBlock = 8;

@@ -24,6 +24,7 @@
 #include "pipeline/local_ring.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/wire.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace glacier::bench {
@@ -201,6 +202,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_e2e: needs an x86 CPU with AVX2 (for its bandwidth loop)\n");
     return 2;
   }
+  // The kernel tier every figure below ran on: the best the CPU has, or GLACIER_KERNELS's.
+  std::string kernels;
+  try {
+    kernels = glacier::kernels::isa_name(glacier::kernels::active_isa());
+  } catch (const glacier::InputError& e) {
+    std::fprintf(stderr, "bench_e2e: %s\n", e.what());
+    return 2;
+  }
   int max_pp = 0;
   for (int p : o.pp) max_pp = std::max(max_pp, p);
   int max_npl = 1;
@@ -208,9 +217,10 @@ int main(int argc, char** argv) {
   const int32_t n_ctx = std::max({max_pp + 2, o.tg + 2, o.npp + o.ntg + 1});
   const double t_load = now();
   Engine engine(o, n_ctx, max_npl);
-  std::printf("model %s: %d layers, n_embd %d, %.1f MiB of weights; loaded and packed in %.1f s; %d threads\n",
+  std::printf("model %s: %d layers, n_embd %d, %.1f MiB of weights; loaded and packed in %.1f s; %d threads; "
+              "kernels %s\n",
               o.model.c_str(), engine.config().n_layer, engine.config().n_embd, engine.weight_bytes() / 1048576.0,
-              now() - t_load, o.threads);
+              now() - t_load, o.threads, kernels.c_str());
   const double bandwidth = read_bandwidth(o.threads);
   std::printf("read bandwidth (%d threads, 512 MiB): %.1f GB/s -> decode bound %.1f tok/s (weights / bandwidth)\n",
               o.threads, bandwidth / 1e9, bandwidth / double(engine.weight_bytes()));
@@ -218,7 +228,8 @@ int main(int argc, char** argv) {
 
   double decode_step = 0.0;
   std::ostringstream json;
-  json << "{\"model\": \"" << o.model << "\", \"threads\": " << o.threads << ", \"weight_bytes\": "
+  json << "{\"model\": \"" << o.model << "\", \"threads\": " << o.threads << ", \"kernels\": \"" << kernels
+       << "\", \"weight_bytes\": "
        << engine.weight_bytes() << ", \"read_bandwidth\": " << bandwidth;
   std::printf("%-10s %6s %6s %10s %10s\n", "test", "seqs", "tokens", "seconds", "tok/s");
   for (int p : o.pp) {

@@ -22,6 +22,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed_gemm.h"
 #include "peak_loops.h"
+#include "util/error.h"
 
 namespace glacier::bench {
 namespace {
@@ -293,7 +294,7 @@ void peak_vnni(benchmark::State& state) {
 
 void register_all() {
   const bool avx2 = kernels::cpu_supports(Isa::Avx2);
-  const bool avx512 = kernels::cpu_supports(Isa::Avx512);
+  const bool avx512 = kernels::cpu_supports(Isa::Avx512NoBf16);  // the peak loops need AVX-512 with VNNI, not BF16
   if (avx2) {
     g_peaks = measure_peaks(avx512);
     std::printf("peaks (1 thread): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, int8 VNNI %.0f GOP/s; of_read_peak and "
@@ -347,6 +348,17 @@ void register_all() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // Each benchmark names its tier; the default one is what the engine would run here.
+  namespace k = glacier::kernels;
+  std::string tiers;
+  for (k::Isa isa : k::supported_isas()) tiers += std::string(tiers.empty() ? "" : ", ") + k::isa_name(isa);
+  try {
+    std::printf("kernel tiers on this CPU: %s; in use (GLACIER_KERNELS or the best): %s; crc32c: %s\n", tiers.c_str(),
+                k::isa_name(k::active_isa()), k::crc32c_variant());
+  } catch (const glacier::InputError& e) {
+    std::fprintf(stderr, "bench_kernels: %s\n", e.what());
+    return 2;
+  }
   glacier::bench::register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,12 +1,14 @@
-// AVX2 + FMA + F16C variants of the dot kernels and Q8_0 row quantization (K-quants: k_quant_avx2.h).
-// Int8 products use maddubs with |w| and x carrying w's sign (exact while x stays in [-127, 127],
-// which quantize_row_q8_0 guarantees); each activation row keeps its own accumulators (dot_tile.h).
+// AVX2 + FMA + F16C variants of the dot kernels and Q8_0 row quantization (K-quants: k_quant_avx2.h),
+// built with and without AVX-VNNI (isa_tier.h). Int8 products are dpbusd of |w| and x carrying w's sign
+// (exact, emulated too, while x stays in [-127, 127], which quantize_row_q8_0 guarantees: |w| <= 128);
+// each activation row keeps its own accumulators (dot_tile.h).
 #include <immintrin.h>
 
 #include <cmath>
 
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
+#include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
 
 namespace glacier::kernels {
@@ -75,8 +77,7 @@ struct FloatDot {
 // Adds one block's int8 dot (w signed, any value; x in [-127, 127]) scaled by d into acc.
 inline __m256 add_block(__m256i wq, const BlockQ8_0& xb, float dw, __m256 acc) {
   const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
-  const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  const __m256i quads = x86::dpbusd(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
   const __m256 d = _mm256_set1_ps(dw * _cvtsh_ss(xb.d));
   return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(quads), acc);
 }
@@ -113,8 +114,7 @@ struct BlockSumDot {
       const float dw = _cvtsh_ss(w[b].d);
       for (int r = 0; r < R; ++r) {
         const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qs));
-        const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq)),
-                                                _mm256_set1_epi16(1));
+        const __m256i quads = x86::dpbusd(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
@@ -209,7 +209,12 @@ void quantize_row_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n) {
 
 }  // namespace
 
+// The table of this build's tier (dispatch.h).
+#if GLACIER_X86_VNNI
+const DotKernels& avx2_vnni_kernels() {
+#else
 const DotKernels& avx2_kernels() {
+#endif
   static const DotKernels table{
       simd::dot_single<DotF32>,
       simd::dot_single<DotF16>,
@@ -233,10 +238,10 @@ const DotKernels& avx2_kernels() {
       simd::dot_tile<kquant::Q4KDot>,
       simd::dot_tile<kquant::Q5KDot>,
       simd::dot_tile<kquant::Q6KDot>,
-      packed_gemm_q8_0_avx2,
-      packed_gemm_q8_0_block_sums_avx2,
-      packed_gemm_q4_0_avx2,
-      packed_gemm_q4_0_block_sums_avx2,
+      GLACIER_AVX2_TIER_NAME(packed_gemm_q8_0_avx2),
+      GLACIER_AVX2_TIER_NAME(packed_gemm_q8_0_block_sums_avx2),
+      GLACIER_AVX2_TIER_NAME(packed_gemm_q4_0_avx2),
+      GLACIER_AVX2_TIER_NAME(packed_gemm_q4_0_block_sums_avx2),
       attend_avx2,
       swiglu_avx2,
       sum_exp_avx2,

@@ -1,6 +1,7 @@
-// AVX-512 (F/BW/DQ/VL/VNNI/BF16) variants of the dot kernels and Q8_0 row quantization.
-// Int8 blocks go two to a zmm through VNNI dpbusd (unsigned x signed bytes); bf16 uses dpbf16ps,
-// which treats subnormal bf16 inputs and results as zero (covered by the tests' absolute tolerance).
+// AVX-512 (F/BW/DQ/VL) variants of the dot kernels and Q8_0 row quantization, built once per tier
+// (isa_tier.h): int8 blocks go two to a zmm through dpbusd (unsigned x signed bytes; VNNI's instruction or
+// its exact emulation); bf16 uses dpbf16ps where the tier has BF16, which treats subnormal bf16 inputs and
+// results as zero (covered by the tests' absolute tolerance), and fma on widened floats where not.
 // K-quants reuse the 256-bit code of k_quant_avx2.h: ggml's order is defined on 8 lanes anyway.
 #include <immintrin.h>
 
@@ -10,11 +11,18 @@
 
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
+#include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
+
+#if GLACIER_X86_BF16 && !GLACIER_X86_VNNI
+#error "no AVX-512 tier has BF16 without VNNI"
+#endif
 
 namespace glacier::kernels {
 
 namespace {
+
+using x86::dpbusd;
 
 // Float-like dot over 16-lane zmm: two accumulators per row over 32 elements, then a masked tail
 // of up to 16 (masked-off lanes load as zero and add nothing).
@@ -59,6 +67,7 @@ struct FloatDot {
   }
 };
 
+#if GLACIER_X86_BF16
 // bf16 pairs: one dpbf16ps takes 32 elements into 16 float lanes.
 struct Bf16Dot {
   using W = uint16_t;
@@ -88,6 +97,16 @@ struct Bf16Dot {
     for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
   }
 };
+#else
+// Without BF16: each bf16 widened exactly to float (its bits in the high half) and FloatDot's fma.
+struct Bf16Elems {
+  using T = uint16_t;
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  static __m512 load16(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load_tail(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
+};
+using Bf16Dot = FloatDot<Bf16Elems>;
+#endif
 
 inline __m512i join(__m256i low, __m256i high) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
@@ -96,7 +115,8 @@ inline __m256i q8_bytes(const BlockQ8_0& b) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
 }
 
-// Q8_0 weights: dpbusd(|w|, x with w's sign). Exact while x stays in [-127, 127].
+// Q8_0 weights: dpbusd(|w|, x with w's sign). Exact while x stays in [-127, 127] (quantize_row_q8_0's
+// range), also emulated: |w| <= 128, so a pair sum is at most 2 * 128 * 127.
 struct Q8Weights {
   using Block = BlockQ8_0;
   static __m512i bytes(const Block& b) { return _mm512_zextsi256_si512(q8_bytes(b)); }
@@ -104,11 +124,12 @@ struct Q8Weights {
   static __m512i products(__m512i wq, __m512i xq) {
     const __mmask64 negative = _mm512_movepi8_mask(wq);
     const __m512i signed_x = _mm512_mask_sub_epi8(xq, negative, _mm512_setzero_si512(), xq);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), signed_x);
+    return dpbusd(_mm512_setzero_si512(), _mm512_abs_epi8(wq), signed_x);
   }
 };
 
-// Q4_0 weights as unsigned nibbles u: dot(u - 8, x) = dpbusd(u, x) - dpbusd(8, x).
+// Q4_0 weights as unsigned nibbles u: dot(u - 8, x) = dpbusd(u, x) - dpbusd(8, x) (u <= 15: no pair
+// sum near the int16 limit).
 struct Q4Weights {
   using Block = BlockQ4_0;
   static __m256i nibbles(const Block& b) {
@@ -120,8 +141,7 @@ struct Q4Weights {
   static __m512i bytes(const Block& a, const Block& b) { return join(nibbles(a), nibbles(b)); }
   static __m512i products(__m512i wq, __m512i xq) {
     const __m512i zero = _mm512_setzero_si512();
-    return _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, wq, xq),
-                            _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(8), xq));
+    return _mm512_sub_epi32(dpbusd(zero, wq, xq), dpbusd(zero, _mm512_set1_epi8(8), xq));
   }
 };
 
@@ -236,7 +256,14 @@ void quantize_row_q8_0_avx512(const float* x, BlockQ8_0* y, int64_t n) {
 
 }  // namespace
 
+// The table of this build's tier (dispatch.h).
+#if GLACIER_X86_BF16
 const DotKernels& avx512_kernels() {
+#elif GLACIER_X86_VNNI
+const DotKernels& avx512_nobf16_kernels() {
+#else
+const DotKernels& avx512_novnni_kernels() {
+#endif
   static const DotKernels table{
       simd::dot_single<DotF32>,
       simd::dot_single<DotF16>,
@@ -260,10 +287,10 @@ const DotKernels& avx512_kernels() {
       simd::dot_tile<kquant::Q4KDot>,
       simd::dot_tile<kquant::Q5KDot>,
       simd::dot_tile<kquant::Q6KDot>,
-      packed_gemm_q8_0_avx512,
-      packed_gemm_q8_0_block_sums_avx512,
-      packed_gemm_q4_0_avx512,
-      packed_gemm_q4_0_block_sums_avx512,
+      GLACIER_AVX512_TIER_NAME(packed_gemm_q8_0_avx512),
+      GLACIER_AVX512_TIER_NAME(packed_gemm_q8_0_block_sums_avx512),
+      GLACIER_AVX512_TIER_NAME(packed_gemm_q4_0_avx512),
+      GLACIER_AVX512_TIER_NAME(packed_gemm_q4_0_block_sums_avx512),
       attend_avx512,
       swiglu_avx512,
       sum_exp_avx512,

@@ -1,9 +1,11 @@
-// AVX2 packed GEMM (layouts and orders in packed_gemm.h), for x86 CPUs without AVX-512 VNNI: a group's
-// 16 lanes as two halves of 8, one half at a time. maddubs saturates at 16 bits, so Q8_0 takes the sign
-// trick (|w| times x with w's sign, exact for |x| <= 127) on the signed activation; Q4_0 nibbles are small.
+// AVX2 packed GEMM (layouts and orders in packed_gemm.h), for x86 CPUs without AVX-512, built with and
+// without AVX-VNNI (isa_tier.h): a group's 16 lanes as two halves of 8, one half at a time. Emulated
+// dpbusd saturates at 16 bits, so Q8_0 takes the sign trick (|w| times x with w's sign, exact for
+// |x| <= 127) on the signed activation in both builds; Q4_0 nibbles are small.
 #include <immintrin.h>
 
 #include "kernels/packed_gemm.h"
+#include "kernels/x86/isa_tier.h"
 
 namespace glacier::kernels {
 
@@ -20,9 +22,9 @@ inline __m256i broadcast_quad(const int8_t* p) {
   __builtin_memcpy(&v, p, sizeof v);
   return _mm256_set1_epi32(v);
 }
-// Exact 4-byte dot per 32-bit lane: pairs into 16 bits (no saturation for these ranges), then pairs of those.
+// Exact 4-byte dot per 32-bit lane (no pair sum saturates for these ranges, see isa_tier.h).
 inline __m256i quad_dots(__m256i unsigned_bytes, __m256i signed_bytes) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned_bytes, signed_bytes), _mm256_set1_epi16(1));
+  return x86::dpbusd(_mm256_setzero_si256(), unsigned_bytes, signed_bytes);
 }
 
 // The signed integer sum of quad q for the 8 rows of half h, before any correction, and whether the
@@ -37,15 +39,21 @@ struct Q8Quads {
   }
 };
 
-// Block-sum Q8_0 stores w + 128, which maddubs could saturate on: back to signed w and the sign trick,
-// so the activation's corrections (for dpbusd's unsigned weights) do not apply.
+// Block-sum Q8_0 stores w + 128. With VNNI that is dpbusd's unsigned side and the activation's block
+// correction takes the 128 off; emulated it could saturate (255 * 127 * 2), so back to signed w and the
+// sign trick, where the corrections do not apply.
 struct Q8OffsetQuads {
   static constexpr WeightType kType = WeightType::Q8_0;
-  static constexpr bool kCorrected = false;
+  static constexpr bool kCorrected = GLACIER_X86_VNNI;
   static __m256i isum(const uint8_t* block, int h, int q, const int8_t* xb) {
-    const __m256i w = _mm256_xor_si256(load_ymm(block + q * kLaneBytes + h * kHalfBytes), _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i stored = load_ymm(block + q * kLaneBytes + h * kHalfBytes);
     const __m256i x = broadcast_quad(xb + q * kQuadBytes);
+#if GLACIER_X86_VNNI
+    return quad_dots(stored, x);
+#else
+    const __m256i w = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
     return quad_dots(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+#endif
   }
 };
 
@@ -109,16 +117,16 @@ void packed_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, 
 
 }  // namespace
 
-GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q8_0_avx2)) {
   packed_gemm<Q8Quads, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q8_0_block_sums_avx2)) {
   packed_gemm<Q8OffsetQuads, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q4_0_avx2)) {
   packed_gemm<Q4Quads, false>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx2) {
+GLACIER_PACKED_GEMM(GLACIER_AVX2_TIER_NAME(packed_gemm_q4_0_block_sums_avx2)) {
   packed_gemm<Q4Quads, true>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 

@@ -1,15 +1,20 @@
-// AVX-512 VNNI packed GEMM (layouts and orders in packed_gemm.h): register tiles of G groups (16 weight
-// rows each) x R activation rows. dpbusd gives one quad's exact integer sum for 16 weight rows at once;
-// block-sum order adds the eight quads before one convert and fma, lane order keeps eight accumulators.
+// AVX-512 packed GEMM (layouts and orders in packed_gemm.h), built with and without VNNI (isa_tier.h):
+// register tiles of G groups (16 weight rows each) x R activation rows. dpbusd gives one quad's exact
+// integer sum for 16 weight rows at once; block-sum order adds the eight quads before one convert and
+// fma, lane order keeps eight accumulators. Without VNNI the Q8_0 quads take the sign trick (|w| times x
+// with w's sign) so the emulated dpbusd cannot saturate; the offset layouts would (255 * 127 * 2 > 32767).
 #include <immintrin.h>
 
 #include "kernels/x86/gcc_undefined_vector_warning.h"
 
 #include "kernels/packed_gemm.h"
+#include "kernels/x86/isa_tier.h"
 
 namespace glacier::kernels {
 
 namespace {
+
+using x86::dpbusd;
 
 constexpr int kQuadBytes = 4;
 constexpr int kLaneBytes = kPackRows * kQuadBytes;
@@ -21,9 +26,18 @@ inline __m512i broadcast_quad(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Block sums: adds one block's products to acc[g][r] (each starts as the activation's block correction).
+// dpbusd(acc, |w|, x with w's sign) = acc + the signed quad dots of w and x: exact emulated too, as
+// |w| <= 128 and |x| <= 127 (quantized activations) keep a pair sum within 2 * 128 * 127.
+inline __m512i signed_quad_dots(__m512i acc, __m512i w, __m512i x) {
+  const __m512i signed_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+  return dpbusd(acc, _mm512_abs_epi8(w), signed_x);
+}
+
+// Block sums: adds one block's products to acc[g][r] (each starts as the activation's block correction
+// where kCorrected, else zero). Nibbles u <= 15: no pair sum near the int16 limit.
 struct Q4Quads {
   static constexpr WeightType kType = WeightType::Q4_0;
+  static constexpr bool kCorrected = true;  // the correction takes the 8 off the nibbles
   template <int G, int R>
   static void accumulate(const uint8_t* const (&wb)[G], const int8_t* const (&xb)[R], __m512i (&acc)[G][R]) {
     const __m512i low_mask = _mm512_set1_epi8(0x0f);
@@ -40,17 +54,19 @@ struct Q4Quads {
       }
       for (int g = 0; g < G; ++g)
         for (int r = 0; r < R; ++r) {
-          acc[g][r] = _mm512_dpbusd_epi32(acc[g][r], lo[g], xlo[r]);
-          acc[g][r] = _mm512_dpbusd_epi32(acc[g][r], hi[g], xhi[r]);
+          acc[g][r] = dpbusd(acc[g][r], lo[g], xlo[r]);
+          acc[g][r] = dpbusd(acc[g][r], hi[g], xhi[r]);
         }
     }
   }
 };
 
-// Block-sum Q8_0: weights stored + 128 (unsigned), activations signed; the block correction takes the
-// 128 off, so a block is eight dpbusd per output and nothing else.
+// Block-sum Q8_0: weights stored + 128 (unsigned), activations signed. With VNNI the block correction
+// takes the 128 off, so a block is eight dpbusd per output and nothing else; without, the weights go
+// back to signed for the sign trick, which needs no correction.
 struct Q8OffsetQuads {
   static constexpr WeightType kType = WeightType::Q8_0;
+  static constexpr bool kCorrected = GLACIER_X86_VNNI;
   template <int G, int R>
   static void accumulate(const uint8_t* const (&wb)[G], const int8_t* const (&xb)[R], __m512i (&acc)[G][R]) {
     for (int q = 0; q < kQuadsPerBlock; ++q) {
@@ -58,7 +74,13 @@ struct Q8OffsetQuads {
       for (int g = 0; g < G; ++g) wq[g] = load_zmm(wb[g] + q * kLaneBytes);
       for (int r = 0; r < R; ++r) xq[r] = broadcast_quad(xb[r] + q * kQuadBytes);
       for (int g = 0; g < G; ++g)
-        for (int r = 0; r < R; ++r) acc[g][r] = _mm512_dpbusd_epi32(acc[g][r], wq[g], xq[r]);
+        for (int r = 0; r < R; ++r) {
+#if GLACIER_X86_VNNI
+          acc[g][r] = dpbusd(acc[g][r], wq[g], xq[r]);
+#else
+          acc[g][r] = signed_quad_dots(acc[g][r], _mm512_xor_si512(wq[g], _mm512_set1_epi8(static_cast<char>(0x80))), xq[r]);
+#endif
+        }
     }
   }
 };
@@ -129,7 +151,7 @@ void tile(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows, int6
     }
     for (int r = 0; r < R; ++r) {
       xb[r] = a[r].quants + b * kQK8_0;
-      const __m512i correction = _mm512_set1_epi32(a[r].block_corrections[b]);
+      const __m512i correction = Quads::kCorrected ? _mm512_set1_epi32(a[r].block_corrections[b]) : _mm512_setzero_si512();
       for (int g = 0; g < G; ++g) acc[g][r] = correction;
     }
     Quads::template accumulate<G, R>(wb, xb, acc);
@@ -207,12 +229,18 @@ struct Q8Lanes {
       for (int g = 0; g < G; ++g) {
         wq[g] = load_zmm(wb[g] + q * kLaneBytes);
         // -128 * (sum of each row's weight quad), once for all activation rows.
-        start[g] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, wq[g]));
+        start[g] = GLACIER_X86_VNNI ? _mm512_sub_epi32(zero, dpbusd(zero, offset, wq[g])) : zero;
       }
       for (int r = 0; r < R; ++r) {
         const __m512i xq = broadcast_quad(xb[r] + q * kQuadBytes);
-        for (int g = 0; g < G; ++g)
-          acc[g][r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start[g], xq, wq[g])), d[g][r], acc[g][r][q]);
+        for (int g = 0; g < G; ++g) {
+#if GLACIER_X86_VNNI
+          const __m512i isum = dpbusd(start[g], xq, wq[g]);
+#else  // x + 128 (up to 255) against w could saturate: back to signed x and the sign trick
+          const __m512i isum = signed_quad_dots(start[g], wq[g], _mm512_xor_si512(xq, offset));
+#endif
+          acc[g][r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d[g][r], acc[g][r][q]);
+        }
       }
     }
   }
@@ -235,9 +263,9 @@ struct Q4Lanes {
         const __m512i xlo = broadcast_quad(xb[r] + j * kQuadBytes), xhi = broadcast_quad(xb[r] + 16 + j * kQuadBytes);
         const __m512i clo = _mm512_set1_epi32(corr[r][j]), chi = _mm512_set1_epi32(corr[r][j + 4]);
         for (int g = 0; g < G; ++g) {
-          acc[g][r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(clo, lo[g], xlo)), d[g][r], acc[g][r][j]);
+          acc[g][r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(clo, lo[g], xlo)), d[g][r], acc[g][r][j]);
           acc[g][r][j + 4] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(chi, hi[g], xhi)), d[g][r], acc[g][r][j + 4]);
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(chi, hi[g], xhi)), d[g][r], acc[g][r][j + 4]);
         }
       }
     }
@@ -329,16 +357,16 @@ void lane_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, in
 
 }  // namespace
 
-GLACIER_PACKED_GEMM(packed_gemm_q8_0_avx512) {
+GLACIER_PACKED_GEMM(GLACIER_AVX512_TIER_NAME(packed_gemm_q8_0_avx512)) {
   lane_gemm<Q8Lanes>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q8_0_block_sums_avx512) {
+GLACIER_PACKED_GEMM(GLACIER_AVX512_TIER_NAME(packed_gemm_q8_0_block_sums_avx512)) {
   packed_gemm<Q8OffsetQuads>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q4_0_avx512) {
+GLACIER_PACKED_GEMM(GLACIER_AVX512_TIER_NAME(packed_gemm_q4_0_avx512)) {
   lane_gemm<Q4Lanes>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
-GLACIER_PACKED_GEMM(packed_gemm_q4_0_block_sums_avx512) {
+GLACIER_PACKED_GEMM(GLACIER_AVX512_TIER_NAME(packed_gemm_q4_0_block_sums_avx512)) {
   packed_gemm<Q4Quads>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "kernels/dispatch.h"
 #include "util/error.h"
@@ -36,14 +37,14 @@ TEST(Dispatch, UnknownRequestNamesTheValueAndTheChoices) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("GLACIER_KERNELS"), std::string::npos) << msg;
     EXPECT_NE(msg.find("'avx9000'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("ref, avx2, avx512"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ref, avx2, avx2-vnni, avx512-novnni, avx512-nobf16, avx512"), std::string::npos) << msg;
   }
   EXPECT_THROW(isa_for_request("AVX2"), InputError);  // names are exact
 }
 
 TEST(Dispatch, UnsupportedRequestListsWhatIsSupported) {
   bool any_unsupported = false;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+  for (Isa isa : {Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512NoVnni, Isa::Avx512NoBf16, Isa::Avx512}) {
     if (cpu_supports(isa)) continue;
     any_unsupported = true;
     try {
@@ -93,7 +94,33 @@ TEST(DispatchDeathTest, UnknownEnvironmentValueIsAClearError) {
         }
         std::exit(0);
       },
-      ::testing::ExitedWithCode(3), "GLACIER_KERNELS: expected one of ref, avx2, avx512, found 'bogus'");
+      ::testing::ExitedWithCode(3),
+      "GLACIER_KERNELS: expected one of ref, avx2, avx2-vnni, avx512-novnni, avx512-nobf16, avx512, found 'bogus'");
+}
+
+// Each tier adds features to the one below (dispatch.h), so a CPU that runs a tier runs every lower tier of
+// its family, and the AVX-512 tiers need AVX2: a tier list with a gap would mean a detection bug.
+TEST(Dispatch, TiersAreNestedByFeature) {
+  const std::pair<Isa, Isa> needs[] = {{Isa::Avx512, Isa::Avx512NoBf16},
+                                       {Isa::Avx512NoBf16, Isa::Avx512NoVnni},
+                                       {Isa::Avx512NoVnni, Isa::Avx2},
+                                       {Isa::Avx2Vnni, Isa::Avx2}};
+  for (const auto& [tier, below] : needs)
+    EXPECT_TRUE(!cpu_supports(tier) || cpu_supports(below)) << isa_name(tier) << " without " << isa_name(below);
+}
+
+// Every tier this CPU has is forced by name from the environment, as a user would on a machine with more.
+TEST(DispatchDeathTest, EveryTierCanBeForcedFromTheEnvironment) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (Isa isa : supported_isas()) {
+    EXPECT_EXIT(
+        {
+          setenv("GLACIER_KERNELS", isa_name(isa), 1);
+          std::exit(active_isa() == isa && &active_kernels() == &kernels_for(isa) ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "")
+        << isa_name(isa);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // dequantized rows, and Q8_K quantization checked against its definition.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -128,7 +129,11 @@ TEST_P(KQuantVariants, QuantizeRowQ8KIsBitIdenticalToReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, KQuantVariants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); });
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           std::string name = isa_name(info.param);  // test names take no '-'
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // ggml's nearest_int(iscale * x) as its build computes it: the multiply-add with 1.5 * 2^23 fused, so
 // the exact product is rounded (ties to even) and the integer is left in the mantissa.

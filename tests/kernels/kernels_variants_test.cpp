@@ -3,6 +3,7 @@
 // single-row dots.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -168,6 +169,42 @@ TEST_P(Variants, BlockSumDotsAreBitIdenticalToReference) {
   }
 }
 
+// Saturation edges of the int8 products: weights all -128, all 127 or a random mix (Q4_0 nibbles 0 and
+// 15) against activations quantized to +-127. An emulated dpbusd whose int16 pair sums overflowed would be
+// off by half the result, far outside the tolerance; block sums must stay bitwise.
+TEST_P(Variants, ExtremeInt8InputsMatchReference) {
+  std::mt19937 rng(109);
+  std::bernoulli_distribution coin(0.5);
+  constexpr int64_t n = 256;
+  std::vector<float> xf(n);
+  for (float& v : xf) v = coin(rng) ? 2.0f : -2.0f;
+  for (auto xs : {std::vector<float>(n, 2.0f), std::vector<float>(n, -2.0f), xf}) {
+    const auto x = quantized(xs);
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      auto byte = [&] { return pattern == 0 ? 0 : pattern == 1 ? 255 : (coin(rng) ? 255 : 0); };
+      std::vector<BlockQ8_0> w8(n / kQK8_0);
+      std::vector<BlockQ4_0> w4(n / kQK4_0);
+      for (auto& b : w8) {
+        b.d = f32_to_fp16(0.01f);
+        for (auto& q : b.qs) q = static_cast<int8_t>(byte() - 128);
+      }
+      for (auto& b : w4) {
+        b.d = f32_to_fp16(0.01f);
+        for (auto& q : b.qs) q = static_cast<uint8_t>(byte());
+      }
+      const std::string what = label("extreme bytes", n) + " pattern " + std::to_string(pattern);
+      expect_close(k().q8_0_q8_0(w8.data(), x.data(), n), ref().q8_0_q8_0(w8.data(), x.data(), n),
+                   block_magnitude(w8.data(), x.data(), n), what + " q8_0");
+      expect_close(k().q4_0_q8_0(w4.data(), x.data(), n), ref().q4_0_q8_0(w4.data(), x.data(), n),
+                   block_magnitude(w4.data(), x.data(), n), what + " q4_0");
+      const float got8 = k().q8_0_q8_0_block_sums(w8.data(), x.data(), n), want8 = ref().q8_0_q8_0_block_sums(w8.data(), x.data(), n);
+      const float got4 = k().q4_0_q8_0_block_sums(w4.data(), x.data(), n), want4 = ref().q4_0_q8_0_block_sums(w4.data(), x.data(), n);
+      EXPECT_EQ(0, std::memcmp(&got8, &want8, sizeof got8)) << what << " q8_0 block sums: " << got8 << " vs " << want8;
+      EXPECT_EQ(0, std::memcmp(&got4, &want4, sizeof got4)) << what << " q4_0 block sums: " << got4 << " vs " << want4;
+    }
+  }
+}
+
 TEST_P(Variants, QuantizeRowIsBitIdenticalToReference) {
   std::mt19937 rng(106);
   std::vector<std::vector<float>> rows;
@@ -236,14 +273,19 @@ TEST_P(Variants, TilesEqualSingleRowDotsBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Variants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); });
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           std::string name = isa_name(info.param);  // test names take no '-'
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(Variants, ReportsWhichVariantsRan) {
-  std::string names;
-  for (Isa isa : supported_isas()) names += std::string(" ") + isa_name(isa);
+  std::string tested, untested;
+  for (Isa isa : {Isa::Ref, Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512NoVnni, Isa::Avx512NoBf16, Isa::Avx512})
+    (cpu_supports(isa) ? tested : untested) += std::string(" ") + isa_name(isa);
   // Unsupported variants cannot be exercised on this CPU: say so rather than pass silently.
-  if (!cpu_supports(Isa::Avx512)) GTEST_SKIP() << "avx512 not supported here; tested:" << names;
-  EXPECT_TRUE(cpu_supports(Isa::Avx2));
+  if (!untested.empty()) GTEST_SKIP() << "not supported here, so not tested:" << untested << "; tested:" << tested;
+  EXPECT_EQ(supported_isas().size(), 6u) << tested;
 }
 
 }  // namespace

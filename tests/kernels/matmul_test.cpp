@@ -3,6 +3,7 @@
 // block-size invariant.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -198,7 +199,11 @@ TEST_P(MatmulVariants, EveryOutputIsTheSingleRowDot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, MatmulVariants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); });
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           std::string name = isa_name(info.param);  // test names take no '-'
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(Matmul, SameResultsOnEveryVariantForQuantizedActivations) {
   // Quantization is bit-identical across variants, so prepared Q8_0 activations must be too.

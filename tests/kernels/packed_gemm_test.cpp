@@ -3,8 +3,10 @@
 // or the group split, and rows past the matrix are never written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -39,12 +41,14 @@ struct Weights {
   Matrix matrix;
 };
 
-Weights make_weights(Kind kind, Shape s, std::mt19937& rng) {
+// bytes: the raw quant bytes 0..255 (Q8_0 stores byte - 128), uniformly random unless given.
+Weights make_weights(Kind kind, Shape s, std::mt19937& rng, std::function<int()> bytes = nullptr) {
   const WeightType t = kind.type;
   Weights w{t, s, {}, {}, {}};
   const int64_t nb = s.cols / kQK8_0;
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
-  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_int_distribution<int> uniform_byte(0, 255);
+  auto byte = [&](std::mt19937& g) { return bytes ? bytes() : uniform_byte(g); };
   if (t == WeightType::Q8_0) {
     w.gguf.resize(size_t(s.rows * nb) * sizeof(BlockQ8_0));
     auto* b = reinterpret_cast<BlockQ8_0*>(w.gguf.data());
@@ -149,8 +153,38 @@ TEST_P(PackedGemmVariants, BatchAndGroupSplitDoNotChangeAnyBit) {
     }
 }
 
+// Saturation edges: weight bytes all -128, all 127 or a random mix of the two (Q8_0; Q4_0 nibbles 0 and
+// 15), against activations at +-amax, which quantize to +-127 (lane-order Q8_0 quants 255 and 1). There an
+// emulated dpbusd on the offset layouts would saturate its int16 pair sums (255 * -128 * 2): the tiers
+// without VNNI must still equal the twin bit for bit.
+TEST_P(PackedGemmVariants, ExtremeBytesEqualTheReferenceTwin) {
+  std::mt19937 rng(304);
+  std::bernoulli_distribution coin(0.5);
+  const std::function<int()> patterns[] = {[] { return 0; }, [] { return 255; }, [&] { return coin(rng) ? 255 : 0; }};
+  const Shape s{37, 256};
+  for (Kind kind : kKinds)
+    for (const auto& bytes : patterns) {
+      const Weights w = make_weights(kind, s, rng, bytes);
+      std::vector<float> x(size_t(kMaxBatch * s.cols));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = i < x.size() / 2 ? 1.5f : (coin(rng) ? 1.5f : -1.5f);
+      for (int64_t n : {int64_t{1}, int64_t{3}, kMaxBatch}) {
+        std::vector<float> got(size_t(kMaxBatch * s.rows), kUnwritten), want = got;
+        run(w, x, 0, n, 0, packed_groups(s.rows), got);
+        set_active_isa(Isa::Ref);
+        run(w, x, 0, n, 0, packed_groups(s.rows), want);
+        set_active_isa(GetParam());
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << name(w) << " batch " << n << " on " << isa_name(GetParam()) << ": first output " << got[0] << " vs " << want[0];
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, PackedGemmVariants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); });
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           std::string name = isa_name(info.param);  // test names take no '-'
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(PackedGemm, ReferenceEqualsTheUnpackedDotsOnTheGgufBlocks) {
   std::mt19937 rng(303);
