@@ -1,7 +1,8 @@
 // Sampling controls in whole jobs on stories260K (2 ranks): stop_token_ids ends a row at that token,
 // logit_bias +100 forces a token, min_tokens holds back the end of generation (with and without
 // ignore_eos), include_stop_str_in_output keeps the stop string, and presence/frequency penalties leave
-// the first token alone while a repetition penalty changes it (the prompt's tokens count for it).
+// the first token alone while a repetition penalty changes it (the prompt's tokens count for it); ids
+// outside the vocabulary fail their row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,15 +45,15 @@ std::map<std::string, json> run_rows(const std::string& model, const std::string
                                kJobTimeLimitS);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   std::map<std::string, json> rows;
-  for (const json& row : read_jsonl(dir + "/r.jsonl")) {
-    EXPECT_EQ(row["status"], "ok") << row.dump();
-    rows[row["id"].get<std::string>()] = row;
-  }
+  for (const json& row : read_jsonl(dir + "/r.jsonl")) rows[row["id"].get<std::string>()] = row;
   EXPECT_EQ(rows.size(), lines.size());
   return rows;
 }
 
-std::vector<int> tokens(const json& row) { return row["tokens"].get<std::vector<int>>(); }
+std::vector<int> tokens(const json& row) {
+  EXPECT_EQ(row["status"], "ok") << row.dump();
+  return row.value("tokens", std::vector<int>{});
+}
 std::vector<float> logprobs(const json& row) { return row["logprobs"].get<std::vector<float>>(); }
 
 TEST(JobSamplingControls, StopTokenIdEndsTheRowAtThatToken) {
@@ -149,6 +150,23 @@ TEST(JobSamplingControls, OutputPenaltiesStartAfterTheFirstTokenRepetitionCounts
   };
   ASSERT_GT(repeats(tokens(rows["r0"])), 0) << "64 greedy tokens of a story repeat some token";
   EXPECT_LT(repeats(tokens(rows["r1"])), repeats(tokens(rows["r0"])));
+}
+
+TEST(JobSamplingControls, IdsOutsideTheVocabularyFailTheirRowByName) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  auto rows = run_rows(model, "vocab",
+                       {{{"max_tokens", 4}, {"stop_token_ids", {512}}},
+                        {{"max_tokens", 4}, {"logit_bias", {{"600", 1}}}},
+                        {{"max_tokens", 4}}});
+  EXPECT_EQ(rows["r0"]["status"], "error");
+  EXPECT_NE(rows["r0"]["error"].get<std::string>().find(
+                ":1: stop_token_ids: expected token ids in 0..511 (the model's vocabulary), found 512"),
+            std::string::npos)
+      << rows["r0"].dump();
+  EXPECT_EQ(rows["r1"]["status"], "error");
+  EXPECT_NE(rows["r1"]["error"].get<std::string>().find(":2: logit_bias: expected token ids in 0..511"), std::string::npos)
+      << rows["r1"].dump();
+  EXPECT_EQ(tokens(rows["r2"]).size(), 4u) << "the other rows run";
 }
 
 }  // namespace
