@@ -2,14 +2,17 @@
 // must fail before a model is loaded.
 #include "app/options.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
+#include "io/prompt_record.h"
 #include "model/chat_template.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -39,6 +42,67 @@ uint64_t parse_seed(const std::string& v) {
   if (!digits || errno == ERANGE)
     throw InputError("option --seed: expected an integer in 0..18446744073709551615, found '" + v + "'");
   return static_cast<uint64_t>(n);
+}
+
+// Splits the repeatable list options at commas ("--stop-token-ids 2,13 --stop-token-ids 7").
+std::vector<std::string> list_items(const std::vector<std::string>& values) {
+  std::vector<std::string> items;
+  for (const std::string& v : values) {
+    size_t from = 0;
+    for (;;) {
+      const size_t comma = v.find(',', from);
+      items.push_back(v.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  }
+  return items;
+}
+
+// A token id written in decimal, 0..2^31-1 (the vocabulary bound is checked once the model is read).
+bool parse_token_id(const std::string& v, int32_t& id) {
+  if (v.empty() || v.size() > 10 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  const long long n = std::stoll(v);
+  if (n > std::numeric_limits<int32_t>::max()) return false;
+  id = static_cast<int32_t>(n);
+  return true;
+}
+
+// "--stop-token-ids": distinct token ids, at most io::kMaxStopTokenIds.
+std::vector<int32_t> parse_stop_token_ids(const std::vector<std::string>& values) {
+  std::vector<int32_t> ids;
+  for (const std::string& item : list_items(values)) {
+    int32_t id = 0;
+    if (!parse_token_id(item, id) || std::find(ids.begin(), ids.end(), id) != ids.end() ||
+        ids.size() == io::kMaxStopTokenIds)
+      throw InputError("option --stop-token-ids: expected at most " + std::to_string(io::kMaxStopTokenIds) +
+                       " distinct token ids (integers >= 0, comma-separated or repeated), found '" + item + "'" +
+                       (ids.size() == io::kMaxStopTokenIds ? " past the limit" : ""));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// "--logit-bias ID:BIAS,...": distinct ids, biases in [-100, 100], at most io::kMaxLogitBiasEntries.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& values) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const std::string& item : list_items(values)) {
+    const size_t colon = item.find(':');
+    int32_t id = 0;
+    char* end = nullptr;
+    const std::string bias_text = colon == std::string::npos ? "" : item.substr(colon + 1);
+    const double bias = std::strtod(bias_text.c_str(), &end);
+    const bool id_ok = colon != std::string::npos && parse_token_id(item.substr(0, colon), id);
+    const bool repeated = std::any_of(out.begin(), out.end(), [id](const auto& e) { return e.first == id; });
+    if (!id_ok || bias_text.empty() || *end != '\0' || !(bias >= -100.0 && bias <= 100.0) || repeated ||
+        out.size() == io::kMaxLogitBiasEntries)
+      throw InputError("option --logit-bias: expected at most " + std::to_string(io::kMaxLogitBiasEntries) +
+                       " entries ID:BIAS with distinct token ids >= 0 and biases in [-100, 100] (comma-separated or "
+                       "repeated, e.g. 13:-100,29:2.5), found '" + item + "'");
+    out.emplace_back(id, static_cast<float>(bias));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 // "--slow-rank R:FACTOR": a rank >= 0 and a factor in [1, kMaxSlowFactor].
@@ -80,6 +144,27 @@ po::options_description describe(JobOptions& o) {
       ("seed", po::value<std::string>()->default_value("0")->notifier([&o](const std::string& v) { o.seed = parse_seed(v); }),
        "random seed, 0..2^64-1 (draws are keyed by seed, prompt id and step)")
       ("stop", po::value(&o.stop)->composing(), "stop string (repeatable)")
+      ("include-stop-str-in-output", po::bool_switch(&o.include_stop_str_in_output),
+       "keep the stop string that ended a row in its text (as vLLM's include_stop_str_in_output)")
+      ("stop-token-ids", po::value<std::vector<std::string>>()->composing()->notifier([&o](const std::vector<std::string>& v) {
+         o.stop_token_ids = parse_stop_token_ids(v);
+       }),
+       "token ids that end a row with finish_reason stop, kept in its tokens (comma-separated or repeated)")
+      ("ignore-eos", po::bool_switch(&o.ignore_eos), "the model's end-of-generation tokens do not end a row")
+      ("min-tokens", po::value(&o.min_tokens)->default_value(o.min_tokens),
+       "tokens a row generates before anything may end it: end-of-generation and --stop-token-ids ids are "
+       "masked until then (at most --max-tokens)")
+      ("repetition-penalty", po::value(&o.repetition_penalty)->default_value(o.repetition_penalty, "1"),
+       "> 0: a token of the prompt or the output so far has a positive logit divided by it, a negative one "
+       "multiplied (1 = off)")
+      ("presence-penalty", po::value(&o.presence_penalty)->default_value(o.presence_penalty, "0"),
+       "in [-2, 2]: subtracted from the logit of every token the output has so far (0 = off)")
+      ("frequency-penalty", po::value(&o.frequency_penalty)->default_value(o.frequency_penalty, "0"),
+       "in [-2, 2]: times its count in the output so far, subtracted from a token's logit (0 = off)")
+      ("logit-bias", po::value<std::vector<std::string>>()->composing()->notifier([&o](const std::vector<std::string>& v) {
+         o.logit_bias = parse_logit_bias(v);
+       }),
+       "ID:BIAS,...: add BIAS in [-100, 100] to the token's logit before sampling (repeatable)")
       ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts")
       ("chat-template", po::value(&o.chat_template), "template for \"messages\" prompts: chatml | llama3 | llama2 | mistral | "
                                                      "deepseek (default: recognized from the model file)");
@@ -150,6 +235,14 @@ void check(const JobOptions& o) {
   if (o.top_k < 0) bad("top-k", "a count >= 0", std::to_string(o.top_k));
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) bad("top-p", "a value in (0, 1]", shown(o.top_p));
   if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) bad("min-p", "a value in [0, 1]", shown(o.min_p));
+  if (!(o.repetition_penalty > 0.0f && std::isfinite(o.repetition_penalty)))
+    bad("repetition-penalty", "a finite value > 0 (1 = off)", shown(o.repetition_penalty));
+  if (!(o.presence_penalty >= -2.0f && o.presence_penalty <= 2.0f))
+    bad("presence-penalty", "a value in [-2, 2]", shown(o.presence_penalty));
+  if (!(o.frequency_penalty >= -2.0f && o.frequency_penalty <= 2.0f))
+    bad("frequency-penalty", "a value in [-2, 2]", shown(o.frequency_penalty));
+  if (o.min_tokens < 0 || o.min_tokens > o.max_tokens)
+    bad("min-tokens", "a count in 0..--max-tokens (" + std::to_string(o.max_tokens) + ")", std::to_string(o.min_tokens));
   const std::string max_ctx = std::to_string(kMaxCtx), max_slots = std::to_string(kMaxSlots);
   if (o.ctx < 0 || o.ctx > kMaxCtx) bad("ctx", "a length in 0.." + max_ctx, std::to_string(o.ctx));
   if (o.mode == "perplexity" && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace glacier::app {
@@ -21,6 +22,14 @@ struct JobOptions {
   float min_p = 0.0f;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  float repetition_penalty = 1.0f;  // 1 = off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias), ascending ids
+  bool include_stop_str_in_output = false;
   int32_t ctx = 0;        // 0 = the model's training context, at most kDefaultMaxCtx
   int32_t slots = 0;      // 0 = sized from free memory
   int32_t ubatch = 512;

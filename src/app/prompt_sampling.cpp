@@ -14,12 +14,40 @@ PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) 
   s.min_p = static_cast<float>(rec.min_p ? *rec.min_p : opt.min_p);
   s.seed = rec.seed ? *rec.seed : opt.seed;
   s.stop = rec.stop ? *rec.stop : opt.stop;
+  s.repetition_penalty = static_cast<float>(rec.repetition_penalty ? *rec.repetition_penalty : opt.repetition_penalty);
+  s.presence_penalty = static_cast<float>(rec.presence_penalty ? *rec.presence_penalty : opt.presence_penalty);
+  s.frequency_penalty = static_cast<float>(rec.frequency_penalty ? *rec.frequency_penalty : opt.frequency_penalty);
+  s.min_tokens = rec.min_tokens ? *rec.min_tokens : opt.min_tokens;
+  s.ignore_eos = rec.ignore_eos ? *rec.ignore_eos : opt.ignore_eos;
+  s.stop_token_ids = rec.stop_token_ids ? *rec.stop_token_ids : opt.stop_token_ids;
+  if (rec.logit_bias) {
+    for (const auto& [id, bias] : *rec.logit_bias) s.logit_bias.emplace_back(id, static_cast<float>(bias));
+  } else {
+    s.logit_bias = opt.logit_bias;
+  }
+  s.include_stop_str_in_output = rec.include_stop_str_in_output ? *rec.include_stop_str_in_output
+                                                                : opt.include_stop_str_in_output;
   return s;
 }
 
 nlohmann::json sampling_json(const PromptSampling& s) {
-  return {{"max_tokens", s.max_tokens}, {"temperature", s.temperature}, {"top_k", s.top_k}, {"top_p", s.top_p},
-          {"min_p", s.min_p},           {"seed", s.seed},               {"stop", s.stop}};
+  nlohmann::json bias = nlohmann::json::object();
+  for (const auto& [id, b] : s.logit_bias) bias[std::to_string(id)] = b;
+  return {{"max_tokens", s.max_tokens},
+          {"temperature", s.temperature},
+          {"top_k", s.top_k},
+          {"top_p", s.top_p},
+          {"min_p", s.min_p},
+          {"seed", s.seed},
+          {"stop", s.stop},
+          {"repetition_penalty", s.repetition_penalty},
+          {"presence_penalty", s.presence_penalty},
+          {"frequency_penalty", s.frequency_penalty},
+          {"min_tokens", s.min_tokens},
+          {"ignore_eos", s.ignore_eos},
+          {"stop_token_ids", s.stop_token_ids},
+          {"logit_bias", bias},
+          {"include_stop_str_in_output", s.include_stop_str_in_output}};
 }
 
 std::string sampling_text(const io::PromptRecord& rec, const JobOptions& opt) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,12 +21,21 @@ struct PromptSampling {
   float min_p = 0;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  float repetition_penalty = 1;
+  float presence_penalty = 0;
+  float frequency_penalty = 0;
+  int32_t min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // ascending ids
+  bool include_stop_str_in_output = false;
 };
 
 PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt);
 
-// {"max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop"}: the values as run (floats
-// as the engine holds them).
+// {"max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop", "repetition_penalty",
+// "presence_penalty", "frequency_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "logit_bias"
+// ({"id": bias}), "include_stop_str_in_output"}: the values as run (floats as the engine holds them).
 nlohmann::json sampling_json(const PromptSampling& s);
 
 // The record's sampling_json as compact text; "null" for a line that could not be read (it has none).

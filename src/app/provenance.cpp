@@ -21,6 +21,13 @@ namespace {
 
 nlohmann::json text_or_null(const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); }
 
+// {"13": -100.0, ...}, as a prompt line writes it.
+nlohmann::json logit_bias_text(const std::vector<std::pair<int32_t, float>>& bias) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [id, b] : bias) j[std::to_string(id)] = b;
+  return j;
+}
+
 }  // namespace
 
 std::string tensor_type_summary(const gguf::File& f) {
@@ -118,6 +125,14 @@ nlohmann::json options_json(const JobOptions& o) {
           {"min-p", o.min_p},
           {"seed", o.seed},
           {"stop", o.stop},
+          {"include-stop-str-in-output", o.include_stop_str_in_output},
+          {"stop-token-ids", o.stop_token_ids},
+          {"ignore-eos", o.ignore_eos},
+          {"min-tokens", o.min_tokens},
+          {"repetition-penalty", o.repetition_penalty},
+          {"presence-penalty", o.presence_penalty},
+          {"frequency-penalty", o.frequency_penalty},
+          {"logit-bias", logit_bias_text(o.logit_bias)},
           {"no-bos", o.no_bos},
           {"chat-template", text_or_null(o.chat_template)},
           {"ctx", o.ctx},

@@ -30,12 +30,70 @@ ChatSetup choose_chat_template(const JobOptions& opt, const std::optional<std::s
   return c;
 }
 
+namespace {
+
+static_assert(io::kMaxLogitBiasEntries == static_cast<size_t>(compute::kMaxLogitBiasEntries) &&
+                  io::kMaxStopTokenIds == static_cast<size_t>(compute::kMaxStopTokenIds),
+              "the prompt reader's bounds are the engine's");
+
+// The ids a prompt names must be in the model's vocabulary; the message names the prompt's key, or the
+// option when the ids came from the command line.
+std::optional<std::string> check_ids(const std::vector<int32_t>& ids, const model::Tokenizer& tok, bool from_line,
+                                     const char* key, const char* option) {
+  for (int32_t id : ids)
+    if (id >= tok.n_vocab())
+      return std::string(from_line ? key : option) + ": expected token ids in 0.." + std::to_string(tok.n_vocab() - 1) +
+             " (the model's vocabulary), found " + std::to_string(id);
+  return std::nullopt;
+}
+
+// Penalties, logit_bias, min_tokens and its mask: what the last stage applies to the sequence's logits.
+std::optional<std::string> set_sequence_controls(const io::PromptRecord& rec, const PromptSampling& s,
+                                                 const model::Tokenizer& tok, pipeline::SequenceRequest& req) {
+  req.sampling.repetition_penalty = s.repetition_penalty;
+  req.sampling.presence_penalty = s.presence_penalty;
+  req.sampling.frequency_penalty = s.frequency_penalty;
+  req.sampling.min_tokens = s.min_tokens;
+  if (s.min_tokens > s.max_tokens)
+    return "min_tokens " + std::to_string(s.min_tokens) + ": expected at most max_tokens (" + std::to_string(s.max_tokens) +
+           (rec.max_tokens ? ")" : ", from --max-tokens)");
+  if (auto err = check_ids(s.stop_token_ids, tok, rec.stop_token_ids.has_value(), "stop_token_ids", "--stop-token-ids"))
+    return err;
+  std::vector<int32_t> bias_ids;
+  for (const auto& [id, bias] : s.logit_bias) {
+    bias_ids.push_back(id);
+    req.logit_bias.push_back({id, bias});
+  }
+  if (auto err = check_ids(bias_ids, tok, rec.logit_bias.has_value(), "logit_bias", "--logit-bias")) return err;
+  if (s.min_tokens > 0) {
+    // vLLM's set: the stop token ids, and the end-of-generation ids unless they are ignored anyway.
+    req.min_tokens_mask = s.stop_token_ids;
+    if (!s.ignore_eos)
+      for (int32_t id = 0; id < tok.n_vocab(); ++id)
+        if (tok.is_end_of_generation(id) && std::find(s.stop_token_ids.begin(), s.stop_token_ids.end(), id) == s.stop_token_ids.end())
+          req.min_tokens_mask.push_back(id);
+    if (req.min_tokens_mask.size() > static_cast<size_t>(compute::kMaxMinTokensMask))
+      return "min_tokens: the stop token ids and the model's end-of-generation ids make " +
+             std::to_string(req.min_tokens_mask.size()) + " ids to mask, expected at most " +
+             std::to_string(compute::kMaxMinTokensMask);
+    if (static_cast<int64_t>(req.min_tokens_mask.size()) >= tok.n_vocab())
+      return "min_tokens: the stop token ids and end-of-generation ids cover the whole vocabulary, so no token could be sampled";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> build_request(const io::PromptRecord& rec, const JobOptions& opt,
                                          const model::Tokenizer& tok, const ChatSetup& chat, int32_t seq,
                                          pipeline::SequenceRequest& req, PromptPlan& plan) {
   plan.record = rec;
   const PromptSampling sampling = sampling_for(rec, opt);
   plan.stop = sampling.stop;
+  plan.include_stop_str = sampling.include_stop_str_in_output;
+  plan.stop_token_ids = sampling.stop_token_ids;
+  plan.ignore_eos = sampling.ignore_eos;
+  plan.min_tokens = sampling.min_tokens;
   req = {};
   req.seq = seq;
   req.prompt_key = prompt_key(rec.id);
@@ -45,6 +103,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   req.sampling.top_p = sampling.top_p;
   req.sampling.min_p = sampling.min_p;
   req.sampling.seed = sampling.seed;
+  if (auto err = set_sequence_controls(rec, sampling, tok, req)) return err;
   const bool add_special = !opt.no_bos;
   if (rec.is_chat()) {
     if (opt.mode != "generate") return "\"messages\" records need --mode generate";
@@ -102,18 +161,38 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   return std::nullopt;
 }
 
-bool ends_generation(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out) {
-  if (tok.is_end_of_generation(out.generated.back())) return true;
-  if (plan.stop.empty()) return false;
-  const std::string text = tok.decode(out.generated);
-  // Only a stop string that the newest token completed can be new: look near the end of the text.
-  const std::string last = tok.token_to_piece(out.generated.back(), false);
+namespace {
+
+// The stop string the newest token completed: where it starts in `text` (the decoded output) and its
+// length; the earliest when several end there. A stop string seen before min_tokens did not end the row,
+// so only one that ends inside the newest token's piece counts.
+std::optional<std::pair<size_t, size_t>> completed_stop_string(const model::Tokenizer& tok, const PromptPlan& plan,
+                                                               const std::vector<int32_t>& generated,
+                                                               const std::string& text) {
+  const std::string last = tok.token_to_piece(generated.back(), false);
+  const size_t last_starts = text.size() >= last.size() ? text.size() - last.size() : 0;
+  std::optional<std::pair<size_t, size_t>> found;
   for (const std::string& s : plan.stop) {
     if (s.empty()) continue;
-    const size_t from = text.size() >= s.size() + last.size() ? text.size() - s.size() - last.size() : 0;
-    if (text.find(s, from) != std::string::npos) return true;
+    const size_t from = last_starts >= s.size() ? last_starts - s.size() : 0;
+    for (size_t at = text.find(s, from); at != std::string::npos; at = text.find(s, at + 1)) {
+      if (at + s.size() <= last_starts) continue;  // ends before the newest token
+      if (!found || at < found->first) found = std::make_pair(at, s.size());
+      break;
+    }
   }
-  return false;
+  return found;
+}
+
+}  // namespace
+
+bool ends_generation(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out) {
+  if (static_cast<int64_t>(out.generated.size()) < plan.min_tokens) return false;
+  const int32_t newest = out.generated.back();
+  if (!plan.ignore_eos && tok.is_end_of_generation(newest)) return true;
+  if (std::find(plan.stop_token_ids.begin(), plan.stop_token_ids.end(), newest) != plan.stop_token_ids.end()) return true;
+  if (plan.stop.empty()) return false;
+  return completed_stop_string(tok, plan, out.generated, tok.decode(out.generated)).has_value();
 }
 
 io::ResultRecord make_error_result(const io::PromptRecord& rec, const std::string& message) {
@@ -152,11 +231,15 @@ io::ResultRecord make_result(const model::Tokenizer& tok, const PromptPlan& plan
   r.logprobs = out.logprobs;
   r.text = tok.decode(out.generated);
   r.finish_reason = out.finish == pipeline::FinishReason::Stop ? "stop" : "length";
-  // A stop string ends the text where it begins (the stop string itself is not part of the output).
-  for (const std::string& s : plan.stop) {
-    size_t at = s.empty() ? std::string::npos : r.text.find(s);
-    if (at != std::string::npos) r.text.resize(at);
-  }
+  // A stop string ends the text where it begins, or with include_stop_str_in_output where it ends
+  // (either way, text the same token brought after it is dropped). Tokens are kept whole.
+  const int32_t newest = out.generated.empty() ? -1 : out.generated.back();
+  const bool stopped_by_token =
+      newest >= 0 && ((!plan.ignore_eos && tok.is_end_of_generation(newest)) ||
+                      std::find(plan.stop_token_ids.begin(), plan.stop_token_ids.end(), newest) != plan.stop_token_ids.end());
+  if (out.finish == pipeline::FinishReason::Stop && !stopped_by_token)
+    if (auto stop = completed_stop_string(tok, plan, out.generated, r.text))
+      r.text.resize(stop->first + (plan.include_stop_str ? stop->second : 0));
   return r;
 }
 

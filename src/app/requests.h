@@ -19,6 +19,10 @@ namespace glacier::app {
 struct PromptPlan {
   io::PromptRecord record;
   std::vector<std::string> stop;  // stop strings
+  bool include_stop_str = false;  // a stop string that ends the row stays in its text
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t min_tokens = 0;         // nothing ends the row before this many tokens
   int32_t n_prompt = 0;           // tokens of the prompt (score: of the context)
   std::vector<int32_t> continuation;  // score mode: the continuation's tokens
   std::vector<int32_t> prompt_tokens;
@@ -41,7 +45,8 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
 // A stable 64-bit key of the prompt id (FNV-1a): the random generator's per-prompt key.
 uint64_t prompt_key(const std::string& id);
 
-// True when the newest token ends generation: an end-of-generation token or a stop string.
+// True when the newest token ends generation: an end-of-generation token (unless ignore_eos), a stop
+// token id or a stop string, once the row has min_tokens tokens (vLLM checks no stop before that).
 bool ends_generation(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out);
 
 io::ResultRecord make_result(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out);

@@ -19,7 +19,30 @@ struct SamplingParams {
   float top_p = 1.0f;        // 1 = off
   float min_p = 0.0f;        // 0 = off
   uint64_t seed = 0;
+  float repetition_penalty = 1.0f;  // 1 = off; over the prompt's and the output's tokens
+  float presence_penalty = 0.0f;    // 0 = off; over the output's tokens
+  float frequency_penalty = 0.0f;   // 0 = off; over the output's tokens
+  int32_t min_tokens = 0;           // before this many output tokens, the sequence's min-tokens ids are masked
+
+  // Whether the sampler needs the sequence's token counts (the last stage keeps them per KV slot).
+  bool penalized() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
 };
+
+// One logit_bias entry: added to the token's logit before sampling.
+struct TokenBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+};
+
+// Per micro-batch bounds of the sequence settings a first chunk carries (they size the receive buffers);
+// one sequence's own settings are bounded by kMaxLogitBiasEntries and kMaxMinTokensMask.
+constexpr int32_t kMaxLogitBiasEntries = 1024;
+constexpr int32_t kMaxStopTokenIds = 1024;
+constexpr int32_t kMaxMinTokensMask = 2048;  // stop_token_ids plus the model's end-of-generation ids
+constexpr int32_t kMaxBiasesPerMicroBatch = 4 * kMaxLogitBiasEntries;
+constexpr int32_t kMaxMaskPerMicroBatch = 2 * kMaxMinTokensMask;
 
 struct Chunk {
   int32_t seq = 0;        // the driver's sequence id (results are addressed by it)
@@ -31,6 +54,13 @@ struct Chunk {
   int32_t step = 0;          // sampler step counter (draws are keyed by seed, prompt key, step)
   uint64_t prompt_key = 0;   // stable per-prompt key for the random generator
   SamplingParams sampling;
+  // A generate sequence's first chunk (start_pos 0) carries its logit biases and the ids min_tokens masks,
+  // as ranges of the micro-batch's `biases` and `min_mask`; the last stage keeps them per KV slot, so
+  // later chunks carry none (n = 0).
+  int32_t first_bias = 0;
+  int32_t n_biases = 0;
+  int32_t first_mask = 0;
+  int32_t n_mask = 0;
 };
 
 struct MicroBatch {
@@ -38,12 +68,16 @@ struct MicroBatch {
   std::vector<Chunk> chunks;
   std::vector<int32_t> tokens;   // all tokens, chunk after chunk
   std::vector<int32_t> targets;  // per token: the token it should predict (Score), or -1
+  std::vector<TokenBias> biases; // first chunks' logit_bias entries (Chunk::first_bias, n_biases)
+  std::vector<int32_t> min_mask; // first chunks' min_tokens ids (Chunk::first_mask, n_mask)
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   void clear() {
     chunks.clear();
     tokens.clear();
     targets.clear();
+    biases.clear();
+    min_mask.clear();
   }
 };
 
@@ -51,7 +85,7 @@ struct MicroBatch {
 struct ChunkResult {
   int32_t seq = 0;
   int32_t token = -1;     // Sample: the chosen token
-  float logprob = 0.0f;   // Sample: its log-probability under the model
+  float logprob = 0.0f;   // Sample: its log-probability (sampler.h says under which distribution)
   int32_t first_target = 0;  // Score: index of this chunk's entries in the target arrays below
   int32_t n_targets = 0;
   int32_t non_finite = 0;    // 1: NaN/Inf in this chunk's hidden state or logits (the prompt fails)

@@ -31,6 +31,7 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
   out.clear();
   out.id = mb.id;
   const int32_t n_vocab = stage_.config().n_vocab;
+  slot_states_.observe(mb);
   // Which rows need logits, and their result slot.
   std::vector<int32_t>& rows = rows_;
   rows.clear();
@@ -62,13 +63,15 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
     group.assign(rows.begin() + g, rows.begin() + g + n);
     stage_.head(x, group, logits_.data());
     for (size_t i = 0; i < n; ++i) {
-      const float* lg = logits_.data() + i * n_vocab;
+      float* lg = logits_.data() + i * n_vocab;
       const int32_t n_embd = stage_.config().n_embd;
       const Chunk& c = mb.chunks[row_chunk_[g + i]];
       ChunkResult& r = out.chunks[row_chunk_[g + i]];
       if (!all_finite(lg, n_vocab) || !normable(x + static_cast<size_t>(group[i]) * n_embd, n_embd))
         r.non_finite = 1;
       if (c.output == OutputKind::Sample) {
+        // After the finite check: the min_tokens mask writes -inf on purpose.
+        slot_states_.slot(c.slot).apply(lg, n_vocab, c.sampling, c.step);
         TokenChoice t = sampler_.choose(lg, c.sampling, c.prompt_key, c.step);
         r.token = t.token;
         r.logprob = t.logprob;

@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "compute/logits_processing.h"
 #include "compute/microbatch.h"
 #include "compute/sampler.h"
 #include "compute/transformer_stage.h"
@@ -20,6 +21,7 @@ class OutputHead {
   static constexpr int32_t kRowsPerGroup = 16;  // bounds the logits buffer to 16 x n_vocab floats
   TransformerStage& stage_;
   Sampler sampler_;
+  SlotLogitStates slot_states_;  // logit_bias, min_tokens ids and token counts per KV slot
   std::vector<float> logits_;
   std::vector<int32_t> rows_, row_chunk_, group_;
 };

@@ -1,5 +1,5 @@
-// Sampling and scoring over a logits row. Log-probabilities use a log-sum-exp of the raw logits (float
-// exponentials summed in double), so the figure written for a token does not depend on the sampling settings.
+// Sampling and scoring over a logits row. Log-probabilities use a log-sum-exp of the row as given (float
+// exponentials summed in double), so the figure written for a token does not depend on temperature or filters.
 #include "compute/sampler.h"
 
 #include <algorithm>
@@ -109,7 +109,11 @@ TokenChoice Sampler::choose(const float* logits, const SamplingParams& p, uint64
       sum += probs_[i] = std::exp((static_cast<double>(cand_[i].first) - cand_[0].first) / p.temperature);
     const double u = counter_uniform(p.seed, prompt_key, static_cast<uint64_t>(step)) * sum;
     double cum = 0.0;
-    out.token = cand_.back().second;
+    // Should u round up to the sum, the last candidate that can be drawn (never a masked one, p = 0).
+    size_t last_drawable = 0;
+    for (size_t i = 0; i < cand_.size(); ++i)
+      if (probs_[i] > 0.0) last_drawable = i;
+    out.token = cand_[last_drawable].second;
     for (size_t i = 0; i < cand_.size(); ++i) {
       cum += probs_[i];
       if (u < cum) {

@@ -15,7 +15,9 @@ double counter_uniform(uint64_t seed, uint64_t prompt_key, uint64_t step);
 
 struct TokenChoice {
   int32_t token = -1;
-  float logprob = 0.0f;  // log p(token) under the model's raw distribution (temperature 1)
+  // log p(token) under softmax of the row given to choose(): the model's logits after the sequence's
+  // logit_bias, min_tokens mask and penalties (logits_processing.h), before temperature and filters.
+  float logprob = 0.0f;
 };
 
 class Sampler {

@@ -131,6 +131,54 @@ class FieldReader {
     return ids;
   }
 
+  std::optional<bool> boolean(const std::string& key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) fail(key, "true or false", *v);
+    return v->get<bool>();
+  }
+
+  // An array (possibly empty) of at most max_ids distinct token ids.
+  std::optional<std::vector<int32_t>> id_list(const std::string& key, size_t max_ids) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    const std::string expected = "an array of at most " + std::to_string(max_ids) + " distinct token ids (integers >= 0)";
+    if (!v->is_array() || v->size() > max_ids) fail(key, expected, *v);
+    std::vector<int32_t> ids;
+    for (const json& item : *v) {
+      if (!item.is_number_integer() || (!item.is_number_unsigned() && item.get<int64_t>() < 0) ||
+          item.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+        fail(key, expected, item);
+      const auto id = static_cast<int32_t>(item.get<int64_t>());
+      if (std::find(ids.begin(), ids.end(), id) != ids.end()) fail(key, expected + " (each once)", item);
+      ids.push_back(id);
+    }
+    return ids;
+  }
+
+  // {"token id": bias, ...}: decimal ids (JSON keys are strings), biases in [-100, 100], ascending ids.
+  std::optional<std::vector<std::pair<int32_t, double>>> logit_bias(const std::string& key, size_t max_entries) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    const std::string expected = "an object of at most " + std::to_string(max_entries) +
+                                 " entries \"token id\": bias, with ids decimal integers >= 0 and biases in [-100, 100]";
+    if (!v->is_object() || v->size() > max_entries) fail(key, expected, *v);
+    std::vector<std::pair<int32_t, double>> out;
+    for (const auto& [id_text, bias] : v->items()) {
+      const bool digits = !id_text.empty() && id_text.size() <= 10 && id_text.find_first_not_of("0123456789") == std::string::npos;
+      const long long id = digits ? std::stoll(id_text) : -1;
+      if (id < 0 || id > std::numeric_limits<int32_t>::max()) fail(key, expected + " (every key)", json(id_text));
+      if (!bias.is_number() || !(bias.get<double>() >= -100.0 && bias.get<double>() <= 100.0))
+        fail(key + "." + clip(id_text), "a bias in [-100, 100]", bias);
+      out.emplace_back(static_cast<int32_t>(id), bias.get<double>());
+    }
+    std::sort(out.begin(), out.end());
+    for (size_t i = 1; i < out.size(); ++i)
+      if (out[i].first == out[i - 1].first)
+        fail(key, expected + " (each id once)", json(std::to_string(out[i].first) + " twice"));
+    return out;
+  }
+
   // A chat conversation: a non-empty array of objects with a string role and a content.
   std::string messages(const std::string& key) const {
     const json* v = find(key);
@@ -177,7 +225,7 @@ struct UnimplementedKey {
   std::string_view name;
   std::string_view neutral;  // JSON text of the accepted values, "" when none (only absent or null)
 };
-constexpr std::array<UnimplementedKey, 33> kUnimplementedKeys = {{
+constexpr std::array<UnimplementedKey, 25> kUnimplementedKeys = {{
     {"logprobs", "[false, true, 0]"},  // every result carries the sampled tokens' log-probs; no alternatives
     {"top_logprobs", "[0]"},
     {"echo", "[false]"},
@@ -185,16 +233,8 @@ constexpr std::array<UnimplementedKey, 33> kUnimplementedKeys = {{
     {"stream", "[false]"},
     {"stream_options", ""},
     {"suffix", "[\"\"]"},
-    {"logit_bias", "[{}]"},
-    {"frequency_penalty", "[0]"},
-    {"presence_penalty", "[0]"},
-    {"repetition_penalty", "[1]"},
     {"length_penalty", "[1]"},
     {"typical_p", "[1]"},
-    {"min_tokens", "[0]"},
-    {"stop_token_ids", "[[]]"},
-    {"ignore_eos", "[false]"},
-    {"include_stop_str_in_output", "[false]"},
     {"use_beam_search", "[false]"},
     {"prompt_logprobs", ""},
     {"response_format", "[{\"type\": \"text\"}]"},
@@ -270,7 +310,11 @@ void check_keys(const json& object, const std::string& prefix, const std::vector
   }
 }
 
-const std::vector<std::string_view> kSamplingKeys = {"max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop", "n"};
+const std::vector<std::string_view> kSamplingKeys = {
+    "max_tokens",       "temperature",      "top_k",          "top_p",      "min_p",
+    "seed",             "stop",             "n",              "repetition_penalty",
+    "presence_penalty", "frequency_penalty", "min_tokens",    "ignore_eos", "stop_token_ids",
+    "logit_bias",       "include_stop_str_in_output"};
 
 std::vector<std::string_view> with_sampling(std::vector<std::string_view> keys) {
   keys.insert(keys.end(), kSamplingKeys.begin(), kSamplingKeys.end());
@@ -295,6 +339,17 @@ void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
   r.seed = f.unsigned_integer("seed", "an integer in [0, 2^64)");
   r.stop = f.string_list("stop", openai);
   f.integer("n", 1, 1, "1 (one completion per request; more are not implemented)");
+  // The ranges vLLM's SamplingParams accepts (the penalties as float, which the sampler uses).
+  r.repetition_penalty = f.number("repetition_penalty", 0.0, true, FLT_MAX, false, "a finite number > 0 (1 = off)");
+  r.presence_penalty = f.number("presence_penalty", -2.0, false, 2.0, false, "a number in [-2, 2]");
+  r.frequency_penalty = f.number("frequency_penalty", -2.0, false, 2.0, false, "a number in [-2, 2]");
+  if (auto v = f.integer("min_tokens", 0, kIntMax, "an integer >= 0")) r.min_tokens = static_cast<int>(*v);
+  if (r.min_tokens && r.max_tokens && *r.min_tokens > *r.max_tokens)
+    f.fail("min_tokens", "at most \"max_tokens\" (" + std::to_string(*r.max_tokens) + ")", json(*r.min_tokens));
+  r.ignore_eos = f.boolean("ignore_eos");
+  r.stop_token_ids = f.id_list("stop_token_ids", kMaxStopTokenIds);
+  r.logit_bias = f.logit_bias("logit_bias", kMaxLogitBiasEntries);
+  r.include_stop_str_in_output = f.boolean("include_stop_str_in_output");
 }
 
 void read_plain_line(const json& object, PromptRecord& r) {

@@ -1,12 +1,19 @@
 // One request read from a prompt file: what to run and with which sampling overrides, or why the line
 // could not be used (ok == false). Plain data, shared by the reader, the dispatcher and the writers.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace glacier::io {
+
+// Sizes a prompt's stop_token_ids and logit_bias may have (the engine's per-sequence bounds; app checks
+// they agree with compute/microbatch.h).
+constexpr size_t kMaxStopTokenIds = 1024;
+constexpr size_t kMaxLogitBiasEntries = 1024;
 
 enum class PromptFormat : uint8_t { Text, Jsonl, OpenAiBatch };
 
@@ -38,6 +45,14 @@ struct PromptRecord {
   std::optional<double> min_p;
   std::optional<uint64_t> seed;
   std::optional<std::vector<std::string>> stop;
+  std::optional<double> repetition_penalty;
+  std::optional<double> presence_penalty;
+  std::optional<double> frequency_penalty;
+  std::optional<int> min_tokens;
+  std::optional<bool> ignore_eos;
+  std::optional<std::vector<int32_t>> stop_token_ids;
+  std::optional<std::vector<std::pair<int32_t, double>>> logit_bias;  // (token id, bias), ascending ids
+  std::optional<bool> include_stop_str_in_output;
 
   bool is_chat() const { return messages_json.has_value(); }
   bool is_score() const { return context.has_value(); }

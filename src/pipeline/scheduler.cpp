@@ -44,6 +44,19 @@ void Scheduler::add(SequenceRequest req) {
     msg += " (--ctx)";
     out.error = std::move(msg);
     on_finished_(std::move(out));
+  } else if (req.logit_bias.size() > static_cast<size_t>(compute::kMaxLogitBiasEntries) ||
+             req.min_tokens_mask.size() > static_cast<size_t>(compute::kMaxMinTokensMask)) {
+    out.finish = FinishReason::Error;
+    std::string msg = "logit_bias of ";
+    msg += std::to_string(req.logit_bias.size());
+    msg += " entries and min_tokens ids of ";
+    msg += std::to_string(req.min_tokens_mask.size());
+    msg += ": expected at most ";
+    msg += std::to_string(compute::kMaxLogitBiasEntries);
+    msg += " and ";
+    msg += std::to_string(compute::kMaxMinTokensMask);
+    out.error = std::move(msg);
+    on_finished_(std::move(out));
   } else if (req.mode == SeqMode::Generate && req.max_new_tokens == 0) {
     out.finish = FinishReason::Length;
     on_finished_(std::move(out));
@@ -85,6 +98,13 @@ bool Scheduler::build(compute::MicroBatch& mb) {
     if (a.finished || a.awaiting_sample || remaining <= 0) continue;
     const bool is_decode_step = a.req.mode == SeqMode::Generate && a.n_fed > 0 && remaining == 1;
     if (is_decode_step && decode_taken >= decode_cap) continue;
+    // A first chunk carries its sequence's settings; one that would overflow this micro-batch's share
+    // waits for the next (a micro-batch always has room for one sequence's).
+    const bool first_generate_chunk = a.req.mode == SeqMode::Generate && a.n_fed == 0;
+    if (first_generate_chunk &&
+        (mb.biases.size() + a.req.logit_bias.size() > static_cast<size_t>(compute::kMaxBiasesPerMicroBatch) ||
+         mb.min_mask.size() + a.req.min_tokens_mask.size() > static_cast<size_t>(compute::kMaxMaskPerMicroBatch)))
+      continue;
     compute::Chunk c;
     c.seq = a.req.seq;
     c.slot = a.slot;
@@ -97,6 +117,14 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       c.step = static_cast<int32_t>(a.out.generated.size());
       c.prompt_key = a.req.prompt_key;
       c.sampling = a.req.sampling;
+      if (first_generate_chunk) {
+        c.first_bias = static_cast<int32_t>(mb.biases.size());
+        c.n_biases = static_cast<int32_t>(a.req.logit_bias.size());
+        mb.biases.insert(mb.biases.end(), a.req.logit_bias.begin(), a.req.logit_bias.end());
+        c.first_mask = static_cast<int32_t>(mb.min_mask.size());
+        c.n_mask = static_cast<int32_t>(a.req.min_tokens_mask.size());
+        mb.min_mask.insert(mb.min_mask.end(), a.req.min_tokens_mask.begin(), a.req.min_tokens_mask.end());
+      }
       a.awaiting_sample = last_chunk;
     } else {
       c.output = compute::OutputKind::Score;

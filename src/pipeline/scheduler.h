@@ -24,6 +24,9 @@ struct SequenceRequest {
   int32_t max_new_tokens = 0;
   compute::SamplingParams sampling;
   uint64_t prompt_key = 0;
+  // Generate: sent once, with the first chunk (at most kMaxLogitBiasEntries and kMaxMinTokensMask).
+  std::vector<compute::TokenBias> logit_bias;
+  std::vector<int32_t> min_tokens_mask;  // ids masked before sampling.min_tokens outputs (empty: none)
 };
 
 struct SequenceOutcome {

@@ -35,6 +35,12 @@ struct Header {
 static_assert(sizeof(Header) == 40 && offsetof(Header, header_crc) == 36, "no padding: every byte is checksummed");
 static_assert(std::is_trivially_copyable_v<compute::Chunk>);
 static_assert(std::is_trivially_copyable_v<compute::ChunkResult>);
+static_assert(std::is_trivially_copyable_v<compute::TokenBias>);
+
+// Bytes of the first chunks' sequence settings in a forward message: their two counts, then the entries.
+size_t settings_bytes(size_t n_biases, size_t n_mask) {
+  return 2 * sizeof(int32_t) + n_biases * sizeof(compute::TokenBias) + n_mask * sizeof(int32_t);
+}
 
 template <typename T>
 void put(std::vector<uint8_t>& out, size_t& at, const T* src, size_t n) {
@@ -101,6 +107,7 @@ size_t payload_bytes(WireCodec c, int64_t n_tokens, int64_t n_embd) {
 size_t max_forward_bytes(int32_t max_tokens, int32_t n_embd) {
   return sizeof(Header) + std::max(kMaxFaultReportBytes,
                                    static_cast<size_t>(max_tokens) * (sizeof(compute::Chunk) + 2 * sizeof(int32_t)) +
+                                       settings_bytes(compute::kMaxBiasesPerMicroBatch, compute::kMaxMaskPerMicroBatch) +
                                        payload_bytes(WireCodec::F32, max_tokens, n_embd));
 }
 
@@ -169,14 +176,22 @@ size_t encode_forward(const compute::MicroBatch& mb, const float* x, int32_t n_e
   h.n_chunks = static_cast<int32_t>(mb.chunks.size());
   h.n_tokens = mb.n_tokens();
   h.n_embd = n_embd;
+  GLACIER_ASSERT(mb.biases.size() <= static_cast<size_t>(compute::kMaxBiasesPerMicroBatch) &&
+                     mb.min_mask.size() <= static_cast<size_t>(compute::kMaxMaskPerMicroBatch),
+                 "a micro-batch's sequence settings within the receive buffers' bounds");
   const size_t payload = payload_bytes(codec, mb.n_tokens(), n_embd);
-  const size_t total = sizeof h + mb.chunks.size() * sizeof(compute::Chunk) + 2 * mb.tokens.size() * sizeof(int32_t) + payload;
+  const size_t total = sizeof h + mb.chunks.size() * sizeof(compute::Chunk) + 2 * mb.tokens.size() * sizeof(int32_t) +
+                       settings_bytes(mb.biases.size(), mb.min_mask.size()) + payload;
   out.resize(total);
   size_t at = 0;
   put(out, at, &h, 1);
   put(out, at, mb.chunks.data(), mb.chunks.size());
   put(out, at, mb.tokens.data(), mb.tokens.size());
   put(out, at, mb.targets.data(), mb.targets.size());
+  const int32_t counts[2] = {static_cast<int32_t>(mb.biases.size()), static_cast<int32_t>(mb.min_mask.size())};
+  put(out, at, counts, 2);
+  put(out, at, mb.biases.data(), mb.biases.size());
+  put(out, at, mb.min_mask.data(), mb.min_mask.size());
   encode_activations(codec, x, mb.n_tokens(), n_embd, out.data() + at);
   seal(out);
   return payload;
@@ -248,6 +263,15 @@ MessageKind decode_forward(const uint8_t* data, size_t bytes, int32_t n_embd, co
   get(data, bytes, at, mb.chunks.data(), mb.chunks.size());
   get(data, bytes, at, mb.tokens.data(), mb.tokens.size());
   get(data, bytes, at, mb.targets.data(), mb.targets.size());
+  int32_t counts[2] = {0, 0};
+  get(data, bytes, at, counts, 2);
+  GLACIER_ASSERT(counts[0] >= 0 && counts[0] <= compute::kMaxBiasesPerMicroBatch && counts[1] >= 0 &&
+                     counts[1] <= compute::kMaxMaskPerMicroBatch,
+                 "pipeline message's sequence settings within bounds");
+  mb.biases.resize(static_cast<size_t>(counts[0]));
+  mb.min_mask.resize(static_cast<size_t>(counts[1]));
+  get(data, bytes, at, mb.biases.data(), mb.biases.size());
+  get(data, bytes, at, mb.min_mask.data(), mb.min_mask.size());
   const auto codec = static_cast<WireCodec>(h.codec);
   GLACIER_ASSERT(at + payload_bytes(codec, h.n_tokens, n_embd) == bytes, "pipeline payload size matches");
   decode_activations(codec, data + at, h.n_tokens, n_embd, x);

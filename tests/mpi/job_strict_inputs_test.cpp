@@ -102,7 +102,7 @@ TEST(JobStrictInputs, MisspeltKeyFailsItsLineWhileTheRestRun) {
   const std::string prompts = dir + "/p.jsonl";
   std::ofstream(prompts) << R"({"id": "a", "prompt": "Once upon a time"})" << "\n"
                          << R"({"id": "b", "prompt": "Tom ran", "temprature": 0.8})" << "\n"
-                         << R"({"id": "c", "prompt": "Lily saw", "stop_token_ids": [13]})" << "\n"
+                         << R"({"id": "c", "prompt": "Lily saw", "typical_p": 0.5})" << "\n"
                          << R"({"id": "d", "prompt": "The sun", "temperature": 0.8, "seed": 7})" << "\n";
   const auto run = run_glacier(2, "--model " + model + " --prompts " + prompts + " --jsonl " + dir + "/r.jsonl --max-tokens 4",
                                kJobTimeLimitS);
@@ -115,9 +115,11 @@ TEST(JobStrictInputs, MisspeltKeyFailsItsLineWhileTheRestRun) {
   EXPECT_EQ(rows[1]["status"], "error");
   EXPECT_EQ(rows[1]["error"], prompts + ":2: \"temprature\": unknown key (did you mean \"temperature\"?): expected one of id, "
                                         "prompt, prompt_token_ids, messages, context, continuation, max_tokens, temperature, "
-                                        "top_k, top_p, min_p, seed, stop, n");
+                                        "top_k, top_p, min_p, seed, stop, n, repetition_penalty, presence_penalty, "
+                                        "frequency_penalty, min_tokens, ignore_eos, stop_token_ids, logit_bias, "
+                                        "include_stop_str_in_output");
   EXPECT_EQ(rows[2]["status"], "error");
-  EXPECT_NE(rows[2]["error"].get<std::string>().find(prompts + ":3: \"stop_token_ids\": not implemented"), std::string::npos)
+  EXPECT_NE(rows[2]["error"].get<std::string>().find(prompts + ":3: \"typical_p\": not implemented"), std::string::npos)
       << rows[2].dump();
 }
 

@@ -1,5 +1,6 @@
 // The same stories260K job on 1 to 5 ranks, with micro-batches of 1, 7 and 512 tokens and as 2 to 4
-// pipeline replicas: tokens and log-probs must be bitwise identical (f32 wire), and the reference
+// pipeline replicas, plain and with sampling controls (penalties, logit_bias, min_tokens): tokens and
+// log-probs must be bitwise identical (f32 wire), and the reference
 // prompts' tokens must equal llama.cpp's. Also the pipelined perplexity, the int8 wire, and setup errors
 // that must end every rank.
 #include <gtest/gtest.h>
@@ -53,6 +54,34 @@ TEST_P(PipelineEquivalence, IdenticalToOneRankAndToReference) {
 
 INSTANTIATE_TEST_SUITE_P(RanksAndMicroBatches, PipelineEquivalence,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5), ::testing::Values(1, 7, 512)),
+                         [](const auto& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) + "_ubatch" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// Penalties, logit_bias and min_tokens with temperature sampling: the last stage's per-slot counts
+// must give the same tokens and log-probs bitwise whatever the ranks and micro-batch sizes, and with
+// few slots, so that slots are reused.
+const std::string kControls =
+    "--temperature 0.8 --seed 11 --repetition-penalty 1.3 --presence-penalty 0.5 --frequency-penalty 0.4 "
+    "--logit-bias 13:2.5,29:-3 --min-tokens 4 --slots 3";
+
+class ControlsEquivalence : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(ControlsEquivalence, PenaltiesAndBiasesIdenticalToOneRank) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  static const Outputs baseline = run_job(model, 1, 512, kControls);
+  static const Outputs plain = run_job(model, 1, 512, "--temperature 0.8 --seed 11 --slots 3");
+  ASSERT_NE(baseline.tokens, plain.tokens) << "the controls must change the outputs for this test to show anything";
+  const auto [np, ubatch] = GetParam();
+  const Outputs o = run_job(model, np, ubatch, kControls);
+  EXPECT_EQ(o.tokens, baseline.tokens);
+  EXPECT_EQ(o.logprob_bits, baseline.logprob_bits);
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAndMicroBatches, ControlsEquivalence,
+                         ::testing::Values(std::make_tuple(1, 7), std::make_tuple(2, 7), std::make_tuple(2, 512),
+                                           std::make_tuple(3, 7), std::make_tuple(3, 512)),
                          [](const auto& info) {
                            return "np" + std::to_string(std::get<0>(info.param)) + "_ubatch" +
                                   std::to_string(std::get<1>(info.param));

@@ -129,3 +129,52 @@ TEST(Options, DecodeGroupsStayWithinTheSlots) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Options, SamplingControlsAreReadAndRangeChecked) {
+  const JobOptions d = parse({});
+  EXPECT_EQ(d.repetition_penalty, 1.0f);
+  EXPECT_EQ(d.presence_penalty, 0.0f);
+  EXPECT_EQ(d.frequency_penalty, 0.0f);
+  EXPECT_EQ(d.min_tokens, 0);
+  EXPECT_FALSE(d.ignore_eos);
+  EXPECT_FALSE(d.include_stop_str_in_output);
+  EXPECT_TRUE(d.stop_token_ids.empty());
+  EXPECT_TRUE(d.logit_bias.empty());
+  const JobOptions o = parse({"--repetition-penalty", "1.3", "--presence-penalty", "-2", "--frequency-penalty", "2",
+                              "--min-tokens", "5", "--max-tokens", "5", "--ignore-eos", "--include-stop-str-in-output",
+                              "--stop-token-ids", "13,2", "--stop-token-ids", "7", "--logit-bias", "29:-100,3:2.5",
+                              "--logit-bias", "0:100"});
+  EXPECT_EQ(o.repetition_penalty, 1.3f);
+  EXPECT_EQ(o.presence_penalty, -2.0f);
+  EXPECT_EQ(o.frequency_penalty, 2.0f);
+  EXPECT_EQ(o.min_tokens, 5);
+  EXPECT_TRUE(o.ignore_eos);
+  EXPECT_TRUE(o.include_stop_str_in_output);
+  EXPECT_EQ(o.stop_token_ids, (std::vector<int32_t>{13, 2, 7}));
+  const std::vector<std::pair<int32_t, float>> bias = {{0, 100.0f}, {3, 2.5f}, {29, -100.0f}};
+  EXPECT_EQ(o.logit_bias, bias);
+
+  EXPECT_EQ(refusal({"--repetition-penalty", "0"}), "option --repetition-penalty: expected a finite value > 0 (1 = off), found 0");
+  EXPECT_EQ(refusal({"--repetition-penalty", "inf"}), "option --repetition-penalty: expected a finite value > 0 (1 = off), found inf");
+  EXPECT_EQ(refusal({"--presence-penalty", "2.5"}), "option --presence-penalty: expected a value in [-2, 2], found 2.5");
+  EXPECT_EQ(refusal({"--frequency-penalty", "nan"}), "option --frequency-penalty: expected a value in [-2, 2], found nan");
+  EXPECT_EQ(refusal({"--min-tokens", "129"}), "option --min-tokens: expected a count in 0..--max-tokens (128), found 129");
+  EXPECT_EQ(refusal({"--min-tokens", "-1"}), "option --min-tokens: expected a count in 0..--max-tokens (128), found -1");
+  const std::string ids = "option --stop-token-ids: expected at most 1024 distinct token ids (integers >= 0, comma-separated or "
+                          "repeated), found ";
+  EXPECT_EQ(refusal({"--stop-token-ids", "13,-1"}), ids + "'-1'");
+  EXPECT_EQ(refusal({"--stop-token-ids", "13,,2"}), ids + "''");
+  EXPECT_EQ(refusal({"--stop-token-ids", "13", "--stop-token-ids", "13"}), ids + "'13'");
+  EXPECT_EQ(refusal({"--stop-token-ids", "2147483648"}), ids + "'2147483648'");
+  const std::string bias_msg = "option --logit-bias: expected at most 1024 entries ID:BIAS with distinct token ids >= 0 and biases "
+                               "in [-100, 100] (comma-separated or repeated, e.g. 13:-100,29:2.5), found ";
+  EXPECT_EQ(refusal({"--logit-bias", "13:101"}), bias_msg + "'13:101'");
+  EXPECT_EQ(refusal({"--logit-bias", "13"}), bias_msg + "'13'");
+  EXPECT_EQ(refusal({"--logit-bias", "13:1,13:2"}), bias_msg + "'13:2'");
+  EXPECT_EQ(refusal({"--logit-bias", "x:1"}), bias_msg + "'x:1'");
+  EXPECT_EQ(refusal({"--logit-bias", "1:nan"}), bias_msg + "'1:nan'");
+}
+
+}  // namespace

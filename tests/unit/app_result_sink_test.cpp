@@ -396,6 +396,30 @@ TEST(AppResultSink, PromptDigestCoversTheLineTheIdAndTheSampling) {
   EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.max_tokens = 3; }), base);
   EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.seed = 5; }), base) << "a default it runs with";
   EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.stop = {"x"}; }), base);
+  // Every sampling control, as a prompt field and as an option default.
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.repetition_penalty = 1.1; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.repetition_penalty = 1.1f; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.presence_penalty = 0.5; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.presence_penalty = 0.5f; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.frequency_penalty = -0.5; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.frequency_penalty = -0.5f; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.min_tokens = 1; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.min_tokens = 1; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.ignore_eos = true; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.ignore_eos = true; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.stop_token_ids = std::vector<int32_t>{13}; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.stop_token_ids = {13}; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) {
+              r.logit_bias = std::vector<std::pair<int32_t, double>>{{13, 1.0}};
+            }),
+            base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.logit_bias = {{13, 1.0f}}; }), base);
+  EXPECT_NE(changed([](io::PromptRecord& r, JobOptions&) { r.include_stop_str_in_output = true; }), base);
+  EXPECT_NE(changed([](io::PromptRecord&, JobOptions& opt) { opt.include_stop_str_in_output = true; }), base);
+  const json s = sampling_json(sampling_for(records[0], o));
+  for (const char* key : {"repetition_penalty", "presence_penalty", "frequency_penalty", "min_tokens", "ignore_eos",
+                          "stop_token_ids", "logit_bias", "include_stop_str_in_output"})
+    EXPECT_TRUE(s.contains(key)) << key;
   // A field the prompt sets itself makes the option's default irrelevant to it.
   EXPECT_EQ(changed([](io::PromptRecord& r, JobOptions& opt) {
               r.top_k = 7;
