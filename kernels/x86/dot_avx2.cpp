@@ -8,6 +8,7 @@
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
 #include "kernels/x86/k_quant_avx2.h"
+#include "kernels/x86/legacy_quant.h"
 
 namespace glacier::kernels {
 
@@ -241,6 +242,15 @@ const DotKernels& avx2_kernels() {
       swiglu_avx2,
       sum_exp_avx2,
       nullptr,
+      dot_q4_1_q8_1_avx2,
+      dot_q5_0_q8_0_avx2,
+      dot_q5_1_q8_1_avx2,
+      dot_iq4_nl_q8_0_avx2,
+      quantize_row_q8_1_avx2,
+      dot_q4_1_q8_1_tile_avx2,
+      dot_q5_0_q8_0_tile_avx2,
+      dot_q5_1_q8_1_tile_avx2,
+      dot_iq4_nl_q8_0_tile_avx2,
   };
   return table;
 }

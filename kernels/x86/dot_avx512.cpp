@@ -11,6 +11,7 @@
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
 #include "kernels/x86/k_quant_avx2.h"
+#include "kernels/x86/legacy_quant.h"
 
 namespace glacier::kernels {
 
@@ -268,6 +269,15 @@ const DotKernels& avx512_kernels() {
       swiglu_avx512,
       sum_exp_avx512,
       f16_gemm_avx512,
+      dot_q4_1_q8_1_avx512,
+      dot_q5_0_q8_0_avx512,
+      dot_q5_1_q8_1_avx512,
+      dot_iq4_nl_q8_0_avx512,
+      quantize_row_q8_1_avx512,
+      dot_q4_1_q8_1_tile_avx512,
+      dot_q5_0_q8_0_tile_avx512,
+      dot_q5_1_q8_1_tile_avx512,
+      dot_iq4_nl_q8_0_tile_avx512,
   };
   return table;
 }

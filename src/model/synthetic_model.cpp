@@ -55,6 +55,10 @@ gguf::TensorType gguf_type(kernels::WeightType t) {
     case kernels::WeightType::Q4_K: return gguf::TensorType::Q4_K;
     case kernels::WeightType::Q5_K: return gguf::TensorType::Q5_K;
     case kernels::WeightType::Q6_K: return gguf::TensorType::Q6_K;
+    case kernels::WeightType::Q4_1: return gguf::TensorType::Q4_1;
+    case kernels::WeightType::Q5_0: return gguf::TensorType::Q5_0;
+    case kernels::WeightType::Q5_1: return gguf::TensorType::Q5_1;
+    case kernels::WeightType::IQ4_NL: return gguf::TensorType::IQ4_NL;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return gguf::TensorType::F32;
@@ -70,9 +74,25 @@ const char* lower_type_name(kernels::WeightType t) {
     case kernels::WeightType::Q4_K: return "q4_k";
     case kernels::WeightType::Q5_K: return "q5_k";
     case kernels::WeightType::Q6_K: return "q6_k";
+    case kernels::WeightType::Q4_1: return "q4_1";
+    case kernels::WeightType::Q5_0: return "q5_0";
+    case kernels::WeightType::Q5_1: return "q5_1";
+    case kernels::WeightType::IQ4_NL: return "iq4_nl";
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return "";
+}
+
+// The types glacier_mkmodel writes (K-quants need a scale search this writer does not do).
+constexpr kernels::WeightType kWritableTypes[] = {
+    kernels::WeightType::F32,  kernels::WeightType::F16,  kernels::WeightType::BF16,
+    kernels::WeightType::Q8_0, kernels::WeightType::Q4_0, kernels::WeightType::Q4_1,
+    kernels::WeightType::Q5_0, kernels::WeightType::Q5_1, kernels::WeightType::IQ4_NL};
+
+// 32-element block types: matrix widths must be multiples of 32 and the file records the quantization version.
+bool is_block_type(kernels::WeightType t) {
+  return t == kernels::WeightType::Q8_0 || t == kernels::WeightType::Q4_0 || t == kernels::WeightType::Q4_1 ||
+         t == kernels::WeightType::Q5_0 || t == kernels::WeightType::Q5_1 || t == kernels::WeightType::IQ4_NL;
 }
 
 // general.file_type: llama.cpp's "mostly TYPE" codes.
@@ -86,6 +106,10 @@ uint32_t file_type_code(kernels::WeightType t) {
     case kernels::WeightType::Q4_K: return 15;  // "mostly Q4_K_M"
     case kernels::WeightType::Q5_K: return 17;  // "mostly Q5_K_M"
     case kernels::WeightType::Q6_K: return 18;
+    case kernels::WeightType::Q4_1: return 3;
+    case kernels::WeightType::Q5_0: return 8;
+    case kernels::WeightType::Q5_1: return 9;
+    case kernels::WeightType::IQ4_NL: return 25;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 0;
@@ -148,7 +172,7 @@ void check_spec(const SyntheticModelSpec& s) {
                std::to_string(s.n_embd) + " / " + std::to_string(s.n_head) + " = " + std::to_string(s.n_embd / s.n_head));
   if (s.n_head % s.n_head_kv != 0)
     bad_option("n-head-kv", "a divisor of --n-head " + std::to_string(s.n_head), std::to_string(s.n_head_kv));
-  if (s.weight_type == kernels::WeightType::Q8_0 || s.weight_type == kernels::WeightType::Q4_0) {
+  if (is_block_type(s.weight_type)) {
     const std::string why = "a multiple of 32 (the block size of --type " +
                             std::string(lower_type_name(s.weight_type)) + ")";
     if (s.n_embd % 32 != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
@@ -204,8 +228,7 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", s.name);
   w.set_u32("general.file_type", file_type_code(s.weight_type));
-  if (s.weight_type == kernels::WeightType::Q8_0 || s.weight_type == kernels::WeightType::Q4_0)
-    w.set_u32("general.quantization_version", 2);
+  if (is_block_type(s.weight_type)) w.set_u32("general.quantization_version", 2);
   w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
   w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
   w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
@@ -283,10 +306,9 @@ SyntheticModelSpec synthetic_preset(const std::string& preset) {
 }
 
 kernels::WeightType synthetic_weight_type(const std::string& name) {
-  for (kernels::WeightType t : {kernels::WeightType::F32, kernels::WeightType::F16, kernels::WeightType::BF16,
-                                kernels::WeightType::Q8_0, kernels::WeightType::Q4_0})
+  for (kernels::WeightType t : kWritableTypes)
     if (name == lower_type_name(t)) return t;
-  bad_option("type", "f32, f16, bf16, q8_0 or q4_0", "'" + name + "'");
+  bad_option("type", "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl", "'" + name + "'");
 }
 
 void fill_standard_normal(uint64_t stream_seed, float* out, int64_t n) {
