@@ -2,8 +2,9 @@
 // the exact integer sum of elements [4l, 4l + 4); the lanes are fused into an 8-lane float accumulator
 // with d = fp16(w.d) * fp16(x.d) and summed by hsum8 at the end. Q4_1/Q5_1 add their min term
 // m * x.s in a scalar accumulator beside it; IQ4_NL alternates two 8-lane accumulators (even and odd
-// blocks) and fuses a last odd block as one scalar. ggml's C build contracts `sum += a * b` into an
-// fma, which is why the scalar terms use std::fma.
+// blocks) and fuses a last odd block as one scalar. The scalar terms (`sum += a * b` in ggml's C) use
+// std::fma: GCC contracts them in ggml's gnu11 build (default -ffp-contract=fast), as it does the
+// Q8_K rounding (dot_k_quant_ref.cpp); the goldens here come out the same either way.
 #include "kernels/ref/dot_legacy_quant_ref.h"
 
 #include <cmath>
