@@ -91,6 +91,15 @@ void dequantize_row(const Matrix& w, int64_t row, float* out) {
           out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(kIQ4NLValues[nibble_level(b[i].qs, j)]);
       return;
     }
+    case WeightType::IQ4_XS: {
+      const auto* b = reinterpret_cast<const BlockIQ4_XS*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int j = 0; j < kQK_K; ++j)
+          out[i * kQK_K + j] = d * static_cast<float>(iq4_xs_scale(b[i], j / 32)) * static_cast<float>(iq4_xs_level(b[i], j));
+      }
+      return;
+    }
     case WeightType::Q4_K:
       dequantize_k4(reinterpret_cast<const BlockQ4_K*>(src), n, q4_k_level, out);
       return;

@@ -83,6 +83,9 @@ struct DotKernels {
   DotTileFn q5_0_q8_0_tile;
   DotTileFn q5_1_q8_1_tile;
   DotTileFn iq4_nl_q8_0_tile;
+  // IQ4_XS against Q8_K, in ggml-cpu's x86 order (ref/dot_k_quant_ref.cpp).
+  float (*iq4_xs_q8_k)(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
+  DotTileFn iq4_xs_q8_k_tile;
 };
 
 bool cpu_supports(Isa isa);

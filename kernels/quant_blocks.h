@@ -121,6 +121,18 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// IQ4_XS: 8 sub-blocks of 32 with IQ4_NL's levels and a signed 6-bit scale each: low 4 bits in a
+// nibble of scales_l[s / 2] (low nibble for even s), high 2 bits at bits 2s..2s+1 of scales_h, minus
+// 32. Sub-block s keeps its nibbles in qs[16s .. 16s + 15], low nibbles its elements 0-15, high 16-31;
+// x = d * (scale_s - 32) * kIQ4NLValues[q].
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
 // Q8_K: activations for the K-quant dots; f32 scale (x = d * q) and the sum of each 16 q's.
 struct BlockQ8_K {
   float d;

@@ -35,6 +35,9 @@ size_t encoded_bytes(WeightType t, int64_t n) {
                            : t == WeightType::Q5_1 ? sizeof(BlockQ5_1) : sizeof(BlockIQ4_NL);
       return count / kQK8_0 * block;
     }
+    case WeightType::IQ4_XS:
+      GLACIER_ASSERT(n % kQK_K == 0, "iq4_xs row length is not a multiple of 256");
+      return count / kQK_K * sizeof(BlockIQ4_XS);
     case WeightType::Q4_K:
     case WeightType::Q5_K:
     case WeightType::Q6_K: {
@@ -181,30 +184,68 @@ void encode_row_q5_0(const float* x, BlockQ5_0* y, int64_t n) {
   }
 }
 
+namespace {
+
+// The IQ4_NL scale of one 32-element block and its levels (initial guess, then a least-squares refit
+// kept when it lowers the squared error).
+float iq4_nl_fit(const float* xb, int (&q)[kQK8_0]) {
+  float d = signed_extreme(xb) / static_cast<float>(kIQ4NLValues[0]);
+  const float err = iq4_nl_choose(xb, d, q);
+  // Least-squares scale for the chosen levels: sum(x * v) / sum(v * v).
+  double xv = 0.0, vv = 0.0;
+  for (int j = 0; j < kQK8_0; ++j) {
+    xv += static_cast<double>(xb[j]) * kIQ4NLValues[q[j]];
+    vv += static_cast<double>(kIQ4NLValues[q[j]]) * kIQ4NLValues[q[j]];
+  }
+  if (vv > 0.0) {
+    const float refit = static_cast<float>(xv / vv);
+    int q2[kQK8_0];
+    if (iq4_nl_choose(xb, refit, q2) < err) {
+      d = refit;
+      std::copy(q2, q2 + kQK8_0, q);
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
 void encode_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n) {
   GLACIER_ASSERT(n % kQK8_0 == 0, "iq4_nl row length is not a multiple of 32");
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
-    const float* xb = x + b * kQK8_0;
-    float d = signed_extreme(xb) / static_cast<float>(kIQ4NLValues[0]);
     int q[kQK8_0];
-    float err = iq4_nl_choose(xb, d, q);
-    // Least-squares scale for the chosen levels: sum(x * v) / sum(v * v).
-    double xv = 0.0, vv = 0.0;
-    for (int j = 0; j < kQK8_0; ++j) {
-      xv += static_cast<double>(xb[j]) * kIQ4NLValues[q[j]];
-      vv += static_cast<double>(kIQ4NLValues[q[j]]) * kIQ4NLValues[q[j]];
-    }
-    if (vv > 0.0) {
-      const float refit = static_cast<float>(xv / vv);
-      int q2[kQK8_0];
-      const float err2 = iq4_nl_choose(xb, refit, q2);
-      if (err2 < err) {
-        d = refit;
-        std::copy(q2, q2 + kQK8_0, q);
-      }
-    }
-    y[b].d = f32_to_fp16(d);
+    y[b].d = f32_to_fp16(iq4_nl_fit(x + b * kQK8_0, q));
     pack_levels(q, y[b].qs, nullptr);
+  }
+}
+
+void encode_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n) {
+  GLACIER_ASSERT(n % kQK_K == 0, "iq4_xs row length is not a multiple of 256");
+  constexpr int kSubBlocks = kQK_K / kQK8_0;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* xb = x + b * kQK_K;
+    float sub_scale[kSubBlocks];
+    float extreme = 0.0f;
+    for (int s = 0; s < kSubBlocks; ++s) {
+      int q[kQK8_0];
+      sub_scale[s] = iq4_nl_fit(xb + kQK8_0 * s, q);
+      if (std::fabs(sub_scale[s]) > std::fabs(extreme)) extreme = sub_scale[s];
+    }
+    BlockIQ4_XS& out = y[b];
+    out = BlockIQ4_XS{};
+    const float d = extreme / -32.0f;  // the largest sub-block scale lands on the 6-bit code 0 (-32)
+    out.d = f32_to_fp16(d);
+    const float d_stored = fp16_to_f32(out.d);
+    const float inv_d = d_stored != 0.0f ? 1.0f / d_stored : 0.0f;
+    for (int s = 0; s < kSubBlocks; ++s) {
+      const int code = std::clamp(static_cast<int>(std::lround(sub_scale[s] * inv_d)) + 32, 0, 63);
+      out.scales_l[s / 2] = static_cast<uint8_t>(out.scales_l[s / 2] | ((code & 0x0f) << (4 * (s % 2))));
+      out.scales_h = static_cast<uint16_t>(out.scales_h | ((code >> 4) << (2 * s)));
+      int q[kQK8_0];
+      iq4_nl_choose(xb + kQK8_0 * s, d_stored * static_cast<float>(code - 32), q);
+      for (int j = 0; j < kQK8_0 / 2; ++j)
+        out.qs[16 * s + j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + kQK8_0 / 2] & 0x0f) << 4));
+    }
   }
 }
 
@@ -244,6 +285,9 @@ void encode_row(WeightType t, const float* x, void* out, int64_t n) {
       return;
     case WeightType::IQ4_NL:
       encode_row_iq4_nl(x, static_cast<BlockIQ4_NL*>(out), n);
+      return;
+    case WeightType::IQ4_XS:
+      encode_row_iq4_xs(x, static_cast<BlockIQ4_XS*>(out), n);
       return;
     case WeightType::Q4_K:
     case WeightType::Q5_K:

@@ -40,6 +40,11 @@ void encode_row_q5_0(const float* x, BlockQ5_0* y, int64_t n);
 // (and the levels chosen again for the refitted d when that lowers the block's squared error).
 void encode_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n);
 
+// IQ4_XS weights: each 32-element sub-block gets its IQ4_NL scale as above; the super-block scale d is
+// the largest of them (sign kept) over -32, each sub-block's 6-bit scale round(scale / d) + 32 (clamped
+// to 0..63), and the levels are chosen again, nearest for the stored scale. n a multiple of 256.
+void encode_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n);
+
 void encode_row_f16(const float* x, uint16_t* y, int64_t n);
 void encode_row_bf16(const float* x, uint16_t* y, int64_t n);
 

@@ -158,6 +158,8 @@ const DotKernels& ref_kernels() {
       tile_by_rows<BlockQ5_0, BlockQ8_0, dot_q5_0_q8_0_ref>,
       tile_by_rows<BlockQ5_1, BlockQ8_1, dot_q5_1_q8_1_ref>,
       tile_by_rows<BlockIQ4_NL, BlockQ8_0, dot_iq4_nl_q8_0_ref>,
+      dot_iq4_xs_q8_k_ref,
+      tile_by_rows<BlockIQ4_XS, BlockQ8_K, dot_iq4_xs_q8_k_ref>,
   };
   return table;
 }

@@ -251,6 +251,8 @@ const DotKernels& avx2_kernels() {
       dot_q5_0_q8_0_tile_avx2,
       dot_q5_1_q8_1_tile_avx2,
       dot_iq4_nl_q8_0_tile_avx2,
+      simd::dot_single<kquant::IQ4XSDot>,
+      simd::dot_tile<kquant::IQ4XSDot>,
   };
   return table;
 }

@@ -278,6 +278,8 @@ const DotKernels& avx512_kernels() {
       dot_q5_0_q8_0_tile_avx512,
       dot_q5_1_q8_1_tile_avx512,
       dot_iq4_nl_q8_0_tile_avx512,
+      simd::dot_single<kquant::IQ4XSDot>,
+      simd::dot_tile<kquant::IQ4XSDot>,
   };
   return table;
 }

@@ -83,6 +83,9 @@ bool block_layout(gguf::TensorType type, BlockLayout& out) {
     case TensorType::IQ4_NL:
       out = {sizeof(kernels::BlockIQ4_NL), kernels::kQK8_0, {offsetof(kernels::BlockIQ4_NL, d), 0}, 1};
       return true;
+    case TensorType::IQ4_XS:
+      out = {sizeof(kernels::BlockIQ4_XS), kernels::kQK_K, {offsetof(kernels::BlockIQ4_XS, d), 0}, 1};
+      return true;
     case TensorType::Q4_K:
       out = {sizeof(kernels::BlockQ4_K), kernels::kQK_K,
              {offsetof(kernels::BlockQ4_K, d), offsetof(kernels::BlockQ4_K, dmin)}, 2};

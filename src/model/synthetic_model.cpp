@@ -59,6 +59,7 @@ gguf::TensorType gguf_type(kernels::WeightType t) {
     case kernels::WeightType::Q5_0: return gguf::TensorType::Q5_0;
     case kernels::WeightType::Q5_1: return gguf::TensorType::Q5_1;
     case kernels::WeightType::IQ4_NL: return gguf::TensorType::IQ4_NL;
+    case kernels::WeightType::IQ4_XS: return gguf::TensorType::IQ4_XS;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return gguf::TensorType::F32;
@@ -78,6 +79,7 @@ const char* lower_type_name(kernels::WeightType t) {
     case kernels::WeightType::Q5_0: return "q5_0";
     case kernels::WeightType::Q5_1: return "q5_1";
     case kernels::WeightType::IQ4_NL: return "iq4_nl";
+    case kernels::WeightType::IQ4_XS: return "iq4_xs";
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return "";
@@ -87,13 +89,24 @@ const char* lower_type_name(kernels::WeightType t) {
 constexpr kernels::WeightType kWritableTypes[] = {
     kernels::WeightType::F32,  kernels::WeightType::F16,  kernels::WeightType::BF16,
     kernels::WeightType::Q8_0, kernels::WeightType::Q4_0, kernels::WeightType::Q4_1,
-    kernels::WeightType::Q5_0, kernels::WeightType::Q5_1, kernels::WeightType::IQ4_NL};
+    kernels::WeightType::Q5_0, kernels::WeightType::Q5_1, kernels::WeightType::IQ4_NL,
+    kernels::WeightType::IQ4_XS};
 
-// 32-element block types: matrix widths must be multiples of 32 and the file records the quantization version.
-bool is_block_type(kernels::WeightType t) {
-  return t == kernels::WeightType::Q8_0 || t == kernels::WeightType::Q4_0 || t == kernels::WeightType::Q4_1 ||
-         t == kernels::WeightType::Q5_0 || t == kernels::WeightType::Q5_1 || t == kernels::WeightType::IQ4_NL;
+// Elements per block of a quantized type (matrix widths must be multiples of it; the file then records
+// the quantization version), 1 for the plain types.
+int block_size(kernels::WeightType t) {
+  switch (t) {
+    case kernels::WeightType::F32:
+    case kernels::WeightType::F16:
+    case kernels::WeightType::BF16: return 1;
+    case kernels::WeightType::Q4_K:
+    case kernels::WeightType::Q5_K:
+    case kernels::WeightType::Q6_K:
+    case kernels::WeightType::IQ4_XS: return kernels::kQK_K;
+    default: return kernels::kQK8_0;
+  }
 }
+bool is_block_type(kernels::WeightType t) { return block_size(t) > 1; }
 
 // general.file_type: llama.cpp's "mostly TYPE" codes.
 uint32_t file_type_code(kernels::WeightType t) {
@@ -110,6 +123,7 @@ uint32_t file_type_code(kernels::WeightType t) {
     case kernels::WeightType::Q5_0: return 8;
     case kernels::WeightType::Q5_1: return 9;
     case kernels::WeightType::IQ4_NL: return 25;
+    case kernels::WeightType::IQ4_XS: return 30;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 0;
@@ -173,10 +187,10 @@ void check_spec(const SyntheticModelSpec& s) {
   if (s.n_head % s.n_head_kv != 0)
     bad_option("n-head-kv", "a divisor of --n-head " + std::to_string(s.n_head), std::to_string(s.n_head_kv));
   if (is_block_type(s.weight_type)) {
-    const std::string why = "a multiple of 32 (the block size of --type " +
+    const std::string why = "a multiple of " + std::to_string(block_size(s.weight_type)) + " (the block size of --type " +
                             std::string(lower_type_name(s.weight_type)) + ")";
-    if (s.n_embd % 32 != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
-    if (s.n_ff % 32 != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
+    if (s.n_embd % block_size(s.weight_type) != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
+    if (s.n_ff % block_size(s.weight_type) != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
   }
   if (!(s.rope_base > 1.0f) || !std::isfinite(s.rope_base))
     bad_option("rope-base", "a finite value > 1", std::to_string(s.rope_base));
@@ -308,7 +322,7 @@ SyntheticModelSpec synthetic_preset(const std::string& preset) {
 kernels::WeightType synthetic_weight_type(const std::string& name) {
   for (kernels::WeightType t : kWritableTypes)
     if (name == lower_type_name(t)) return t;
-  bad_option("type", "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl", "'" + name + "'");
+  bad_option("type", "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or iq4_xs", "'" + name + "'");
 }
 
 void fill_standard_normal(uint64_t stream_seed, float* out, int64_t n) {

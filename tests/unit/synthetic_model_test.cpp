@@ -401,8 +401,11 @@ TEST(SyntheticModel, BadSpecsAreInputErrorsNamingTheOption) {
             std::string::npos);
   EXPECT_NE(input_error_of([] { synthetic_preset("huge"); }).find("--preset: expected tiny, llama-1b or llama-7b, found 'huge'"),
             std::string::npos);
+  EXPECT_NE(error_for([](SyntheticModelSpec& s) { s.weight_type = WeightType::IQ4_XS; })
+                .find("--n-embd: expected a multiple of 256 (the block size of --type iq4_xs), found 64"),
+            std::string::npos);
   EXPECT_NE(input_error_of([] { synthetic_weight_type("q4_k"); })
-                .find("--type: expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl, found 'q4_k'"),
+                .find("--type: expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or iq4_xs, found 'q4_k'"),
             std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.gguf"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.gguf.partial"));
@@ -429,6 +432,7 @@ TEST(SyntheticModel, PresetsHaveTheStatedShapes) {
   EXPECT_EQ(synthetic_weight_type("q5_0"), WeightType::Q5_0);
   EXPECT_EQ(synthetic_weight_type("q5_1"), WeightType::Q5_1);
   EXPECT_EQ(synthetic_weight_type("iq4_nl"), WeightType::IQ4_NL);
+  EXPECT_EQ(synthetic_weight_type("iq4_xs"), WeightType::IQ4_XS);
 }
 
 TEST(SyntheticNormal, IsDeterministicAndStandard) {

@@ -29,7 +29,7 @@ TEST(WeightType, UnsupportedTypeIsRefusedWithTheSupportedList) {
   } catch (const glacier::InputError& e) {
     const std::string msg = e.what();
     for (const char* part : {"blk.0.attn_q.weight", "q8_1", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-                             "iq4_nl", "q4_k", "q5_k", "q6_k"})
+                             "iq4_nl", "iq4_xs", "q4_k", "q5_k", "q6_k"})
       EXPECT_NE(msg.find(part), std::string::npos) << part << " missing from: " << msg;
   }
 }
