@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "app/sha256.h"
@@ -42,10 +41,7 @@ constexpr double kLogitTolerance = 1e-3;
 // up to ~0.2 at that position and later ones: held to this bound instead, as in synthetic_llama_golden_test.
 constexpr double kRoundingFlipTolerance = 0.25;
 
-std::string data_dir() {
-  const char* src = std::getenv("GLACIER_SOURCE_DIR");
-  return std::string(src ? src : "..") + "/tests/golden/data/synth_quant_types";
-}
+std::string data_dir() { return std::string(GLACIER_SOURCE_DIR) + "/tests/golden/data/synth_quant_types"; }
 
 class SynthQuantGolden : public ::testing::TestWithParam<QuantCase> {};
 

@@ -292,7 +292,9 @@ TEST(LegacyQuantReference, EncodersRoundTripWithinHalfAStep) {
       }
     }
     // The constant block decodes exactly (Q4_1/Q5_1 through the min) or to the nearest level.
-    if (c.has_min) EXPECT_EQ(back[0], 0.25f) << weight_type_name(c.type);
+    if (c.has_min) {
+      EXPECT_EQ(back[0], 0.25f) << weight_type_name(c.type);
+    }
   }
 }
 

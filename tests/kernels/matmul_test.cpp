@@ -79,6 +79,13 @@ TestWeights make_weights(WeightType t, std::mt19937& rng) {
     case WeightType::Q6_K:
       ADD_FAILURE() << "K-quant matrices are covered by k_quant_kernels_test";
       break;
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
+    case WeightType::IQ4_NL:
+    case WeightType::IQ4_XS:
+      ADD_FAILURE() << "these types are covered by legacy_quant_kernels_test and iq4_xs_kernels_test";
+      break;
   }
   return w;
 }
