@@ -63,6 +63,43 @@ void dequantize_row(const Matrix& w, int64_t row, float* out) {
       }
       return;
     }
+    case WeightType::Q4_1: {
+      const auto* b = reinterpret_cast<const BlockQ4_1*>(src);
+      for (int64_t i = 0; i < n / kQK8_0; ++i)
+        for (int j = 0; j < kQK8_0; ++j)
+          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(nibble_level(b[i].qs, j)) + fp16_to_f32(b[i].m);
+      return;
+    }
+    case WeightType::Q5_0: {
+      const auto* b = reinterpret_cast<const BlockQ5_0*>(src);
+      for (int64_t i = 0; i < n / kQK8_0; ++i)
+        for (int j = 0; j < kQK8_0; ++j)
+          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(q5_level(b[i], j) - 16);
+      return;
+    }
+    case WeightType::Q5_1: {
+      const auto* b = reinterpret_cast<const BlockQ5_1*>(src);
+      for (int64_t i = 0; i < n / kQK8_0; ++i)
+        for (int j = 0; j < kQK8_0; ++j)
+          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(q5_level(b[i], j)) + fp16_to_f32(b[i].m);
+      return;
+    }
+    case WeightType::IQ4_NL: {
+      const auto* b = reinterpret_cast<const BlockIQ4_NL*>(src);
+      for (int64_t i = 0; i < n / kQK8_0; ++i)
+        for (int j = 0; j < kQK8_0; ++j)
+          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(kIQ4NLValues[nibble_level(b[i].qs, j)]);
+      return;
+    }
+    case WeightType::IQ4_XS: {
+      const auto* b = reinterpret_cast<const BlockIQ4_XS*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int j = 0; j < kQK_K; ++j)
+          out[i * kQK_K + j] = d * static_cast<float>(iq4_xs_scale(b[i], j / 32)) * static_cast<float>(iq4_xs_level(b[i], j));
+      }
+      return;
+    }
     case WeightType::Q4_K:
       dequantize_k4(reinterpret_cast<const BlockQ4_K*>(src), n, q4_k_level, out);
       return;

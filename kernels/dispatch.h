@@ -78,6 +78,20 @@ struct DotKernels {
   SumExpFn sum_exp;
   // F16 weights against f16 activations, tiled over weight rows too (null: the tile loop of matmul.cpp).
   RowGemmFn f16_gemm;
+  // 32-element block types beyond Q4_0, in ggml-cpu's x86 lane order (ref/dot_legacy_quant_ref.cpp):
+  // Q4_1/Q5_1 against Q8_1 activations (their min term rides on Q8_1's block sum), Q5_0/IQ4_NL against Q8_0.
+  float (*q4_1_q8_1)(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
+  float (*q5_0_q8_0)(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n);
+  float (*q5_1_q8_1)(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
+  float (*iq4_nl_q8_0)(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n);
+  void (*quantize_row_q8_1)(const float* x, BlockQ8_1* y, int64_t n);
+  DotTileFn q4_1_q8_1_tile;
+  DotTileFn q5_0_q8_0_tile;
+  DotTileFn q5_1_q8_1_tile;
+  DotTileFn iq4_nl_q8_0_tile;
+  // IQ4_XS against Q8_K, in ggml-cpu's x86 order (ref/dot_k_quant_ref.cpp).
+  float (*iq4_xs_q8_k)(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
+  DotTileFn iq4_xs_q8_k_tile;
 };
 
 bool cpu_supports(Isa isa);

@@ -21,6 +21,19 @@ namespace glacier::kernels {
   return low | (bit << 4);
 }
 
+// Signed scale (-32..31) of sub-block s (0..7) of an IQ4_XS super-block.
+[[gnu::always_inline]] inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
+  const int low = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
+  const int high = (b.scales_h >> (2 * s)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Table level (kIQ4NLValues) of element i (0..255) of an IQ4_XS super-block.
+[[gnu::always_inline]] inline int iq4_xs_level(const BlockIQ4_XS& b, int i) {
+  const uint8_t byte = b.qs[16 * (i / 32) + i % 16];
+  return kIQ4NLValues[(i % 32) < 16 ? (byte & 0x0f) : (byte >> 4)];
+}
+
 // Signed 6-bit level (-32..31) of element i of a Q6_K super-block.
 [[gnu::always_inline]] inline int q6_k_level(const BlockQ6_K& b, int i) {
   const int half = i / 128, within = i % 128, quarter = within / 32, l = within % 32;

@@ -21,10 +21,15 @@ int64_t block_elements(WeightType t) {
     case WeightType::F16:
     case WeightType::BF16: return 1;
     case WeightType::Q8_0:
-    case WeightType::Q4_0: return kQK8_0;
+    case WeightType::Q4_0:
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
+    case WeightType::IQ4_NL: return kQK8_0;
     case WeightType::Q4_K:
     case WeightType::Q5_K:
-    case WeightType::Q6_K: return kQK_K;
+    case WeightType::Q6_K:
+    case WeightType::IQ4_XS: return kQK_K;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 1;
@@ -36,10 +41,15 @@ size_t prepared_row_bytes(WeightType t, int64_t cols) {
     case WeightType::F16:
     case WeightType::BF16: return static_cast<size_t>(cols) * sizeof(uint16_t);
     case WeightType::Q8_0:
-    case WeightType::Q4_0: return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
+    case WeightType::Q4_0:
+    case WeightType::Q5_0:
+    case WeightType::IQ4_NL: return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
+    case WeightType::Q4_1:
+    case WeightType::Q5_1: return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_1);
     case WeightType::Q4_K:
     case WeightType::Q5_K:
-    case WeightType::Q6_K: return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ8_K);
+    case WeightType::Q6_K:
+    case WeightType::IQ4_XS: return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ8_K);
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 0;
@@ -64,6 +74,11 @@ DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
     case WeightType::Q4_K: return k.q4_k_q8_k_tile;
     case WeightType::Q5_K: return k.q5_k_q8_k_tile;
     case WeightType::Q6_K: return k.q6_k_q8_k_tile;
+    case WeightType::Q4_1: return k.q4_1_q8_1_tile;
+    case WeightType::Q5_0: return k.q5_0_q8_0_tile;
+    case WeightType::Q5_1: return k.q5_1_q8_1_tile;
+    case WeightType::IQ4_NL: return k.iq4_nl_q8_0_tile;
+    case WeightType::IQ4_XS: return k.iq4_xs_q8_k_tile;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return nullptr;
@@ -84,6 +99,11 @@ const char* weight_type_name(WeightType t) {
     case WeightType::Q4_K: return "Q4_K";
     case WeightType::Q5_K: return "Q5_K";
     case WeightType::Q6_K: return "Q6_K";
+    case WeightType::Q4_1: return "Q4_1";
+    case WeightType::Q5_0: return "Q5_0";
+    case WeightType::Q5_1: return "Q5_1";
+    case WeightType::IQ4_NL: return "IQ4_NL";
+    case WeightType::IQ4_XS: return "IQ4_XS";
   }
   return "?";
 }
@@ -125,13 +145,20 @@ PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_
       }
       case WeightType::Q8_0:
       case WeightType::Q4_0:
+      case WeightType::Q5_0:
+      case WeightType::IQ4_NL:
         // Every variant's quantizer is bit-identical to the reference, so the ISA cannot leak in.
         k.quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0*>(dst), cols);
         break;
       case WeightType::Q4_K:
       case WeightType::Q5_K:
       case WeightType::Q6_K:
+      case WeightType::IQ4_XS:
         k.quantize_row_q8_k(src, reinterpret_cast<BlockQ8_K*>(dst), cols);
+        break;
+      case WeightType::Q4_1:
+      case WeightType::Q5_1:
+        k.quantize_row_q8_1(src, reinterpret_cast<BlockQ8_1*>(dst), cols);
         break;
     }
   }

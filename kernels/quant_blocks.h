@@ -24,6 +24,67 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// Q4_1: fp16 scale and min, 32 nibbles in Q4_0's order; x = d * q + m (q in 0..15).
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// Q5_0: Q4_0's nibbles plus a fifth bit: element j takes bit j of the little-endian 32-bit qh;
+// x = d * (q - 16) with q in 0..31.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// Q5_1: Q5_0's 5-bit q with a min instead of the offset: x = d * q + m.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// Q8_1: activations for the Q4_1/Q5_1 dots: Q8_0 plus s = d * sum(qs) (fp16), which carries the
+// weights' min term: sum((dw * q + m) * dx * qx) = dw * dx * sum(q * qx) + m * s.
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[kQK8_0];
+};
+static_assert(sizeof(BlockQ8_1) == 36);
+
+// IQ4_NL: Q4_0's layout, but each nibble indexes a fixed non-linear table of int8 levels:
+// x = d * kIQ4NLValues[q]. The values are the format's (ggml's kvalues_iq4nl).
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 5-bit level of element j (0..31) of a Q5_0/Q5_1 block, before any offset.
+template <class Block>
+[[gnu::always_inline]] inline int q5_level(const Block& b, int j) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  const uint8_t byte = b.qs[j % (kQK4_0 / 2)];
+  const int nibble = j < kQK4_0 / 2 ? (byte & 0x0f) : (byte >> 4);
+  return nibble | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
+// The 4-bit level of element j (0..31) of a Q4_0-layout block (Q4_0, Q4_1, IQ4_NL).
+[[gnu::always_inline]] inline int nibble_level(const uint8_t* qs, int j) {
+  const uint8_t byte = qs[j % (kQK4_0 / 2)];
+  return j < kQK4_0 / 2 ? (byte & 0x0f) : (byte >> 4);
+}
+
 constexpr int kQK_K = 256;            // elements per K-quant super-block
 constexpr int kKScaleBytes = 12;      // packed 6-bit scales and mins of Q4_K/Q5_K
 
@@ -59,6 +120,18 @@ struct BlockQ6_K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ6_K) == 210);
+
+// IQ4_XS: 8 sub-blocks of 32 with IQ4_NL's levels and a signed 6-bit scale each: low 4 bits in a
+// nibble of scales_l[s / 2] (low nibble for even s), high 2 bits at bits 2s..2s+1 of scales_h, minus
+// 32. Sub-block s keeps its nibbles in qs[16s .. 16s + 15], low nibbles its elements 0-15, high 16-31;
+// x = d * (scale_s - 32) * kIQ4NLValues[q].
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 // Q8_K: activations for the K-quant dots; f32 scale (x = d * q) and the sum of each 16 q's.
 struct BlockQ8_K {

@@ -1,5 +1,6 @@
-// Float -> storage-type row encoders for weights (F16, BF16, Q8_0, Q4_0), used when writing model
-// files. Weight rounding follows llama-quantize's reference path, not the activation quantizer.
+// Float -> storage-type row encoders for weights (F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), used
+// when writing model files. Q8_0/Q4_0 rounding follows llama-quantize's reference path exactly; the
+// others produce valid blocks by simple rules of their own (documented per function), no error search.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,27 @@ void encode_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 // same as ggml's reference. Element j < 16 goes to the low nibble of qs[j], j >= 16 to the high
 // nibble of qs[j - 16]. n must be a multiple of kQK4_0.
 void encode_row_q4_0(const float* x, BlockQ4_0* y, int64_t n);
+
+// Q4_1 / Q5_1 weights: per block m = min, d = (max - min) / (2^bits - 1), q = round((x - m) / d)
+// clamped to 0..2^bits - 1 (x = d * q + m). No search over scales. (llama.cpp's logits on a
+// `llama-quantize --pure` Q4_1/Q5_0/Q5_1 file of the same F32 model equal those on ours to the last
+// printed digit, so these rules evidently give its blocks; IQ4_NL's do not: it searches the scale.)
+void encode_row_q4_1(const float* x, BlockQ4_1* y, int64_t n);
+void encode_row_q5_1(const float* x, BlockQ5_1* y, int64_t n);
+
+// Q5_0 weights: Q4_0's rule with 5 bits: d = m / -16 for m the element of largest magnitude, q =
+// round(x / d) + 16 clamped to 0..31.
+void encode_row_q5_0(const float* x, BlockQ5_0* y, int64_t n);
+
+// IQ4_NL weights: d = m / -127 (the extreme element lands on the table's -127 level), each element
+// takes the nearest table level of x / d, then d is refitted by least squares to the chosen levels
+// (and the levels chosen again for the refitted d when that lowers the block's squared error).
+void encode_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n);
+
+// IQ4_XS weights: each 32-element sub-block gets its IQ4_NL scale as above; the super-block scale d is
+// the largest of them (sign kept) over -32, each sub-block's 6-bit scale round(scale / d) + 32 (clamped
+// to 0..63), and the levels are chosen again, nearest for the stored scale. n a multiple of 256.
+void encode_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n);
 
 void encode_row_f16(const float* x, uint16_t* y, int64_t n);
 void encode_row_bf16(const float* x, uint16_t* y, int64_t n);

@@ -30,8 +30,9 @@ namespace {
 using kernels::Isa;
 using kernels::WeightType;
 
-constexpr WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
-                                 WeightType::Q8_0, WeightType::Q4_0};
+constexpr WeightType kTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                                 WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                                 WeightType::IQ4_NL, WeightType::IQ4_XS};
 
 size_t row_bytes(WeightType t, int64_t cols) {
   switch (t) {
@@ -43,6 +44,11 @@ size_t row_bytes(WeightType t, int64_t cols) {
     case WeightType::Q4_K: return size_t(cols / 256) * 144;  // super-block sizes of the GGUF layout
     case WeightType::Q5_K: return size_t(cols / 256) * 176;
     case WeightType::Q6_K: return size_t(cols / 256) * 210;
+    case WeightType::Q4_1: return size_t(cols / 32) * sizeof(kernels::BlockQ4_1);
+    case WeightType::Q5_0: return size_t(cols / 32) * sizeof(kernels::BlockQ5_0);
+    case WeightType::Q5_1: return size_t(cols / 32) * sizeof(kernels::BlockQ5_1);
+    case WeightType::IQ4_NL: return size_t(cols / 32) * sizeof(kernels::BlockIQ4_NL);
+    case WeightType::IQ4_XS: return size_t(cols / 256) * sizeof(kernels::BlockIQ4_XS);
   }
   return 0;
 }
@@ -62,10 +68,13 @@ std::vector<unsigned char> random_weights(WeightType t, int64_t rows, int64_t co
   } else {
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto& b : bytes) b = static_cast<unsigned char>(byte(rng));
-    const size_t block = t == WeightType::Q8_0 ? sizeof(kernels::BlockQ8_0) : sizeof(kernels::BlockQ4_0);
+    // Every block starts with its fp16 scale (IQ4_XS: a 256-element super-block).
+    const size_t block = t == WeightType::IQ4_XS ? row_bytes(t, 256) : row_bytes(t, 32);
+    const bool has_min = t == WeightType::Q4_1 || t == WeightType::Q5_1;
     for (size_t off = 0; off < bytes.size(); off += block) {
       const uint16_t d = kernels::f32_to_fp16(0.01f);
       std::memcpy(bytes.data() + off, &d, 2);
+      if (has_min) std::memcpy(bytes.data() + off + 2, &d, 2);  // the min (random bytes could be NaN)
     }
   }
   return bytes;
@@ -149,6 +158,11 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
       case WeightType::Q4_K: return k.q4_k_q8_k_tile;
       case WeightType::Q5_K: return k.q5_k_q8_k_tile;
       case WeightType::Q6_K: return k.q6_k_q8_k_tile;
+      case WeightType::Q4_1: return k.q4_1_q8_1_tile;
+      case WeightType::Q5_0: return k.q5_0_q8_0_tile;
+      case WeightType::Q5_1: return k.q5_1_q8_1_tile;
+      case WeightType::IQ4_NL: return k.iq4_nl_q8_0_tile;
+      case WeightType::IQ4_XS: return k.iq4_xs_q8_k_tile;
     }
     return k.f32_f32_tile;
   }();

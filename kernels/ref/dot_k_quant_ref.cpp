@@ -106,6 +106,29 @@ float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
   return hsum8(acc);
 }
 
+// IQ4_XS: the same 8 lanes, each sub-block's signed scale times its table levels times q8, with
+// d = fp16(w.d) * x.d.
+float dot_iq4_xs_q8_k_ref(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = fp16_to_f32(w[b].d) * x[b].d;
+    int32_t lanes[8] = {};
+    for (int s = 0; s < 8; ++s) {
+      const int32_t scale = iq4_xs_scale(w[b], s);
+      for (int l = 0; l < 8; ++l) {
+        int32_t quad = 0;
+        for (int e = 0; e < 4; ++e) {
+          const int i = 32 * s + 4 * l + e;
+          quad += iq4_xs_level(w[b], i) * int32_t{x[b].qs[i]};
+        }
+        lanes[l] += scale * quad;
+      }
+    }
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+  }
+  return hsum8(acc);
+}
+
 void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float* xb = x + b * kQK_K;

@@ -9,6 +9,7 @@ namespace glacier::kernels {
 
 float dot_q4_k_q8_k_ref(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
 float dot_q5_k_q8_k_ref(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
+float dot_iq4_xs_q8_k_ref(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
 float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
 void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t n);
 

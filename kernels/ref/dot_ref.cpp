@@ -7,6 +7,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/f32_dot_order.h"
 #include "kernels/ref/dot_k_quant_ref.h"
+#include "kernels/ref/dot_legacy_quant_ref.h"
 
 namespace glacier::kernels {
 
@@ -148,6 +149,17 @@ const DotKernels& ref_kernels() {
       swiglu_ref,
       sum_exp_ref,
       nullptr,
+      dot_q4_1_q8_1_ref,
+      dot_q5_0_q8_0_ref,
+      dot_q5_1_q8_1_ref,
+      dot_iq4_nl_q8_0_ref,
+      quantize_row_q8_1_ref,
+      tile_by_rows<BlockQ4_1, BlockQ8_1, dot_q4_1_q8_1_ref>,
+      tile_by_rows<BlockQ5_0, BlockQ8_0, dot_q5_0_q8_0_ref>,
+      tile_by_rows<BlockQ5_1, BlockQ8_1, dot_q5_1_q8_1_ref>,
+      tile_by_rows<BlockIQ4_NL, BlockQ8_0, dot_iq4_nl_q8_0_ref>,
+      dot_iq4_xs_q8_k_ref,
+      tile_by_rows<BlockIQ4_XS, BlockQ8_K, dot_iq4_xs_q8_k_ref>,
   };
   return table;
 }

@@ -10,6 +10,7 @@
 #include "kernels/x86/dot_tile.h"
 #include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
+#include "kernels/x86/legacy_quant.h"
 
 namespace glacier::kernels {
 
@@ -246,6 +247,17 @@ const DotKernels& avx2_kernels() {
       swiglu_avx2,
       sum_exp_avx2,
       nullptr,
+      dot_q4_1_q8_1_avx2,
+      dot_q5_0_q8_0_avx2,
+      dot_q5_1_q8_1_avx2,
+      dot_iq4_nl_q8_0_avx2,
+      quantize_row_q8_1_avx2,
+      dot_q4_1_q8_1_tile_avx2,
+      dot_q5_0_q8_0_tile_avx2,
+      dot_q5_1_q8_1_tile_avx2,
+      dot_iq4_nl_q8_0_tile_avx2,
+      simd::dot_single<kquant::IQ4XSDot>,
+      simd::dot_tile<kquant::IQ4XSDot>,
   };
   return table;
 }

@@ -13,6 +13,7 @@
 #include "kernels/x86/dot_tile.h"
 #include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
+#include "kernels/x86/legacy_quant.h"
 
 #if GLACIER_X86_BF16 && !GLACIER_X86_VNNI
 #error "no AVX-512 tier has BF16 without VNNI"
@@ -295,6 +296,17 @@ const DotKernels& avx512_novnni_kernels() {
       swiglu_avx512,
       sum_exp_avx512,
       f16_gemm_avx512,
+      GLACIER_AVX512_TIER_NAME(dot_q4_1_q8_1_avx512),
+      GLACIER_AVX512_TIER_NAME(dot_q5_0_q8_0_avx512),
+      GLACIER_AVX512_TIER_NAME(dot_q5_1_q8_1_avx512),
+      GLACIER_AVX512_TIER_NAME(dot_iq4_nl_q8_0_avx512),
+      GLACIER_AVX512_TIER_NAME(quantize_row_q8_1_avx512),
+      GLACIER_AVX512_TIER_NAME(dot_q4_1_q8_1_tile_avx512),
+      GLACIER_AVX512_TIER_NAME(dot_q5_0_q8_0_tile_avx512),
+      GLACIER_AVX512_TIER_NAME(dot_q5_1_q8_1_tile_avx512),
+      GLACIER_AVX512_TIER_NAME(dot_iq4_nl_q8_0_tile_avx512),
+      simd::dot_single<kquant::IQ4XSDot>,
+      simd::dot_tile<kquant::IQ4XSDot>,
   };
   return table;
 }

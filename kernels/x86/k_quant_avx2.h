@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "kernels/k_quant_layout.h"
 #include "kernels/quant_blocks.h"
 
 namespace glacier::kernels {
@@ -173,6 +174,39 @@ struct Q6KDot {
 };
 
 // Q8_K quantization, bit-identical to quantize_row_q8_k_ref.
+// IQ4_XS: table levels by byte shuffle, |w| x sign(x, w) pairs, times the sub-block's signed scale.
+struct IQ4XSDot {
+  using W = BlockIQ4_XS;
+  using X = BlockQ8_K;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      __m256i q[8], scale[8];
+      for (int s = 0; s < 8; ++s) {
+        const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs + 16 * s));
+        q[s] = _mm256_set_m128i(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bits, 4), m4)),
+                                _mm_shuffle_epi8(table, _mm_and_si128(bits, m4)));
+        scale[s] = _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(w[b], s)));
+      }
+      const float wd = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) {
+        __m256i lanes = _mm256_setzero_si256();
+        for (int s = 0; s < 8; ++s) {
+          const __m256i xq = load256(x[r][b].qs + 32 * s);
+          const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(q[s]), _mm256_sign_epi8(xq, q[s]));
+          lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, scale[s]));
+        }
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(wd * x[r][b].d), _mm256_cvtepi32_ps(lanes), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+  }
+};
+
 inline void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / kQK_K; ++b) {

@@ -44,7 +44,7 @@ std::optional<Request> parse(int argc, char** argv) {
       ("n-head-kv", po::value(&n_head_kv), "key/value heads (a divisor of --n-head)")
       ("n-ff", po::value(&n_ff), "feed-forward width")
       ("n-vocab", po::value(&n_vocab), "vocabulary size (built-in vocabulary cut or padded to it)")
-      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 (norms stay f32)")
+      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs (norms stay f32;\n  iq4_xs needs --n-embd and --n-ff multiples of 256)")
       ("seed", po::value(&seed)->default_value(seed), "random seed of the weights")
       ("vocab-from", po::value(&vocab_from), "copy every tokenizer.* key from this GGUF file (n_vocab = its token count)")
       ("ctx", po::value(&ctx)->default_value(ctx), "llama.context_length")

@@ -69,6 +69,23 @@ bool block_layout(gguf::TensorType type, BlockLayout& out) {
     case TensorType::Q4_0:
       out = {sizeof(kernels::BlockQ4_0), kernels::kQK4_0, {offsetof(kernels::BlockQ4_0, d), 0}, 1};
       return true;
+    case TensorType::Q4_1:
+      out = {sizeof(kernels::BlockQ4_1), kernels::kQK8_0,
+             {offsetof(kernels::BlockQ4_1, d), offsetof(kernels::BlockQ4_1, m)}, 2};
+      return true;
+    case TensorType::Q5_0:
+      out = {sizeof(kernels::BlockQ5_0), kernels::kQK8_0, {offsetof(kernels::BlockQ5_0, d), 0}, 1};
+      return true;
+    case TensorType::Q5_1:
+      out = {sizeof(kernels::BlockQ5_1), kernels::kQK8_0,
+             {offsetof(kernels::BlockQ5_1, d), offsetof(kernels::BlockQ5_1, m)}, 2};
+      return true;
+    case TensorType::IQ4_NL:
+      out = {sizeof(kernels::BlockIQ4_NL), kernels::kQK8_0, {offsetof(kernels::BlockIQ4_NL, d), 0}, 1};
+      return true;
+    case TensorType::IQ4_XS:
+      out = {sizeof(kernels::BlockIQ4_XS), kernels::kQK_K, {offsetof(kernels::BlockIQ4_XS, d), 0}, 1};
+      return true;
     case TensorType::Q4_K:
       out = {sizeof(kernels::BlockQ4_K), kernels::kQK_K,
              {offsetof(kernels::BlockQ4_K, d), offsetof(kernels::BlockQ4_K, dmin)}, 2};

@@ -55,6 +55,11 @@ gguf::TensorType gguf_type(kernels::WeightType t) {
     case kernels::WeightType::Q4_K: return gguf::TensorType::Q4_K;
     case kernels::WeightType::Q5_K: return gguf::TensorType::Q5_K;
     case kernels::WeightType::Q6_K: return gguf::TensorType::Q6_K;
+    case kernels::WeightType::Q4_1: return gguf::TensorType::Q4_1;
+    case kernels::WeightType::Q5_0: return gguf::TensorType::Q5_0;
+    case kernels::WeightType::Q5_1: return gguf::TensorType::Q5_1;
+    case kernels::WeightType::IQ4_NL: return gguf::TensorType::IQ4_NL;
+    case kernels::WeightType::IQ4_XS: return gguf::TensorType::IQ4_XS;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return gguf::TensorType::F32;
@@ -70,10 +75,38 @@ const char* lower_type_name(kernels::WeightType t) {
     case kernels::WeightType::Q4_K: return "q4_k";
     case kernels::WeightType::Q5_K: return "q5_k";
     case kernels::WeightType::Q6_K: return "q6_k";
+    case kernels::WeightType::Q4_1: return "q4_1";
+    case kernels::WeightType::Q5_0: return "q5_0";
+    case kernels::WeightType::Q5_1: return "q5_1";
+    case kernels::WeightType::IQ4_NL: return "iq4_nl";
+    case kernels::WeightType::IQ4_XS: return "iq4_xs";
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return "";
 }
+
+// The types glacier_mkmodel writes (K-quants need a scale search this writer does not do).
+constexpr kernels::WeightType kWritableTypes[] = {
+    kernels::WeightType::F32,  kernels::WeightType::F16,  kernels::WeightType::BF16,
+    kernels::WeightType::Q8_0, kernels::WeightType::Q4_0, kernels::WeightType::Q4_1,
+    kernels::WeightType::Q5_0, kernels::WeightType::Q5_1, kernels::WeightType::IQ4_NL,
+    kernels::WeightType::IQ4_XS};
+
+// Elements per block of a quantized type (matrix widths must be multiples of it; the file then records
+// the quantization version), 1 for the plain types.
+int block_size(kernels::WeightType t) {
+  switch (t) {
+    case kernels::WeightType::F32:
+    case kernels::WeightType::F16:
+    case kernels::WeightType::BF16: return 1;
+    case kernels::WeightType::Q4_K:
+    case kernels::WeightType::Q5_K:
+    case kernels::WeightType::Q6_K:
+    case kernels::WeightType::IQ4_XS: return kernels::kQK_K;
+    default: return kernels::kQK8_0;
+  }
+}
+bool is_block_type(kernels::WeightType t) { return block_size(t) > 1; }
 
 // general.file_type: llama.cpp's "mostly TYPE" codes.
 uint32_t file_type_code(kernels::WeightType t) {
@@ -86,6 +119,11 @@ uint32_t file_type_code(kernels::WeightType t) {
     case kernels::WeightType::Q4_K: return 15;  // "mostly Q4_K_M"
     case kernels::WeightType::Q5_K: return 17;  // "mostly Q5_K_M"
     case kernels::WeightType::Q6_K: return 18;
+    case kernels::WeightType::Q4_1: return 3;
+    case kernels::WeightType::Q5_0: return 8;
+    case kernels::WeightType::Q5_1: return 9;
+    case kernels::WeightType::IQ4_NL: return 25;
+    case kernels::WeightType::IQ4_XS: return 30;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return 0;
@@ -153,11 +191,11 @@ void check_spec(const SyntheticModelSpec& s) {
                std::to_string(s.n_embd) + " / " + std::to_string(s.n_head) + " = " + std::to_string(s.n_embd / s.n_head));
   if (s.n_head % s.n_head_kv != 0)
     bad_option("n-head-kv", "a divisor of --n-head " + std::to_string(s.n_head), std::to_string(s.n_head_kv));
-  if (s.weight_type == kernels::WeightType::Q8_0 || s.weight_type == kernels::WeightType::Q4_0) {
-    const std::string why = "a multiple of 32 (the block size of --type " +
+  if (is_block_type(s.weight_type)) {
+    const std::string why = "a multiple of " + std::to_string(block_size(s.weight_type)) + " (the block size of --type " +
                             std::string(lower_type_name(s.weight_type)) + ")";
-    if (s.n_embd % 32 != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
-    if (s.n_ff % 32 != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
+    if (s.n_embd % block_size(s.weight_type) != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
+    if (s.n_ff % block_size(s.weight_type) != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
   }
   if (!(s.rope_base > 1.0f) || !std::isfinite(s.rope_base))
     bad_option("rope-base", "a finite value > 1", std::to_string(s.rope_base));
@@ -213,8 +251,7 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", s.name);
   w.set_u32("general.file_type", file_type_code(s.weight_type));
-  if (s.weight_type == kernels::WeightType::Q8_0 || s.weight_type == kernels::WeightType::Q4_0)
-    w.set_u32("general.quantization_version", 2);
+  if (is_block_type(s.weight_type)) w.set_u32("general.quantization_version", 2);
   w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
   w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
   w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
@@ -301,10 +338,9 @@ SyntheticModelSpec synthetic_preset(const std::string& preset) {
 }
 
 kernels::WeightType synthetic_weight_type(const std::string& name) {
-  for (kernels::WeightType t : {kernels::WeightType::F32, kernels::WeightType::F16, kernels::WeightType::BF16,
-                                kernels::WeightType::Q8_0, kernels::WeightType::Q4_0})
+  for (kernels::WeightType t : kWritableTypes)
     if (name == lower_type_name(t)) return t;
-  bad_option("type", "f32, f16, bf16, q8_0 or q4_0", "'" + name + "'");
+  bad_option("type", "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or iq4_xs", "'" + name + "'");
 }
 
 void fill_standard_normal(uint64_t stream_seed, float* out, int64_t n) {

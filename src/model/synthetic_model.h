@@ -35,7 +35,8 @@ struct SyntheticModelSpec {
 
 // "tiny", "llama-1b", "llama-7b"; InputError listing them for any other name.
 SyntheticModelSpec synthetic_preset(const std::string& preset);
-// "f32", "f16", "bf16", "q8_0", "q4_0"; InputError listing them for any other name.
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs"; InputError listing them for any
+// other name.
 kernels::WeightType synthetic_weight_type(const std::string& name);
 
 struct SyntheticModelSummary {

@@ -16,9 +16,14 @@ kernels::WeightType weight_type_of(const gguf::File& f, const gguf::TensorInfo& 
     case gguf::TensorType::Q4_K: return kernels::WeightType::Q4_K;
     case gguf::TensorType::Q5_K: return kernels::WeightType::Q5_K;
     case gguf::TensorType::Q6_K: return kernels::WeightType::Q6_K;
+    case gguf::TensorType::Q4_1: return kernels::WeightType::Q4_1;
+    case gguf::TensorType::Q5_0: return kernels::WeightType::Q5_0;
+    case gguf::TensorType::Q5_1: return kernels::WeightType::Q5_1;
+    case gguf::TensorType::IQ4_NL: return kernels::WeightType::IQ4_NL;
+    case gguf::TensorType::IQ4_XS: return kernels::WeightType::IQ4_XS;
     default:
       throw InputError(f.path() + ": tensor '" + t.name +
-                       "': expected a supported weight type (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k), found " +
+                       "': expected a supported weight type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q4_k, q5_k, q6_k), found " +
                        gguf::type_name(t.type));
   }
 }

@@ -2,6 +2,7 @@
 // reference twin (dots, tiles, Q8_K quantization), the reference dot close to a float64 dot of the
 // dequantized rows, and Q8_K quantization checked against its definition.
 #include <gtest/gtest.h>
+#include "common/isa_param_name.h"
 
 #include <algorithm>
 #include <cmath>
@@ -129,11 +130,7 @@ TEST_P(KQuantVariants, QuantizeRowQ8KIsBitIdenticalToReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, KQuantVariants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) {
-                           std::string name = isa_name(info.param);  // test names take no '-'
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         glacier::testing::isa_param_name);
 
 // ggml's nearest_int(iscale * x) as its build computes it: the multiply-add with 1.5 * 2^23 fused, so
 // the exact product is rounded (ties to even) and the integer is left in the mantissa.

@@ -2,6 +2,7 @@
 // named tolerance on seeded random inputs, Q8_0 quantization bit-identical, tiles bitwise equal to
 // single-row dots.
 #include <gtest/gtest.h>
+#include "common/isa_param_name.h"
 
 #include <algorithm>
 #include <cmath>
@@ -273,11 +274,7 @@ TEST_P(Variants, TilesEqualSingleRowDotsBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Variants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) {
-                           std::string name = isa_name(info.param);  // test names take no '-'
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         glacier::testing::isa_param_name);
 
 TEST(Variants, ReportsWhichVariantsRan) {
   std::string tested, untested;

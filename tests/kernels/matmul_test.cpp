@@ -2,6 +2,7 @@
 // weight type and kernel variant, agreement with a float64 dequantize-and-multiply, and the
 // block-size invariant.
 #include <gtest/gtest.h>
+#include "common/isa_param_name.h"
 
 #include <algorithm>
 #include <cmath>
@@ -79,6 +80,13 @@ TestWeights make_weights(WeightType t, std::mt19937& rng) {
     case WeightType::Q5_K:
     case WeightType::Q6_K:
       ADD_FAILURE() << "K-quant matrices are covered by k_quant_kernels_test";
+      break;
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
+    case WeightType::IQ4_NL:
+    case WeightType::IQ4_XS:
+      ADD_FAILURE() << "these types are covered by legacy_quant_kernels_test and iq4_xs_kernels_test";
       break;
   }
   return w;
@@ -199,11 +207,7 @@ TEST_P(MatmulVariants, EveryOutputIsTheSingleRowDot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, MatmulVariants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) {
-                           std::string name = isa_name(info.param);  // test names take no '-'
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         glacier::testing::isa_param_name);
 
 TEST(Matmul, SameResultsOnEveryVariantForQuantizedActivations) {
   // Quantization is bit-identical across variants, so prepared Q8_0 activations must be too.

@@ -2,6 +2,7 @@
 // dot products on the GGUF blocks (lane order, and Q4_0 block sums), results do not depend on the batch
 // or the group split, and rows past the matrix are never written.
 #include <gtest/gtest.h>
+#include "common/isa_param_name.h"
 
 #include <algorithm>
 #include <cmath>
@@ -180,11 +181,7 @@ TEST_P(PackedGemmVariants, ExtremeBytesEqualTheReferenceTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, PackedGemmVariants, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& info) {
-                           std::string name = isa_name(info.param);  // test names take no '-'
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         glacier::testing::isa_param_name);
 
 TEST(PackedGemm, ReferenceEqualsTheUnpackedDotsOnTheGgufBlocks) {
   std::mt19937 rng(303);

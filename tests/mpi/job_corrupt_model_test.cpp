@@ -295,11 +295,12 @@ std::vector<CorruptCase> cases() {
   c.push_back({"ffn_gate_in_unsupported_type",
                edited([](Draft& d, const Base& b) {
                  Draft::Tensor& t = d.tensor(blk(b.last_rank_layer, "ffn_gate.weight"));
-                 constexpr int kQ4_1BlockElems = 32, kQ4_1BlockBytes = 20;  // fp16 d and m, 16 bytes of nibbles
-                 t.type = gguf::TensorType::Q4_1;
-                 t.data.assign(static_cast<size_t>(kEmbd * kFf / kQ4_1BlockElems * kQ4_1BlockBytes), 0);
+                 // Q8_1: a valid GGUF type that is only ever an activation format, never a weight type.
+                 constexpr int kQ8_1BlockElems = 32, kQ8_1BlockBytes = 36;  // fp16 d and s, 32 int8
+                 t.type = gguf::TensorType::Q8_1;
+                 t.data.assign(static_cast<size_t>(kEmbd * kFf / kQ8_1BlockElems * kQ8_1BlockBytes), 0);
                }),
-               {"tensor 'blk.{rN}.ffn_gate.weight': expected a supported weight type (", "found q4_1"}});
+               {"tensor 'blk.{rN}.ffn_gate.weight': expected a supported weight type (", "found q8_1"}});
   c.push_back({"norm_stored_quantized",
                edited([](Draft& d, const Base& b) {
                  Draft::Tensor& t = d.tensor(blk(b.last_rank_layer, "attn_norm.weight"));

@@ -341,6 +341,7 @@ TEST(GgufTensorType, TraitsMatchTheSpec) {
       {9, "q8_1", 32, 36},    {10, "q2_K", 256, 84},  {11, "q3_K", 256, 110}, {12, "q4_K", 256, 144},
       {13, "q5_K", 256, 176}, {14, "q6_K", 256, 210}, {15, "q8_K", 256, 292}, {24, "i8", 1, 1},
       {25, "i16", 1, 2},      {26, "i32", 1, 4},      {27, "i64", 1, 8},      {28, "f64", 1, 8},
+      {20, "iq4_nl", 32, 18}, {23, "iq4_xs", 256, 136},
   };
   for (const Row& r : rows) {
     auto t = type_traits(r.id);
@@ -350,7 +351,7 @@ TEST(GgufTensorType, TraitsMatchTheSpec) {
     EXPECT_EQ(t->block_bytes, r.block_bytes) << r.name;
     EXPECT_EQ(type_name(static_cast<TensorType>(r.id)), r.name);
   }
-  for (uint32_t unknown : {4u, 5u, 16u, 23u, 29u, 31u, 1000u, 0xffffffffu}) {
+  for (uint32_t unknown : {4u, 5u, 16u, 22u, 29u, 31u, 1000u, 0xffffffffu}) {
     EXPECT_FALSE(type_traits(unknown).has_value()) << "type id " << unknown;
   }
 }

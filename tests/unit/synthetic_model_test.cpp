@@ -210,7 +210,8 @@ TEST_P(SyntheticModelTypes, LoadsAndRunsAForwardPassWithFiniteLogits) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, SyntheticModelTypes,
                          ::testing::Values(WeightType::F32, WeightType::F16, WeightType::BF16, WeightType::Q8_0,
-                                           WeightType::Q4_0),
+                                           WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                                           WeightType::IQ4_NL),
                          [](const auto& info) { return std::string(kernels::weight_type_name(info.param)); });
 
 TEST(SyntheticModel, WeightsFollowTheStatedDistributions) {
@@ -400,7 +401,12 @@ TEST(SyntheticModel, BadSpecsAreInputErrorsNamingTheOption) {
             std::string::npos);
   EXPECT_NE(input_error_of([] { synthetic_preset("huge"); }).find("--preset: expected tiny, llama-1b or llama-7b, found 'huge'"),
             std::string::npos);
-  EXPECT_NE(input_error_of([] { synthetic_weight_type("q5_1"); }).find("--type"), std::string::npos);
+  EXPECT_NE(error_for([](SyntheticModelSpec& s) { s.weight_type = WeightType::IQ4_XS; })
+                .find("--n-embd: expected a multiple of 256 (the block size of --type iq4_xs), found 64"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([] { synthetic_weight_type("q4_k"); })
+                .find("--type: expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or iq4_xs, found 'q4_k'"),
+            std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.gguf"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.gguf.partial"));
 }
@@ -422,6 +428,11 @@ TEST(SyntheticModel, PresetsHaveTheStatedShapes) {
   EXPECT_EQ(b7.n_vocab, 32000);
   EXPECT_EQ(synthetic_weight_type("q4_0"), WeightType::Q4_0);
   EXPECT_EQ(synthetic_weight_type("bf16"), WeightType::BF16);
+  EXPECT_EQ(synthetic_weight_type("q4_1"), WeightType::Q4_1);
+  EXPECT_EQ(synthetic_weight_type("q5_0"), WeightType::Q5_0);
+  EXPECT_EQ(synthetic_weight_type("q5_1"), WeightType::Q5_1);
+  EXPECT_EQ(synthetic_weight_type("iq4_nl"), WeightType::IQ4_NL);
+  EXPECT_EQ(synthetic_weight_type("iq4_xs"), WeightType::IQ4_XS);
 }
 
 TEST(SyntheticNormal, IsDeterministicAndStandard) {
