@@ -385,7 +385,7 @@ TEST_F(Slurm, SignalledJobIsRequeuedAndResumesToUninterruptedResults) {
   EXPECT_NE(text.find("glacier_step: pre-timeout signal"), std::string::npos) << text;
   EXPECT_NE(text.find("requeueing job " + id + " (restart 1)"), std::string::npos) << text;
   std::smatch m;
-  const std::regex stopped("stopped by signal " + std::to_string(SIGUSR1) + " after (\\d+) of " +
+  const std::regex stopped("stopped by SIGUSR1 after (\\d+) of " +
                            std::to_string(kRequeuePromptCount) + " prompts");
   ASSERT_TRUE(std::regex_search(text, m, stopped)) << "expected glacier_mpi's drain message in the log\n" << text;
   const int finished_first = std::stoi(m[1].str());
