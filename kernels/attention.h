@@ -27,6 +27,7 @@ struct AttentionArgs {
   int32_t first, last;     // visible positions [first, last]
   int32_t hd;              // head dimension (any size; 64 and 128 are the fast cases)
   float scale;             // usually 1 / sqrt(hd)
+  float softcap = 0.0f;    // > 0: scores soft-capped to (-softcap, softcap) before the softmax (gemma2)
   float* scores;           // scratch: attention_scratch_floats(n_q, last + 1, hd) floats
   float* out;              // n_q rows of hd floats, out_stride apart
   int64_t out_stride;
@@ -35,6 +36,7 @@ struct AttentionArgs {
 // For each query head, in this order of floating-point operations, where tree16(c) adds 16 values by
 // halving (c_i + c_{i+8}, then +4, +2, +1):
 //   s_t = tree16(c) * scale, c_j = fma chain over d = j, j+16, ... < hd of q[d] * k_t[d], from 0
+//   (with softcap > 0: s_t = softcap_approx(s_t, softcap, 1 / softcap), exp_approx.h)
 //   m = max_t s_t;  e_t = exp_approx(s_t - m)   (exp_approx.h), for t in [first, last]
 //   sum = double sum, chunk after chunk, of tree16(e over positions 16c .. 16c+15, 0 outside [first, last]);
 //   p_t = e_t * float(1 / sum)

@@ -29,6 +29,15 @@ inline float exp_approx(float x) {
   return p * two_n;
 }
 
+// Logit soft-capping (gemma2), cap * tanh(s / cap), with tanh(y) = 1 - 2 / (exp(2y) + 1) on exp_approx
+// so that every variant computes the same float; off by at most a few ulps of cap from tanh itself,
+// and exactly +-cap far out (the argument clamp). SIMD variants run these operations lane by lane.
+inline float softcap_approx(float s, float cap, float inv_cap) {
+  const float y = s * inv_cap;
+  const float e = exp_approx(y + y);
+  return cap * (1.0f - 2.0f / (e + 1.0f));
+}
+
 // silu(x) = x / (1 + exp(-x)) on exp_approx.
 inline float silu_approx(float x) { return x / (1.0f + exp_approx(-x)); }
 

@@ -31,6 +31,7 @@ void attend_ref(const AttentionArgs& a) {
       float c[kKeyTile] = {};
       for (int32_t d = 0; d < a.hd; ++d) c[d % kKeyTile] = std::fma(q[d], tile[d * kKeyTile + t % kKeyTile], c[d % kKeyTile]);
       s[i] = tree16(c) * a.scale;
+      if (a.softcap > 0.0f) s[i] = softcap_approx(s[i], a.softcap, 1.0f / a.softcap);
       m = std::fmax(m, s[i]);
     }
     for (int32_t i = 0; i < n; ++i) s[i] = exp_approx(s[i] - m);

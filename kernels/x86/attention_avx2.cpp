@@ -24,6 +24,14 @@ __m256 exp8(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
+// exp_approx.h's softcap_approx, lane by lane.
+__m256 softcap8(__m256 s, __m256 cap, __m256 inv_cap) {
+  const __m256 y = _mm256_mul_ps(s, inv_cap);
+  const __m256 e = exp8(_mm256_add_ps(y, y));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_mul_ps(cap, _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one))));
+}
+
 // tree16 across 16 vectors, lane by lane (c is consumed).
 __m256 tree16(__m256 (&c)[kKeyTile]) {
   for (int width = kKeyTile / 2; width >= 1; width /= 2)
@@ -51,6 +59,8 @@ __m256 visible(int32_t j, int half, int32_t first, int32_t last) {
 void attend_head(const AttentionArgs& a, const float* q, float* s, float* lane_acc, float* out) {
   const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
   const __m256 scale = _mm256_set1_ps(a.scale), minus_inf = _mm256_set1_ps(-INFINITY);
+  const bool capped = a.softcap > 0.0f;
+  const __m256 cap = _mm256_set1_ps(a.softcap), inv_cap = _mm256_set1_ps(capped ? 1.0f / a.softcap : 0.0f);
   __m256 maxv = minus_inf;
   for (int32_t j = j0; j < j1; ++j) {
     const float* tile = a.key_tiles + static_cast<size_t>(j) * a.tile_stride;
@@ -59,7 +69,9 @@ void attend_head(const AttentionArgs& a, const float* q, float* s, float* lane_a
       for (__m256& v : c) v = _mm256_setzero_ps();
       for (int32_t d = 0; d < a.hd; ++d)
         c[d % kKeyTile] = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), _mm256_loadu_ps(tile + d * kKeyTile + kHalf * half), c[d % kKeyTile]);
-      const __m256 sv = _mm256_blendv_ps(minus_inf, _mm256_mul_ps(tree16(c), scale), visible(j, half, a.first, a.last));
+      __m256 sv = _mm256_mul_ps(tree16(c), scale);
+      if (capped) sv = softcap8(sv, cap, inv_cap);
+      sv = _mm256_blendv_ps(minus_inf, sv, visible(j, half, a.first, a.last));
       _mm256_storeu_ps(s + (j - j0) * kKeyTile + kHalf * half, sv);
       maxv = _mm256_max_ps(maxv, sv);
     }

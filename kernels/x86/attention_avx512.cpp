@@ -24,6 +24,14 @@ __m512 exp16(__m512 x) {
   return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
 }
 
+// exp_approx.h's softcap_approx, lane by lane.
+__m512 softcap16(__m512 s, __m512 cap, __m512 inv_cap) {
+  const __m512 y = _mm512_mul_ps(s, inv_cap);
+  const __m512 e = exp16(_mm512_add_ps(y, y));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  return _mm512_mul_ps(cap, _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one))));
+}
+
 // attention.h's tree16 on one vector: lane i + lane i+8, then +4, +2, +1.
 float halving_sum(__m512 v) {
   __m256 h = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
@@ -55,6 +63,8 @@ __mmask16 visible(int32_t j, int32_t first, int32_t last) {
 void scores(const AttentionArgs& a, size_t stride) {
   const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
   const __m512 scale = _mm512_set1_ps(a.scale), minus_inf = _mm512_set1_ps(-INFINITY);
+  const bool capped = a.softcap > 0.0f;
+  const __m512 cap = _mm512_set1_ps(a.softcap), inv_cap = _mm512_set1_ps(capped ? 1.0f / a.softcap : 0.0f);
   for (int32_t j = j0; j < j1; ++j) {
     const float* tile = a.key_tiles + static_cast<size_t>(j) * a.tile_stride;
     const __mmask16 vis = visible(j, a.first, a.last);
@@ -73,7 +83,9 @@ void scores(const AttentionArgs& a, size_t stride) {
 #pragma GCC unroll 16
       for (int l = 0; l < kKeyTile; ++l)
         if (d0 + l < a.hd) c[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + l]), _mm512_loadu_ps(tile + (d0 + l) * kKeyTile), c[l]);
-      _mm512_storeu_ps(a.scores + h * stride + (j - j0) * kKeyTile, _mm512_mask_mov_ps(minus_inf, vis, _mm512_mul_ps(tree16(c), scale)));
+      __m512 sv = _mm512_mul_ps(tree16(c), scale);
+      if (capped) sv = softcap16(sv, cap, inv_cap);
+      _mm512_storeu_ps(a.scores + h * stride + (j - j0) * kKeyTile, _mm512_mask_mov_ps(minus_inf, vis, sv));
     }
   }
 }

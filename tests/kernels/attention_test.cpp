@@ -1,5 +1,5 @@
 // Attention and SwiGLU kernels: every variant equals the scalar twin bit for bit (head sizes on and off
-// the vector width, grouped heads, sliding windows), the twin agrees with float64 attention, exp_approx
+// the vector width, grouped heads, sliding windows, soft-capped scores), the twin agrees with float64 attention, exp_approx
 // stays within its error bound, and the scratch bound of attention.h is respected.
 #include <gtest/gtest.h>
 
@@ -38,7 +38,8 @@ struct Cache {
 
 constexpr float kGuard = 1234.5f;  // fills the scratch past its documented size
 
-std::vector<float> run(Isa isa, const Cache& c, const std::vector<float>& q, int32_t n_q, int32_t first, int32_t last) {
+std::vector<float> run(Isa isa, const Cache& c, const std::vector<float>& q, int32_t n_q, int32_t first, int32_t last,
+                       float softcap = 0.0f) {
   set_active_isa(isa);
   const size_t scratch = attention_scratch_floats(n_q, last + 1, c.hd);
   std::vector<float> scores(scratch + 64, kGuard), out(static_cast<size_t>(n_q) * c.hd, NAN);
@@ -54,6 +55,7 @@ std::vector<float> run(Isa isa, const Cache& c, const std::vector<float>& q, int
   a.last = last;
   a.hd = c.hd;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  a.softcap = softcap;
   a.scores = scores.data();
   a.out = out.data();
   a.out_stride = c.hd;
@@ -67,41 +69,47 @@ struct AttnCase {
 };
 const AttnCase kCases[] = {{64, 4, 0, 0},   {64, 4, 0, 37},  {64, 1, 5, 200}, {128, 8, 0, 130}, {8, 1, 0, 21},
                            {80, 2, 16, 47}, {16, 3, 31, 31}, {256, 2, 0, 17}, {96, 4, 3, 64}};
+// Score soft-caps: off, and one small enough (scores here are ~N(0, 1)) to bend most of them.
+const float kSoftcaps[] = {0.0f, 1.5f};
 
 TEST(Attention, EveryVariantEqualsTheReferenceTwinBitForBit) {
   std::mt19937 rng(401);
-  for (const AttnCase& ac : kCases) {
-    Cache c(ac.last + 1, ac.hd, rng);
-    // Values before the window may be unwritten (a sliding window's slot reuse): NaN there must not leak.
-    std::fill(c.values.begin(), c.values.begin() + static_cast<int64_t>(ac.first) * ac.hd, NAN);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<float> q(static_cast<size_t>(ac.n_q) * ac.hd);
-    for (float& v : q) v = dist(rng);
-    const auto want = run(Isa::Ref, c, q, ac.n_q, ac.first, ac.last);
-    for (Isa isa : supported_isas()) {
-      const auto got = run(isa, c, q, ac.n_q, ac.first, ac.last);
-      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-          << isa_name(isa) << " hd " << ac.hd << " heads " << ac.n_q << " positions " << ac.first << ".." << ac.last;
+  for (const float softcap : kSoftcaps)
+    for (const AttnCase& ac : kCases) {
+      Cache c(ac.last + 1, ac.hd, rng);
+      // Values before the window may be unwritten (a sliding window's slot reuse): NaN there must not leak.
+      std::fill(c.values.begin(), c.values.begin() + static_cast<int64_t>(ac.first) * ac.hd, NAN);
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<float> q(static_cast<size_t>(ac.n_q) * ac.hd);
+      for (float& v : q) v = dist(rng);
+      const auto want = run(Isa::Ref, c, q, ac.n_q, ac.first, ac.last, softcap);
+      for (Isa isa : supported_isas()) {
+        const auto got = run(isa, c, q, ac.n_q, ac.first, ac.last, softcap);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << isa_name(isa) << " hd " << ac.hd << " heads " << ac.n_q << " positions " << ac.first << ".." << ac.last
+            << " softcap " << softcap;
+      }
     }
-  }
   set_active_isa(supported_isas().back());
 }
 
 TEST(Attention, ReferenceAgreesWithFloat64Attention) {
   std::mt19937 rng(402);
+  for (const float softcap : kSoftcaps)
   for (const AttnCase& ac : kCases) {
     const Cache c(ac.last + 1, ac.hd, rng);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     std::vector<float> q(static_cast<size_t>(ac.n_q) * ac.hd);
     for (float& v : q) v = dist(rng);
-    const auto got = run(Isa::Ref, c, q, ac.n_q, ac.first, ac.last);
+    const auto got = run(Isa::Ref, c, q, ac.n_q, ac.first, ac.last, softcap);
     for (int32_t h = 0; h < ac.n_q; ++h) {
       std::vector<double> s;
       double m = -INFINITY;
       for (int32_t t = ac.first; t <= ac.last; ++t) {
         double dot = 0;
         for (int32_t d = 0; d < ac.hd; ++d) dot += double(q[h * ac.hd + d]) * c.key(t, d);
-        s.push_back(dot / std::sqrt(double(ac.hd)));
+        const double scaled = dot / std::sqrt(double(ac.hd));
+        s.push_back(softcap > 0 ? softcap * std::tanh(scaled / softcap) : scaled);
         m = std::max(m, s.back());
       }
       double sum = 0;
@@ -130,6 +138,22 @@ TEST(Attention, ExpApproxIsWithinTwoUlpOverTheSoftmaxRange) {
   EXPECT_EQ(exp_approx(0.0f), 1.0f);
   EXPECT_GT(exp_approx(-1000.0f), 0.0f) << "clamped, not flushed";
   EXPECT_TRUE(std::isfinite(exp_approx(1000.0f)));
+}
+
+TEST(Attention, SoftcapApproxIsWithinFourUlpOfTheCapFromTanh) {
+  // The cancellation in 1 - 2 / (e + 1) near 0 costs about one ulp of 1, so the bound is in ulps of
+  // the cap, not of the result; far out the clamp of exp_approx gives exactly +-cap.
+  for (const float cap : {1.5f, 30.0f, 50.0f}) {
+    const double ulp = std::nextafter(cap, 2 * cap) - cap;
+    double worst = 0;
+    for (float s = -12 * cap; s <= 12 * cap; s += cap / 997) {
+      const double want = cap * std::tanh(double(s) / cap);
+      worst = std::max(worst, std::abs(double(softcap_approx(s, cap, 1.0f / cap)) - want));
+    }
+    EXPECT_LE(worst, 4 * ulp) << "cap " << cap;
+    EXPECT_EQ(softcap_approx(1e6f * cap, cap, 1.0f / cap), cap);
+    EXPECT_EQ(softcap_approx(-1e6f * cap, cap, 1.0f / cap), -cap);
+  }
 }
 
 TEST(Attention, SwigluVariantsAgreeBitwiseAndWithTheDefinition) {
