@@ -28,15 +28,21 @@ std::optional<Request> parse(int argc, char** argv) {
   int32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, ctx = 2048;
   float rope_base = 10000.0f;
   bool rope_freqs = false;
-  std::string rope_scaling;
+  std::string rope_scaling, arch = "llama";
+  int32_t sliding_window = 0;
+  float attn_softcap = 50.0f, final_softcap = 30.0f;
   uint64_t seed = 1;
   int threads = 0;
   po::options_description opts(
       "usage: glacier_mkmodel [--preset tiny|llama-1b|llama-7b] [--type T] [--seed N] --out PATH\n\n"
-      "Writes a llama GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
+      "Writes a llama (or gemma2) GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
       "give the same bytes. Explicit shape options override the preset");
   opts.add_options()
       ("help,h", "print this help")
+      ("arch", po::value(&arch)->default_value(arch), "llama | gemma2 (tied head, post-norms, soft-caps; llama.cpp knows only\n  26, 42 and 46 layers)")
+      ("sliding-window", po::value(&sliding_window), "gemma2: attention.sliding_window of the even layers (default: key absent, 4096)")
+      ("attn-softcap", po::value(&attn_softcap)->default_value(attn_softcap), "gemma2: attn_logit_softcapping")
+      ("final-softcap", po::value(&final_softcap)->default_value(final_softcap), "gemma2: final_logit_softcapping")
       ("preset", po::value(&preset)->default_value(preset), "tiny (64 wide, 2 layers, own vocab) | llama-1b | llama-7b")
       ("n-embd", po::value(&n_embd), "embedding width")
       ("n-layer", po::value(&n_layer), "transformer blocks")
@@ -47,10 +53,10 @@ std::optional<Request> parse(int argc, char** argv) {
       ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs (norms stay f32;\n  iq4_xs needs --n-embd and --n-ff multiples of 256)")
       ("seed", po::value(&seed)->default_value(seed), "random seed of the weights")
       ("vocab-from", po::value(&vocab_from), "copy every tokenizer.* key from this GGUF file (n_vocab = its token count)")
-      ("ctx", po::value(&ctx)->default_value(ctx), "llama.context_length")
-      ("rope-base", po::value(&rope_base)->default_value(rope_base, "10000"), "llama.rope.freq_base")
+      ("ctx", po::value(&ctx)->default_value(ctx), "ARCH.context_length")
+      ("rope-base", po::value(&rope_base)->default_value(rope_base, "10000"), "ARCH.rope.freq_base")
       ("rope-freqs", po::bool_switch(&rope_freqs), "write rope_freqs.weight (Llama 3 style divisors, 1 rising to 8)")
-      ("rope-scaling", po::value(&rope_scaling), "linear:FACTOR | yarn:FACTOR (llama.rope.scaling.* keys)")
+      ("rope-scaling", po::value(&rope_scaling), "linear:FACTOR | yarn:FACTOR (ARCH.rope.scaling.* keys)")
       ("name", po::value(&name), "general.name (default glacier-synthetic[-PRESET])")
       ("threads,t", po::value(&threads)->default_value(threads), "generator threads (0 = all; the bytes do not depend on it)")
       ("out,o", po::value(&out), "output GGUF file (required)");
@@ -103,6 +109,12 @@ std::optional<Request> parse(int argc, char** argv) {
       throw glacier::InputError("option --rope-scaling: expected a number after ':', found '" + factor + "'");
   }
   s.threads = threads;
+  s.arch = arch;
+  s.sliding_window = sliding_window;
+  s.attn_softcap = attn_softcap;
+  s.final_softcap = final_softcap;
+  if (arch != "gemma2" && (!vm["attn-softcap"].defaulted() || !vm["final-softcap"].defaulted()))
+    throw glacier::InputError("options --attn-softcap / --final-softcap: expected only with --arch gemma2, found --arch " + arch);
   return r;
 }
 

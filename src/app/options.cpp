@@ -167,7 +167,7 @@ po::options_description describe(JobOptions& o) {
        "ID:BIAS,...: add BIAS in [-100, 100] to the token's logit before sampling (repeatable)")
       ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts")
       ("chat-template", po::value(&o.chat_template), "template for \"messages\" prompts: chatml | llama3 | llama2 | mistral | "
-                                                     "deepseek (default: recognized from the model file)");
+                                                     "deepseek | gemma (default: recognized from the model file)");
   po::options_description engine("Engine");
   engine.add_options()
       ("ctx", po::value(&o.ctx)->default_value(o.ctx), "context length per sequence (0 = the model's, at most 4096); "

@@ -23,9 +23,9 @@ ChatSetup choose_chat_template(const JobOptions& opt, const std::optional<std::s
   if (!opt.chat_template.empty()) {
     c.chat_template = model::parse_chat_template_name(opt.chat_template);
   } else if (!jinja) {
-    c.unavailable_reason = "the model has no tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek)";
+    c.unavailable_reason = "the model has no tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek, gemma)";
   } else if (!(c.chat_template = model::detect_chat_template(*jinja))) {
-    c.unavailable_reason = "unknown chat template in the model's tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek)";
+    c.unavailable_reason = "unknown chat template in the model's tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek, gemma)";
   }
   return c;
 }

@@ -11,6 +11,7 @@
 #include "compute/ffn_activation.h"
 #include "kernels/dequantize.h"
 #include "kernels/dispatch.h"
+#include "kernels/exp_approx.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
 #include "util/error.h"
@@ -125,6 +126,13 @@ void TransformerStage::dense_ffn(const model::LayerWeights& L, int32_t n) {
   matmul_(L.w_down, gate_.data(), n, F, tmp_.data());
 }
 
+// A block's output in tmp_ normalised before it joins the residual, where the arch has post-norms.
+void TransformerStage::post_norm(const std::vector<float>& weight, int32_t n) {
+  if (weight.empty()) return;
+  const int32_t E = cfg_.n_embd;
+  for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(tmp_.data() + i * E, weight.data(), E, cfg_.rms_eps, tmp_.data() + i * E);
+}
+
 void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
   const int32_t n = mb.n_tokens();
   GLACIER_ASSERT(n <= max_tokens_, "micro-batch larger than the stage's buffers");
@@ -143,6 +151,7 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
     project_qkv(L, n, li);
     attention(mb, li);
     matmul_(L.wo, attn_out_.data(), n, Q, tmp_.data());
+    post_norm(L.attn_post_norm, n);
     for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.ffn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
     if (moe_) {
@@ -150,6 +159,7 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
     } else {
       dense_ffn(L, n);
     }
+    post_norm(L.ffn_post_norm, n);
     for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
     if (layer_hook_) layer_hook_();
   }
@@ -159,6 +169,7 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
   const int32_t n = mb.n_tokens(), hd = cfg_.head_dim, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const kernels::AttendFn attend = kernels::active_kernels().attend;
+  const bool slides = cfg_.layer_slides(w_.layers.first + li);
   // One task per (token, KV head): the query heads of a group share each key and value they read.
   // A token's cost grows with its position, so the tasks go to the threads' contiguous shares in the
   // order first, last, second, second to last, ...: every share then holds pairs of equal total cost
@@ -178,10 +189,11 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
       a.values = kv_.value(li, slot, 0) + kvh * hd;
       a.value_stride = KV;
       // With a sliding window, key t is visible from pos only when pos - t < n_swa.
-      a.first = cfg_.n_swa > 0 ? std::max(0, pos - cfg_.n_swa + 1) : 0;
+      a.first = slides ? std::max(0, pos - cfg_.n_swa + 1) : 0;
       a.last = pos;
       a.hd = hd;
-      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      a.scale = cfg_.query_scale;
+      a.softcap = cfg_.attn_softcap;
       a.scores = scores_.data() + static_cast<size_t>(thread) * scores_per_thread();
       a.out = attn_out_.data() + static_cast<size_t>(i) * Q + kvh * group * hd;
       a.out_stride = hd;
@@ -198,6 +210,10 @@ void TransformerStage::head(const float* x, const std::vector<int32_t>& rows, fl
   for (int64_t r = 0; r < n; ++r)
     kernels::rmsnorm(x + static_cast<size_t>(rows[r]) * E, w_.output_norm.data(), E, cfg_.rms_eps, xn_.data() + r * E);
   matmul_(w_.output, xn_.data(), n, E, logits);
+  if (cfg_.final_softcap > 0.0f) {
+    const float cap = cfg_.final_softcap, inv_cap = 1.0f / cap;
+    for (int64_t i = 0; i < n * cfg_.n_vocab; ++i) logits[i] = kernels::softcap_approx(logits[i], cap, inv_cap);
+  }
 }
 
 }  // namespace glacier::compute

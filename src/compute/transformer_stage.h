@@ -41,6 +41,7 @@ class TransformerStage {
   void project_qkv(const model::LayerWeights& L, int32_t n, int32_t layer_local);
   void attention(const MicroBatch& mb, int32_t layer_local);
   void dense_ffn(const model::LayerWeights& L, int32_t n);
+  void post_norm(const std::vector<float>& weight, int32_t n);
 
   model::ModelConfig cfg_;
   model::ShardWeights w_;

@@ -19,6 +19,12 @@ const std::vector<ArchSpec>& supported_archs() {
        .shared_expert = true, .expert_ff_key = "expert_feed_forward_length"},
       {.name = "gemma", .rope_mode = R::NeoX, .output = O::AlwaysTied, .ffn_act = FfnActivation::GeluTanh,
        .scale_embedding = true},
+      // Gemma 2: sliding-window attention (4096 unless the key says otherwise) on even layers, global on
+      // odd ones; soft-capped attention scores and logits; norms after attention and FFN as well.
+      {.name = "gemma2", .rope_mode = R::NeoX, .output = O::AlwaysTied, .ffn_act = FfnActivation::GeluTanh,
+       .scale_embedding = true, .sliding_window_key = "attention.sliding_window", .default_sliding_window = 4096,
+       .sliding_layers = SlidingLayers::Even, .post_norms = true, .logit_softcapping = true,
+       .query_scale = QueryScale::Gemma2BySize},
       {.name = "phi3", .rope_mode = R::NeoX, .output = O::Required, .qkv = QkvLayout::Fused,
        .ffn = FfnLayout::FusedGateUp, .sliding_window_key = "attention.sliding_window"},
       {.name = "qwen3", .rope_mode = R::NeoX, .qk_norm = true},

@@ -19,6 +19,10 @@ enum class QkvLayout { Separate, Fused };     // Fused: one attn_qkv whose outpu
 enum class FfnLayout { Separate, FusedGateUp };  // FusedGateUp: ffn_up's output rows are gate | up
 enum class FfnActivation { Silu, GeluTanh };  // applied to the gate before it multiplies up
 enum class MoeUse { Never, IfExpertCount, Always };
+enum class SlidingLayers { All, Even };  // which layers the sliding window applies to (gemma2: 0, 2, 4, ...)
+// The scale of q . k: 1 / sqrt(head_dim), or gemma2's, which the file does not record and llama.cpp
+// picks by the model's size (block_count): 1 / sqrt(n_embd / n_head) for the 27B (46 layers), else the head's.
+enum class QueryScale { HeadDim, Gemma2BySize };
 
 // One row of the table. The defaults describe plain llama; a row states only where its arch differs.
 struct ArchSpec {
@@ -36,6 +40,13 @@ struct ArchSpec {
   bool shared_expert = false;    // an always-on expert gated by sigmoid(ffn_gate_inp_shexp . x)
   const char* expert_ff_key = nullptr;       // ARCH.<key> of one expert's width; nullptr: feed_forward_length
   const char* sliding_window_key = nullptr;  // ARCH.<key> of the attention window; nullptr: none
+  int32_t default_sliding_window = 0;        // the window when the key is absent (0: none)
+  SlidingLayers sliding_layers = SlidingLayers::All;
+  bool post_norms = false;       // post_attention_norm / post_ffw_norm: RMSNorm of each block's output before the residual add
+  // ARCH.attn_logit_softcapping and ARCH.final_logit_softcapping (defaults 50 and 30 when absent):
+  // attention scores and the output logits become cap * tanh(x / cap).
+  bool logit_softcapping = false;
+  QueryScale query_scale = QueryScale::HeadDim;
   bool rope_freqs = false;       // may carry rope_freqs.weight: per-pair divisors of the rotary frequencies (Llama 3)
 };
 

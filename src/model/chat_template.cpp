@@ -11,7 +11,7 @@
 namespace glacier::model {
 namespace {
 
-constexpr const char* kKnownNames = "chatml (or qwen), llama3, llama2, mistral, deepseek";
+constexpr const char* kKnownNames = "chatml (or qwen), llama3, llama2, mistral, deepseek, gemma";
 
 // DeepSeek's special tokens use fullwidth vertical bars (U+FF5C) and a lower one-eighth block (U+2581).
 constexpr const char* kDeepSeekUser = "<\xEF\xBD\x9CUser\xEF\xBD\x9C>";
@@ -141,6 +141,31 @@ std::string render_deepseek(const std::vector<ChatMessage>& messages, const std:
   return out;
 }
 
+// Gemma (1 and 2): <start_of_turn>user|model turns. Gemma has no system role: a system message 0 opens
+// the first user turn, separated by a blank line, as llama.cpp renders it; contents are trimmed.
+std::string render_gemma(const std::vector<ChatMessage>& messages, const std::string& bos_text) {
+  check_system_only_first(ChatTemplate::Gemma, messages);
+  std::string out = bos_text, system;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      system = trim_whitespace(m.content);
+      continue;
+    }
+    const bool user = m.role == "user";
+    out += std::string("<start_of_turn>") + (user ? "user" : "model") + "\n";
+    if (user && !system.empty()) {
+      out += system + "\n\n";
+      system.clear();
+    }
+    out += trim_whitespace(m.content) + "<end_of_turn>\n";
+  }
+  if (!system.empty())
+    throw InputError(describe(ChatTemplate::Gemma) + ": expected a user message after the system message (gemma "
+                     "places the system text in the first user turn), found none");
+  out += "<start_of_turn>model\n";
+  return out;
+}
+
 std::string content_text(const nlohmann::json& content, size_t index) {
   const std::string where = "chat messages JSON: element " + std::to_string(index) + " key \"content\"";
   if (content.is_string()) return content.get<std::string>();
@@ -178,6 +203,7 @@ ChatTemplate parse_chat_template_name(const std::string& name) {
   if (lower == "llama2") return ChatTemplate::Llama2;
   if (lower == "mistral") return ChatTemplate::Mistral;
   if (lower == "deepseek") return ChatTemplate::DeepSeek;
+  if (lower == "gemma") return ChatTemplate::Gemma;
   throw InputError("chat template name: expected one of " + std::string(kKnownNames) + ", found \"" + name + "\"");
 }
 
@@ -188,6 +214,7 @@ const char* chat_template_name(ChatTemplate t) {
     case ChatTemplate::Llama2: return "llama2";
     case ChatTemplate::Mistral: return "mistral";
     case ChatTemplate::DeepSeek: return "deepseek";
+    case ChatTemplate::Gemma: return "gemma";
   }
   GLACIER_ASSERT(false, "unhandled ChatTemplate value " + std::to_string(static_cast<int>(t)));
 }
@@ -198,6 +225,7 @@ std::optional<ChatTemplate> detect_chat_template(const std::string& jinja) {
   if (contains(jinja, "<|im_start|>")) return ChatTemplate::ChatML;
   if (contains(jinja, "<|start_header_id|>")) return ChatTemplate::Llama3;
   if (contains(jinja, kDeepSeekUser) || contains(jinja, kDeepSeekAssistant)) return ChatTemplate::DeepSeek;
+  if (contains(jinja, "<start_of_turn>")) return ChatTemplate::Gemma;
   if (contains(jinja, "[INST]")) {
     return contains(jinja, "<<SYS>>") ? ChatTemplate::Llama2 : ChatTemplate::Mistral;
   }
@@ -212,6 +240,7 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages
     case ChatTemplate::Llama2: return render_llama2(messages, bos_text);
     case ChatTemplate::Mistral: return render_mistral(messages, bos_text);
     case ChatTemplate::DeepSeek: return render_deepseek(messages, bos_text);
+    case ChatTemplate::Gemma: return render_gemma(messages, bos_text);
   }
   GLACIER_ASSERT(false, "unhandled ChatTemplate value " + std::to_string(static_cast<int>(t)));
 }

@@ -84,6 +84,7 @@ std::set<std::string> known_suffixes(const ArchSpec& spec) {
   if (spec.expert_ff_key) s.insert(spec.expert_ff_key);
   if (spec.shared_expert) s.insert("expert_shared_feed_forward_length");
   if (spec.sliding_window_key) s.insert(spec.sliding_window_key);
+  if (spec.logit_softcapping) s.insert({"attn_logit_softcapping", "final_logit_softcapping"});
   return s;
 }
 

@@ -68,6 +68,35 @@ void read_rope_scaling(const gguf::File& f, const std::string& p, ModelConfig& c
   c.rope_n_ctx_orig = f.find(orig_key) ? positive_key(f, orig_key) : c.n_ctx_train;
 }
 
+// A soft-cap key's value, or `fallback` when absent; a cap must be a positive finite number.
+float softcap_key(const gguf::File& f, const std::string& key, float fallback) {
+  const auto v = f.find_float(key);
+  const float cap = v ? static_cast<float>(*v) : fallback;
+  if (!(cap > 0.0f && cap < 1e30f))
+    throw InputError(f.path() + ": key '" + key + "': expected a positive soft-cap, found " + std::to_string(cap));
+  return cap;
+}
+
+void read_softcaps_and_query_scale(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  if (c.spec.logit_softcapping) {
+    c.attn_softcap = softcap_key(f, p + "attn_logit_softcapping", 50.0f);
+    c.final_softcap = softcap_key(f, p + "final_logit_softcapping", 30.0f);
+  }
+  float denom = static_cast<float>(c.head_dim);
+  if (c.spec.query_scale == QueryScale::Gemma2BySize) {
+    // llama.cpp (reference commit) knows 26-, 42- and 46-layer Gemma 2 and stops on any other: the
+    // query scalar is not in the file, so guessing could compute the wrong attention.
+    if (c.n_layer == 46) {
+      denom = static_cast<float>(c.n_embd / c.n_head);
+    } else if (c.n_layer != 26 && c.n_layer != 42) {
+      throw InputError(f.path() + ": key '" + p + "block_count': expected 26, 42 or 46 layers (Gemma 2 2B, 9B or "
+                       "27B, whose attention scale is known; the file does not record it), found " +
+                       std::to_string(c.n_layer));
+    }
+  }
+  c.query_scale = 1.0f / std::sqrt(denom);
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const gguf::File& f) {
@@ -111,8 +140,12 @@ ModelConfig read_model_config(const gguf::File& f) {
     throw InputError(f.path() + ": key '" + p + "attention.value_length': expected the key length " +
                      std::to_string(c.head_dim) + " (distinct value widths are not supported), found " +
                      std::to_string(*vlen));
-  if (spec.sliding_window_key && f.find_uint(p + spec.sliding_window_key))
-    c.n_swa = static_cast<int32_t>(std::min<uint64_t>(f.get_uint(p + spec.sliding_window_key), 1u << 30));
+  if (spec.sliding_window_key) {
+    c.n_swa = spec.default_sliding_window;
+    if (f.find_uint(p + spec.sliding_window_key))
+      c.n_swa = static_cast<int32_t>(std::min<uint64_t>(f.get_uint(p + spec.sliding_window_key), 1u << 30));
+  }
+  read_softcaps_and_query_scale(f, p, c);
   read_experts(f, p, spec, c);
   read_rope_scaling(f, p, c);
   // The vocabulary size is the token list's length; the embedding's shape is checked against it on load.

@@ -38,6 +38,9 @@ struct ModelConfig {
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
   int32_t n_swa = 0;          // sliding attention window (key j visible from i iff i - j < n_swa); 0 = none
+  float attn_softcap = 0.0f;  // > 0: attention scores soft-capped (cap * tanh(s / cap)); 0 = none
+  float final_softcap = 0.0f; // > 0: output logits soft-capped likewise
+  float query_scale = 0.0f;   // q . k is multiplied by this before the softmax
   // Mixture of experts (n_expert == 0: a dense FFN of width n_ff).
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;  // experts each token is routed to (top-k)
@@ -47,6 +50,10 @@ struct ModelConfig {
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   bool is_moe() const { return n_expert > 0; }
+  // Whether model layer `layer` attends through the sliding window.
+  bool layer_slides(int32_t layer) const {
+    return n_swa > 0 && (spec.sliding_layers == SlidingLayers::All || layer % 2 == 0);
+  }
 };
 
 // Reads and checks the config; throws InputError naming the file and key (missing key, bad value, an

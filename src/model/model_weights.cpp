@@ -240,6 +240,10 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
     load_attention(f, c, l, lw, &w);
     lw.ffn_norm = norm_vector(f, blk(l, "ffn_norm"), c.n_embd, &w);
     load_ffn(f, c, l, lw, &w);
+    if (c.spec.post_norms) {
+      lw.attn_post_norm = norm_vector(f, blk(l, "post_attention_norm"), c.n_embd, &w);
+      lw.ffn_post_norm = norm_vector(f, blk(l, "post_ffw_norm"), c.n_embd, &w);
+    }
     w.layer.push_back(std::move(lw));
   }
   if (has_head) {
@@ -279,6 +283,7 @@ std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelC
     if (a.qkv_bias)
       for (const char* b : {"attn_q", "attn_k", "attn_v"}) names.push_back(blk(l, b, "bias"));
     if (a.qk_norm) w.insert(w.end(), {"attn_q_norm", "attn_k_norm"});
+    if (a.post_norms) w.insert(w.end(), {"post_attention_norm", "post_ffw_norm"});
     if (c.is_moe()) {
       w.insert(w.end(), {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"});
       if (a.shared_expert) w.insert(w.end(), {"ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"});

@@ -35,7 +35,9 @@ struct LayerWeights {
   kernels::Matrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;          // projection biases; empty when the arch has none
   std::vector<float> q_norm, k_norm;      // per-head RMSNorm weights [head_dim]; empty when none
+  std::vector<float> attn_post_norm;     // RMSNorm of the attention output (gemma2); empty when none
   std::vector<float> ffn_norm;
+  std::vector<float> ffn_post_norm;      // RMSNorm of the FFN output (gemma2); empty when none
   kernels::Matrix w_gate, w_up, w_down;   // dense FFN (unset in a MoE layer)
   // MoE: the router [n_expert rows x n_embd] and one view per expert into the 3-D expert tensors.
   kernels::Matrix router;

@@ -1,4 +1,4 @@
-// Synthetic llama models: spec checks, metadata (llama.* and tokenizer.* keys), and weights drawn row by
+// Synthetic llama and gemma2 models: spec checks, metadata (ARCH.* and tokenizer.* keys), and weights drawn row by
 // row from seeded streams, encoded and streamed to disk in chunks so memory stays far below model size.
 #include "model/synthetic_model.h"
 
@@ -151,6 +151,7 @@ std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_v
   auto norm = [&s](std::string name) {
     return PlannedTensor{std::move(name), s.n_embd, 1, true, Fill::Norm, kernels::WeightType::F32};
   };
+  const bool gemma2 = s.arch == "gemma2";
   std::vector<PlannedTensor> plan;
   plan.push_back(PlannedTensor{"token_embd.weight", s.n_embd, n_vocab, false, Fill::Embedding, wt});
   for (int32_t l = 0; l < s.n_layer; ++l) {
@@ -160,17 +161,19 @@ std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_v
     plan.push_back(matrix(b + "attn_k.weight", s.n_embd, kv_dim));
     plan.push_back(matrix(b + "attn_v.weight", s.n_embd, kv_dim));
     plan.push_back(matrix(b + "attn_output.weight", q_dim, s.n_embd));
+    if (gemma2) plan.push_back(norm(b + "post_attention_norm.weight"));
     plan.push_back(norm(b + "ffn_norm.weight"));
     plan.push_back(matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff));
     plan.push_back(matrix(b + "ffn_up.weight", s.n_embd, s.n_ff));
     plan.push_back(matrix(b + "ffn_down.weight", s.n_ff, s.n_embd));
+    if (gemma2) plan.push_back(norm(b + "post_ffw_norm.weight"));
   }
   if (s.rope_freqs) {
     const int64_t pairs = s.n_embd / s.n_head / 2;
     plan.push_back(PlannedTensor{"rope_freqs.weight", pairs, 1, true, Fill::RopeFreqs, kernels::WeightType::F32});
   }
   plan.push_back(norm("output_norm.weight"));
-  plan.push_back(matrix("output.weight", s.n_embd, n_vocab));
+  if (!gemma2) plan.push_back(matrix("output.weight", s.n_embd, n_vocab));  // gemma2 always reuses the embedding
   return plan;
 }
 
@@ -178,6 +181,13 @@ void check_spec(const SyntheticModelSpec& s) {
   auto positive = [](const std::string& option, int64_t v, int64_t max) {
     if (v < 1 || v > max) bad_option(option, "an integer in 1.." + std::to_string(max), std::to_string(v));
   };
+  if (s.arch != "llama" && s.arch != "gemma2") bad_option("arch", "llama or gemma2", "'" + s.arch + "'");
+  if (s.arch != "gemma2" && s.sliding_window != 0)
+    bad_option("sliding-window", "no window for --arch " + s.arch + " (gemma2 only)", std::to_string(s.sliding_window));
+  if (s.sliding_window < 0) bad_option("sliding-window", "a window >= 1 (or 0: no key)", std::to_string(s.sliding_window));
+  if (!(s.attn_softcap > 0.0f && s.final_softcap > 0.0f) || !std::isfinite(s.attn_softcap) || !std::isfinite(s.final_softcap))
+    bad_option("softcap", "positive finite caps", std::to_string(s.attn_softcap) + ":" + std::to_string(s.final_softcap));
+  if (s.rope_freqs && s.arch != "llama") bad_option("rope-freqs", "--arch llama (Llama 3's tensor)", "--arch " + s.arch);
   positive("n-embd", s.n_embd, 1 << 20);
   positive("n-layer", s.n_layer, 4096);
   positive("n-head", s.n_head, 4096);
@@ -245,28 +255,34 @@ int32_t write_builtin_vocab(const SyntheticModelSpec& s, gguf::StreamWriter& w) 
   return n_vocab;
 }
 
-// general.* and llama.* keys; llama.vocab_size is a placeholder until the vocabulary is known (set()
+// general.* and ARCH.* keys; ARCH.vocab_size is a placeholder until the vocabulary is known (set()
 // replaces it in place, so the key order stays general, llama, tokenizer).
 void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
-  w.set_string("general.architecture", "llama");
+  const std::string a = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
   w.set_string("general.name", s.name);
   w.set_u32("general.file_type", file_type_code(s.weight_type));
   if (is_block_type(s.weight_type)) w.set_u32("general.quantization_version", 2);
-  w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-  w.set_f32("llama.rope.freq_base", s.rope_base);
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
+  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_f32(a + "rope.freq_base", s.rope_base);
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
   if (!s.rope_scaling_type.empty()) {
-    w.set_string("llama.rope.scaling.type", s.rope_scaling_type);
-    w.set_f32("llama.rope.scaling.factor", s.rope_scaling_factor);
-    if (s.rope_scaling_type == "yarn") w.set_u32("llama.rope.scaling.original_context_length", static_cast<uint32_t>(s.n_ctx));
+    w.set_string(a + "rope.scaling.type", s.rope_scaling_type);
+    w.set_f32(a + "rope.scaling.factor", s.rope_scaling_factor);
+    if (s.rope_scaling_type == "yarn") w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.n_ctx));
   }
-  w.set_u32("llama.vocab_size", 0);
+  if (s.arch == "gemma2") {
+    if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+    w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+    w.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  }
+  w.set_u32(a + "vocab_size", 0);
 }
 
 void fill_row(const PlannedTensor& t, uint64_t tensor_seed, int64_t row, float* out) {
@@ -365,7 +381,7 @@ SyntheticModelSummary write_synthetic_model(const SyntheticModelSpec& spec, cons
   gguf::StreamWriter w;
   write_model_keys(spec, w);
   const int32_t n_vocab = spec.vocab_from.empty() ? write_builtin_vocab(spec, w) : copy_vocab_keys(spec, w);
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  w.set_u32(spec.arch + ".vocab_size", static_cast<uint32_t>(n_vocab));
 
   SyntheticModelSummary summary;
   summary.n_vocab = n_vocab;

@@ -1,4 +1,4 @@
-// Writes llama-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
+// Writes llama- or gemma2-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
 // run on a machine with no downloads, and speed work gets real-sized models. Streams tensor by tensor.
 #pragma once
 #include <cstdint>
@@ -12,6 +12,12 @@ namespace glacier::model {
 
 struct SyntheticModelSpec {
   std::string name = "glacier-synthetic";
+  // "llama" or "gemma2" (tied output head, post-attention and post-FFN norms, soft-capping and
+  // sliding-window keys below).
+  std::string arch = "llama";
+  int32_t sliding_window = 0;        // gemma2: ARCH.attention.sliding_window; 0 = key absent (4096 applies)
+  float attn_softcap = 50.0f;        // gemma2: ARCH.attn_logit_softcapping
+  float final_softcap = 30.0f;       // gemma2: ARCH.final_logit_softcapping
   int32_t n_vocab = 0;  // 0: the built-in vocabulary's size, or the --vocab-from file's token count
   int32_t n_embd = 64;
   int32_t n_layer = 2;

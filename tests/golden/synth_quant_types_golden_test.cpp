@@ -3,13 +3,11 @@
 // top-5 logits at every prompt position and greedy step on that same file (tests/golden/data/synth_quant_types).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <string>
 
 #include "app/sha256.h"
 #include "common/engine_harness.h"
+#include "common/greedy_dump_check.h"
 #include "common/test_env.h"
 #include "model/synthetic_model.h"
 
@@ -63,66 +61,8 @@ TEST_P(SynthQuantGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
   EngineHarness eng(model);
   const auto cases = glacier::testing::read_json(data_dir() + "/" + qc.type + ".json");
   ASSERT_EQ(cases.size(), 4u);
-  std::vector<glacier::pipeline::SequenceRequest> requests;
-  for (size_t k = 0; k < cases.size(); ++k) {
-    glacier::pipeline::SequenceRequest r;
-    r.seq = static_cast<int32_t>(k);
-    r.tokens = cases[k]["prompt_ids"].get<std::vector<int32_t>>();  // fed as listed: BOS included
-    r.max_new_tokens = 32;
-    requests.push_back(std::move(r));
-  }
-  const auto outcomes = eng.run(std::move(requests));
-  const int32_t n_vocab = eng.cfg.n_vocab;
-  for (size_t k = 0; k < cases.size(); ++k) {
-    ASSERT_EQ(cases[k]["n_vocab"].get<int32_t>(), n_vocab);
-    const auto prompt = cases[k]["prompt_ids"].get<std::vector<int32_t>>();
-    const auto expected = cases[k]["generated_ids"].get<std::vector<int32_t>>();
-    const auto& steps = cases[k]["steps"];
-    ASSERT_EQ(steps.size(), expected.size());
-    // Teacher-forced over llama.cpp's own tokens: one batch (batch invariance makes these the very logits
-    // our decode computes from that prefix). Rows 0..P-1 are the prompt positions, P-1+i step i.
-    std::vector<int32_t> forced = prompt;
-    forced.insert(forced.end(), expected.begin(), expected.end() - 1);
-    const std::vector<float> logits = eng.all_logits(forced);
-    auto deviation = [&](size_t row, const nlohmann::json& top5) {
-      double dev = 0.0;
-      for (const auto& entry : top5)
-        dev = std::max(dev, std::abs(double(logits[row * n_vocab + entry[0].get<int32_t>()]) - entry[1].get<double>()));
-      return dev;
-    };
-    const auto& prompt_top5 = cases[k]["prompt_top5"];
-    ASSERT_EQ(prompt_top5.size(), prompt.size());
-    // Positions in order: prompt positions, then the generated steps past the prompt's last one.
-    size_t first_flip = SIZE_MAX;
-    double worst_before = 0.0, worst_after = 0.0;
-    const size_t n_rows = prompt.size() + expected.size() - 1;
-    for (size_t row = 0; row < n_rows; ++row) {
-      const nlohmann::json& top5 = row < prompt.size() ? prompt_top5[row] : steps[row - prompt.size() + 1]["top5"];
-      const double dev = deviation(row, top5);
-      if (first_flip == SIZE_MAX && dev > kLogitTolerance) first_flip = row;
-      (row < first_flip ? worst_before : worst_after) = std::max(row < first_flip ? worst_before : worst_after, dev);
-      const double margin = top5[0][1].get<double>() - top5[1][1].get<double>();
-      if (row < first_flip && margin > kLogitTolerance) {
-        const float* r = logits.data() + row * size_t(n_vocab);
-        EXPECT_EQ(std::max_element(r, r + n_vocab) - r, top5[0][0].get<int32_t>())
-            << qc.type << " prompt " << k << " row " << row;
-      }
-    }
-    EXPECT_GT(first_flip, 0u) << qc.type << " prompt " << k << ": the first position is off by " << worst_after;
-    EXPECT_LE(worst_after, kRoundingFlipTolerance) << qc.type << " prompt " << k << " from row " << first_flip;
-    // The free-running generation follows llama.cpp while both are decidable and no flip intervened.
-    const size_t flip_step = first_flip == SIZE_MAX ? expected.size() : std::max<size_t>(first_flip + 1, prompt.size()) - prompt.size();
-    size_t compared = 0;
-    while (compared < std::min(flip_step, expected.size()) && steps[compared]["margin"].get<double>() > kLogitTolerance)
-      ++compared;
-    const auto& got = outcomes[k].generated;
-    ASSERT_GE(got.size(), compared) << qc.type << " prompt " << k;
-    for (size_t i = 0; i < compared; ++i) ASSERT_EQ(got[i], expected[i]) << qc.type << " prompt " << k << " step " << i;
-    std::printf("synth %s prompt %zu: %zu of %zu greedy tokens compared, max |dlogit| %.3g over %zu rows", qc.type, k,
-                compared, expected.size(), worst_before, std::min(first_flip, n_rows));
-    if (first_flip != SIZE_MAX) std::printf("; rounding flip at row %zu, %.3g after it", first_flip, worst_after);
-    std::printf("\n");
-  }
+  glacier::testing::check_against_greedy_dump(eng, cases, std::string("synth ") + qc.type,
+                                              {kLogitTolerance, kRoundingFlipTolerance});
 }
 
 INSTANTIATE_TEST_SUITE_P(GlacierQuantized, SynthQuantGolden, ::testing::ValuesIn(kCases),

@@ -89,6 +89,21 @@ TEST(ChatTemplate, RendersDeepSeek) {
   EXPECT_EQ(render_chat(ChatTemplate::DeepSeek, kConversation, "<｜begin▁of▁sentence｜>"), expected);
 }
 
+TEST(ChatTemplate, RendersGemma) {
+  // No system role: its text opens the first user turn; assistant turns are "model".
+  const std::string expected =
+      "<bos><start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n"
+      "<start_of_turn>model\nHello!<end_of_turn>\n"
+      "<start_of_turn>user\nName a color.<end_of_turn>\n"
+      "<start_of_turn>model\n";
+  EXPECT_EQ(render_chat(ChatTemplate::Gemma, kConversation, "<bos>"), expected);
+  EXPECT_EQ(render_chat(ChatTemplate::Gemma, {{"user", "  Hi \n"}}, ""),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  const std::string message = input_error_message([] { render_chat(ChatTemplate::Gemma, {{"system", "Be brief."}}, ""); });
+  EXPECT_NE(message.find("gemma"), std::string::npos) << message;
+  EXPECT_NE(message.find("user message"), std::string::npos) << message;
+}
+
 TEST(ChatTemplate, DetectsFormatsFromJinjaMarkers) {
   EXPECT_EQ(detect_chat_template("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
                                  "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"),
@@ -110,24 +125,27 @@ TEST(ChatTemplate, DetectsFormatsFromJinjaMarkers) {
             ChatTemplate::DeepSeek);
   EXPECT_EQ(detect_chat_template("{% if add_generation_prompt %}{{'<｜Assistant｜><think>\\n'}}{% endif %}"),
             ChatTemplate::DeepSeek);
+  EXPECT_EQ(detect_chat_template("{% for message in messages %}{{ '<start_of_turn>' + role + '\n' + "
+                                 "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"),
+            ChatTemplate::Gemma);
 }
 
 TEST(ChatTemplate, UnknownJinjaIsNotDetected) {
-  EXPECT_EQ(detect_chat_template("{% for message in messages %}<start_of_turn>{{ message['role'] }}\n"
-                                 "{{ message['content'] }}<end_of_turn>\n{% endfor %}"),
+  EXPECT_EQ(detect_chat_template("{% for message in messages %}{{ '### ' + message['role'] + ':\n' + "
+                                 "message['content'] }}{% endfor %}"),
             std::nullopt);
   EXPECT_EQ(detect_chat_template(""), std::nullopt);
 }
 
 TEST(ChatTemplate, ParsesNamesAndRoundTrips) {
   for (ChatTemplate t : {ChatTemplate::ChatML, ChatTemplate::Llama3, ChatTemplate::Llama2, ChatTemplate::Mistral,
-                         ChatTemplate::DeepSeek}) {
+                         ChatTemplate::DeepSeek, ChatTemplate::Gemma}) {
     EXPECT_EQ(parse_chat_template_name(chat_template_name(t)), t);
   }
   EXPECT_EQ(parse_chat_template_name("qwen"), ChatTemplate::ChatML);
   EXPECT_EQ(parse_chat_template_name("Llama3"), ChatTemplate::Llama3);
-  const std::string message = input_error_message([] { parse_chat_template_name("gemma"); });
-  EXPECT_NE(message.find("\"gemma\""), std::string::npos) << message;
+  const std::string message = input_error_message([] { parse_chat_template_name("vicuna"); });
+  EXPECT_NE(message.find("\"vicuna\""), std::string::npos) << message;
   EXPECT_NE(message.find("chatml"), std::string::npos) << message;
   EXPECT_NE(message.find("deepseek"), std::string::npos) << message;
 }
