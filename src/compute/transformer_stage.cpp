@@ -43,6 +43,13 @@ kernels::RopeParams rope_params(const model::ModelConfig& cfg, const std::vector
   return p;
 }
 
+// The rotary frequency divisors in use: Llama 3's, or Phi-3's long factors when a sequence's context
+// exceeds the original one and its short factors otherwise (llama.cpp's rule, by context per sequence).
+const std::vector<float>& rope_divisors(const model::ModelConfig& cfg, const model::ShardWeights& w, int32_t n_ctx) {
+  if (!w.rope_freqs.empty() || w.rope_factors_long.empty()) return w.rope_freqs;
+  return n_ctx > cfg.rope_n_ctx_orig ? w.rope_factors_long : w.rope_factors_short;
+}
+
 }  // namespace
 
 TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWeights weights, int32_t n_slots,
@@ -64,7 +71,7 @@ TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWe
   tmp_.resize(t * cfg.n_embd);
   scores_.resize(static_cast<size_t>(pool.size()) * scores_per_thread());
   rope_cs_.resize(static_cast<size_t>(cfg.n_rot));
-  rope_ = rope_params(cfg, w_.rope_freqs);
+  rope_ = rope_params(cfg, rope_divisors(cfg, w_, n_ctx));
   // Prepared activations for the widest input of any of the shard's matrices, in its type.
   for (const model::LayerWeights& L : w_.layer) {
     for (const kernels::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,

@@ -26,7 +26,7 @@ const std::vector<ArchSpec>& supported_archs() {
        .sliding_layers = SlidingLayers::Even, .post_norms = true, .logit_softcapping = true,
        .query_scale = QueryScale::Gemma2BySize},
       {.name = "phi3", .rope_mode = R::NeoX, .output = O::Required, .qkv = QkvLayout::Fused,
-       .ffn = FfnLayout::FusedGateUp, .sliding_window_key = "attention.sliding_window"},
+       .ffn = FfnLayout::FusedGateUp, .sliding_window_key = "attention.sliding_window", .rope_factors_long_short = true},
       {.name = "qwen3", .rope_mode = R::NeoX, .qk_norm = true},
       {.name = "qwen3moe", .rope_mode = R::NeoX, .output = O::Required, .qk_norm = true, .moe = MoeUse::Always,
        .renormalize_expert_weights = true, .expert_ff_key = "expert_feed_forward_length"},

@@ -48,6 +48,9 @@ struct ArchSpec {
   bool logit_softcapping = false;
   QueryScale query_scale = QueryScale::HeadDim;
   bool rope_freqs = false;       // may carry rope_freqs.weight: per-pair divisors of the rotary frequencies (Llama 3)
+  // May carry rope_factors_long.weight and rope_factors_short.weight (Phi-3 LongRoPE): per-pair divisors,
+  // the long ones when the sequence context exceeds the original context, as llama.cpp chooses them.
+  bool rope_factors_long_short = false;
 };
 
 const std::vector<ArchSpec>& supported_archs();

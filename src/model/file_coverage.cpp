@@ -50,7 +50,7 @@ constexpr KnownKey kCommonKeys[] = {
     {"rope.scaling.factor", "read"},
     {"rope.scale_linear", "read: the older name of rope.scaling.factor"},
     {"rope.scaling.attn_factor", "read: cos and sin multiplied by it"},
-    {"rope.scaling.original_context_length", "read: YaRN's original context"},
+    {"rope.scaling.original_context_length", "read: YaRN's original context, and the one past which Phi-3 uses its long factors"},
     {"rope.scaling.finetuned", "harmless: a flag llama.cpp records and never computes with"},
     {"vocab_size", "harmless: the vocabulary is tokenizer.ggml.tokens, which the weights' shapes are checked against"},
 };

@@ -34,7 +34,7 @@ struct ModelConfig {
   RopeScaling rope_scaling = RopeScaling::None;
   float rope_freq_scale = 1.0f;    // positions multiplied by this: 1 / rope.scaling.factor
   float rope_attn_factor = 1.0f;   // rope.scaling.attn_factor: cos and sin multiplied by it
-  int32_t rope_n_ctx_orig = 0;     // rope.scaling.original_context_length, else context_length (YaRN)
+  int32_t rope_n_ctx_orig = 0;     // rope.scaling.original_context_length, else context_length (YaRN; Phi-3 long/short)
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
   int32_t n_swa = 0;          // sliding attention window (key j visible from i iff i - j < n_swa); 0 = none

@@ -213,6 +213,25 @@ bool has_rope_freqs(const gguf::File& f, const ModelConfig& c) {
   return c.spec.rope_freqs && f.find_tensor(kRopeFreqs) != nullptr;
 }
 
+constexpr const char* kRopeFactorsLong = "rope_factors_long.weight";
+constexpr const char* kRopeFactorsShort = "rope_factors_short.weight";
+
+// Phi-3 LongRoPE: when the file has either tensor, both are expected (loading names a missing one).
+bool has_rope_factors_long_short(const gguf::File& f, const ModelConfig& c) {
+  return c.spec.rope_factors_long_short &&
+         (f.find_tensor(kRopeFactorsLong) != nullptr || f.find_tensor(kRopeFactorsShort) != nullptr);
+}
+
+// A tensor of n_rot / 2 positive rotary frequency divisors.
+std::vector<float> rope_divisors(const gguf::File& f, const char* name, const ModelConfig& c, ShardWeights* w) {
+  std::vector<float> v = norm_vector(f, name, c.n_rot / 2, w);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(v[i] > 0.0f))
+      throw InputError(f.path() + ": tensor '" + name + "': expected positive frequency divisors, found " +
+                       std::to_string(v[i]) + " at index " + std::to_string(i));
+  return v;
+}
+
 }  // namespace
 
 
@@ -227,12 +246,10 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
     check_vocab_rows(f, c, "token_embd.weight");
     w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, &w);
   }
-  if (layers.first < layers.last && has_rope_freqs(f, c)) {
-    w.rope_freqs = norm_vector(f, kRopeFreqs, c.n_rot / 2, &w);
-    for (size_t i = 0; i < w.rope_freqs.size(); ++i)
-      if (!(w.rope_freqs[i] > 0.0f))
-        throw InputError(f.path() + ": tensor '" + kRopeFreqs + "': expected positive frequency divisors, found " +
-                         std::to_string(w.rope_freqs[i]) + " at index " + std::to_string(i));
+  if (layers.first < layers.last && has_rope_freqs(f, c)) w.rope_freqs = rope_divisors(f, kRopeFreqs, c, &w);
+  if (layers.first < layers.last && has_rope_factors_long_short(f, c)) {
+    w.rope_factors_long = rope_divisors(f, kRopeFactorsLong, c, &w);
+    w.rope_factors_short = rope_divisors(f, kRopeFactorsShort, c, &w);
   }
   for (int32_t l = layers.first; l < layers.last; ++l) {
     LayerWeights lw;
@@ -273,6 +290,7 @@ std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelC
   std::vector<std::string> names = {"token_embd.weight", "output_norm.weight"};
   if (!head_is_tied(f, c)) names.push_back("output.weight");
   if (has_rope_freqs(f, c)) names.push_back(kRopeFreqs);
+  if (has_rope_factors_long_short(f, c)) names.insert(names.end(), {kRopeFactorsLong, kRopeFactorsShort});
   for (int32_t l = 0; l < c.n_layer; ++l) {
     std::vector<const char*> w = {"attn_norm", "attn_output", "ffn_norm"};
     if (a.qkv == QkvLayout::Fused) {

@@ -54,6 +54,8 @@ struct ShardWeights {
   std::vector<LayerWeights> layer;  // layer[i] is model layer layers.first + i
   std::vector<float> output_norm;
   std::vector<float> rope_freqs;   // rope_freqs.weight (n_rot / 2 divisors) on a shard with layers; empty: none
+  // Phi-3 LongRoPE's rope_factors_long/short.weight (n_rot / 2 divisors each) on a shard with layers; empty: none.
+  std::vector<float> rope_factors_long, rope_factors_short;
   kernels::Matrix output;          // [n_vocab rows x n_embd]
   uint64_t bytes = 0;              // weight bytes the shard maps
   std::vector<const gguf::TensorInfo*> tensors;  // every tensor the shard maps, in load order
