@@ -1,7 +1,8 @@
 // The Python results module and the results schema on real jobs (stories260K): a generate job on 3
-// ranks with a failing line, a score job and two perplexity jobs (F32 and Q8_0) are loaded with
+// ranks with a failing line, a score job and two perplexity jobs (F32 and Q4_0) are loaded with
 // src/python/glacier_results.py and checked against src/io/results-schema.md and their JSONL
-// (tests/common/results_module_check.py); glacier_trace's Perfetto export of the 3-rank job names each
+// (tests/common/results_module_check.py), and the two perplexity runs compared as llama-perplexity's
+// KL-divergence report compares them (tests/golden/data/perplexity); glacier_trace's Perfetto export of the 3-rank job names each
 // rank's process and draws one arrow per forward hop, from a stage to the next.
 #include <gtest/gtest.h>
 
@@ -38,10 +39,10 @@ class ResultsModule : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = glacier::testing::shared_path("models/stories260K.gguf");
-    q8_ = glacier::testing::shared_path("models/stories260K-q8_0.gguf");
+    q4_ = glacier::testing::shared_path("models/stories260K-q4_0.gguf");
     text_ = glacier::testing::shared_path("reference/stories260K/ppl_text.txt");
-    if (model_.empty() || q8_.empty() || text_.empty())
-      GTEST_SKIP() << "needs models/stories260K.gguf, models/stories260K-q8_0.gguf and reference/stories260K/ppl_text.txt "
+    if (model_.empty() || q4_.empty() || text_.empty())
+      GTEST_SKIP() << "needs models/stories260K.gguf, models/stories260K-q4_0.gguf and reference/stories260K/ppl_text.txt "
                       "under GLACIER_SHARED_DIR (../shared): not found, skipped";
     dir_ = glacier::testing::scratch_dir("results-module");
     // 27 stories prompts, then a line that is not JSON: an error row between ok rows.
@@ -53,7 +54,7 @@ class ResultsModule : public ::testing::Test {
     scores << R"({"id": "likely", "context": "Once upon a time", "continuation": ", there was a little girl"})" << "\n"
            << R"({"id": "unlikely", "context": "Once upon a time", "continuation": " the moon ate a green car"})" << "\n";
   }
-  std::string model_, q8_, text_, dir_;
+  std::string model_, q4_, text_, dir_;
 };
 
 TEST_F(ResultsModule, LoadsEveryFileAsTheSchemaAndTheJsonlSay) {
@@ -63,10 +64,11 @@ TEST_F(ResultsModule, LoadsEveryFileAsTheSchemaAndTheJsonlSay) {
   const Outputs score = run_job(1, dir_, "score", "--model " + model_ + " --prompts " + dir_ + "/scores.jsonl --mode score");
   const std::string ppl_args = " --prompts " + text_ + " --mode perplexity --ctx 128";
   const Outputs ppl = run_job(1, dir_, "ppl", "--model " + model_ + ppl_args);
-  const Outputs ppl_q8 = run_job(1, dir_, "ppl-q8", "--model " + q8_ + ppl_args);
+  const Outputs ppl_q4 = run_job(1, dir_, "ppl-q4", "--model " + q4_ + ppl_args);
   if (HasFailure()) return;
   const auto check = glacier::testing::run_python_check(
-      "results_module_check.py", {GLACIER_SOURCE_DIR, gen.h5, gen.jsonl, score.h5, score.jsonl, ppl.h5, ppl.jsonl, ppl_q8.h5});
+      "results_module_check.py", {GLACIER_SOURCE_DIR, gen.h5, gen.jsonl, score.h5, score.jsonl, ppl.h5, ppl.jsonl, ppl_q4.h5,
+       std::string(GLACIER_SOURCE_DIR) + "/tests/golden/data/perplexity/kld-stories260K-q4_0-vs-stories260K-c128.txt"});
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_EQ(glacier::testing::summary_count(check, "generate_rows"), 29) << check.output;
   EXPECT_EQ(glacier::testing::summary_count(check, "errors"), 1) << check.output;
