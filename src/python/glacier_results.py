@@ -70,7 +70,8 @@ def _check_format(attrs, path):
 def _column(dataset, n):
     """Rows 0..n of one /results dataset as a pandas-ready sequence: str for strings, arrays for lists."""
     if h5py.check_string_dtype(dataset.dtype) is not None:
-        return pd.array(dataset.asstr()[:n], dtype="string")
+        strings = dataset.asstr()[:n]
+        return pd.array(strings, dtype="string") if strings.ndim == 1 else list(strings)
     values = dataset[:n]
     if h5py.check_vlen_dtype(dataset.dtype) is not None or values.ndim > 1:
         return list(values)  # one numpy array per row
