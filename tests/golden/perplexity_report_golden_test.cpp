@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <ostream>
 #include <regex>
 
 #include "app/perplexity.h"
@@ -61,6 +62,8 @@ struct Case {
 // (the logit golden's 1e-4), far under the printed precision: 5e-5 rounding + 1e-5.
 // F16: llama.cpp rounds activations to f16 on some paths we keep in f32 (the logit golden allows 2e-2);
 // the running values then differ by up to 5e-4 (chunk 1, measured): 1e-3 and 1e-4 for the +/-.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
+
 const Case kCases[] = {
     {"stories260K", 6e-5, 1.5e-5},
     {"stories260K-f16", 1e-3, 1e-4},
