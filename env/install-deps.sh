@@ -12,6 +12,7 @@ PACKAGES=(
   libbenchmark-dev libgtest-dev
   nlohmann-json3-dev libpcre2-dev libssl-dev
   python3-numpy python3-h5py-mpi python3-matplotlib python3-scipy
+  python3-h5py python3-pandas  # src/python/glacier_results.py
   clang libclang-rt-14-dev
   slurm-wlm munge iproute2
   # Slurm's mpi/pmix plugin (srun --mpi=pmix in jobs/) loads the unversioned libpmix.so, which only this

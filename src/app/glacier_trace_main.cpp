@@ -9,6 +9,7 @@
 #include <string>
 
 #include "io/chrome_trace.h"
+#include "io/hdf5_results.h"
 #include "io/hdf5_trace.h"
 #include "io/trace_summary.h"
 #include "util/error.h"
@@ -18,7 +19,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: glacier_trace RESULTS.h5 [--json OUT.json]\n"
     "  Prints, per rank, the fraction of the job span spent in compute, wait, recv and send, and the\n"
-    "  bubble (no phase recorded). --json writes Chrome trace events for chrome://tracing or Perfetto.\n";
+    "  bubble (no phase recorded). --json writes Chrome trace events for chrome://tracing or Perfetto:\n"
+    "  one process per rank named 'replica r / stage s @ host', arrows for each micro-batch's hops.\n";
 
 // A command-line mistake: reported with the usage text, unlike problems with the file itself.
 struct UsageError : glacier::InputError {
@@ -71,7 +73,9 @@ int main(int argc, char** argv) {
     auto summary = glacier::io::summarize_trace(rows);
     std::fputs(glacier::io::format_trace_summary(summary).c_str(), stdout);
     if (!args.json_path.empty()) {
-      write_json(args.json_path, glacier::io::chrome_trace_events(rows));
+      const auto layout = glacier::io::trace_layout(glacier::io::read_root_attributes(args.results_path), rows,
+                                                    args.results_path);
+      write_json(args.json_path, glacier::io::chrome_trace_events(rows, layout));
       std::printf("wrote %zu trace events to %s\n", rows.size(), args.json_path.c_str());
     }
     return 0;

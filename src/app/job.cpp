@@ -31,6 +31,7 @@
 #include "comm/startup_watchdog.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
+#include "io/hdf5_perplexity.h"
 #include "io/jsonl_writer.h"
 #include "io/prompt_reader.h"
 #include "model/model_config.h"
@@ -280,17 +281,30 @@ int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline:
   const std::vector<int32_t> tokens = tok.encode(read_file(o.prompts), true, false);
   PerplexityPlan plan = plan_perplexity(o.prompts, tokens, o.ctx, tok.bos());
   std::vector<std::vector<float>> logprobs(static_cast<size_t>(plan.n_chunk));
+  std::vector<bool> finished(static_cast<size_t>(plan.n_chunk), false);
   std::string error;
+  // Chunks finish in any order; the running values are printed, as llama-perplexity prints them, for
+  // the longest run of finished chunks from the first, so each covers exactly the chunks before it.
+  PerplexityAccumulator acc;
+  size_t next_to_fold = 0;
   pipeline::Scheduler sched(sopt, ring, nullptr, [&](pipeline::SequenceOutcome&& out) {
     if (out.finish == pipeline::FinishReason::Error) error = out.error;
-    logprobs[static_cast<size_t>(out.seq)] = std::move(out.target_logprobs);
+    const auto c = static_cast<size_t>(out.seq);
+    logprobs[c] = std::move(out.target_logprobs);
+    finished[c] = true;
+    for (; next_to_fold < finished.size() && finished[next_to_fold] && error.empty(); ++next_to_fold) {
+      const PerplexityChunk& chunk = acc.add_chunk(logprobs[next_to_fold]);
+      std::fputs(format_running_ppl(static_cast<int32_t>(next_to_fold) + 1, chunk.running_ppl).c_str(), stdout);
+      std::fflush(stdout);
+    }
   });
   for (auto& r : plan.chunks) sched.add(std::move(r));
   sched.run();
+  std::fputs("\n", stdout);
   if (!error.empty()) throw InputError(o.prompts + ": perplexity failed: " + error);
-  PerplexityResult pr = combine_perplexity(logprobs);
-  nlohmann::json j = {{"ppl", pr.ppl}, {"mean_nll", pr.mean_nll}, {"n_chunk", plan.n_chunk}, {"n_ctx", plan.n_ctx},
-                      {"n_tokens_text", plan.n_tokens_text}, {"n_scored", pr.n_scored}};
+  GLACIER_ASSERT(next_to_fold == finished.size(), "perplexity: a chunk never finished");
+  const PerplexityResult pr = acc.result();
+  const nlohmann::json j = perplexity_json(plan, pr);
   if (!o.jsonl_out.empty()) {
     std::ofstream out(o.jsonl_out);
     out << j.dump() << "\n";
@@ -299,8 +313,10 @@ int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline:
   if (sink) {
     sink->record_attribute("perplexity", j.dump());
     sink->finish();
+    io::write_perplexity(o.h5_out, perplexity_table(plan, pr, logprobs));
   }
-  std::printf("ppl = %.4f\n", pr.ppl);
+  std::fputs(format_chunk_table(pr).c_str(), stdout);
+  std::printf("%s\n", format_final_estimate(pr).c_str());
   return kExitOk;
 }
 

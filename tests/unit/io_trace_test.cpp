@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "common/test_env.h"
 #include "io/chrome_trace.h"
@@ -119,7 +121,7 @@ TEST(IoTrace, ReadingAFileWithoutTraceIsAnInputError) {
 }
 
 TEST(IoTrace, ChromeTraceEventsInMicroseconds) {
-  nlohmann::json j = chrome_trace_events(hand_made_trace());
+  nlohmann::json j = chrome_trace_events(hand_made_trace(), TraceLayout{2, {}});
   const auto& events = j["traceEvents"];
   size_t complete = 0;
   for (const auto& e : events) {
@@ -136,6 +138,64 @@ TEST(IoTrace, ChromeTraceEventsInMicroseconds) {
     ++complete;
   }
   EXPECT_EQ(complete, hand_made_trace().size());
+}
+
+// Two replicas of two stages on hosts a and b. Micro-batch 0 of each replica goes stage 0 -> stage 1
+// (a flow) and back to stage 0 as results (no flow); replica 1's rank 2 reuses id 0, which must not
+// join replica 0's ranks.
+std::vector<TraceRow> two_replica_trace() {
+  return {
+      {0, 0, TracePhase::Send, 1.0, 1.1, 4, 512},  {1, 0, TracePhase::Recv, 1.2, 1.3, 4, 512},
+      {1, 0, TracePhase::Send, 2.0, 2.1, 4, 64},   {0, 0, TracePhase::Recv, 2.2, 2.3, 0, 64},
+      {2, 0, TracePhase::Send, 1.5, 1.6, 4, 512},  {3, 0, TracePhase::Recv, 1.7, 1.8, 4, 512},
+      {3, 0, TracePhase::Send, 2.5, 2.6, 4, 64},   {2, 0, TracePhase::Recv, 2.7, 2.8, 0, 64},
+  };
+}
+
+TEST(IoTrace, ChromeTraceNamesEachRankByReplicaStageAndHost) {
+  const std::map<std::string, AttributeValue> attrs = {{"layer_split", std::string("0:3,3:5")},
+                                                       {"hosts", std::string("a,a,b,b")}};
+  const TraceLayout layout = trace_layout(attrs, two_replica_trace(), "r.h5");
+  EXPECT_EQ(layout.stages, 2);
+  const nlohmann::json j = chrome_trace_events(two_replica_trace(), layout);
+  std::map<int, std::string> names;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") names[e["pid"].get<int>()] = e["args"]["name"];
+  EXPECT_EQ(names, (std::map<int, std::string>{{0, "replica 0 / stage 0 @ a"},
+                                               {1, "replica 0 / stage 1 @ a"},
+                                               {2, "replica 1 / stage 0 @ b"},
+                                               {3, "replica 1 / stage 1 @ b"}}));
+}
+
+TEST(IoTrace, ChromeTraceFlowsFollowEachForwardHop) {
+  const nlohmann::json j = chrome_trace_events(two_replica_trace(), TraceLayout{2, {}});
+  std::map<int64_t, nlohmann::json> starts, finishes;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "s") starts[e["id"].get<int64_t>()] = e;
+    if (e["ph"] == "f") finishes[e["id"].get<int64_t>()] = e;
+  }
+  ASSERT_EQ(starts.size(), 2u);
+  ASSERT_EQ(finishes.size(), 2u);
+  std::set<std::pair<int, int>> hops;
+  for (const auto& [id, s] : starts) {
+    const auto& f = finishes.at(id);
+    hops.insert({s["pid"].get<int>(), f["pid"].get<int>()});
+    EXPECT_EQ(f["bp"], "e");  // bound to the receive interval it falls in
+    EXPECT_LT(s["ts"].get<double>(), f["ts"].get<double>());
+  }
+  EXPECT_EQ(hops, (std::set<std::pair<int, int>>{{0, 1}, {2, 3}}));
+}
+
+TEST(IoTrace, ChromeTraceLayoutRefusesHostsThatAreNotWholeReplicas) {
+  const std::map<std::string, AttributeValue> attrs = {{"layer_split", std::string("0:3,3:5")},
+                                                       {"hosts", std::string("a,a,b")}};
+  try {
+    trace_layout(attrs, {{2, 0, TracePhase::Send, 0, 1, 1, 1}}, "r.h5");
+    FAIL() << "accepted 3 hosts for 2-stage replicas";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("hosts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("r.h5"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
