@@ -1,6 +1,7 @@
 // End-to-end speed of one rank on a GGUF model, as llama-bench and llama-batched-bench define it:
-// prefill (pp), decode (tg) and batched decode over N sequences, plus the machine's read bandwidth in
-// the same run for the decode bound. Prints fixed columns and, with --json, writes the raw figures.
+// prefill (pp), decode (tg) and batched decode over N sequences, plus the machine's ceilings in the same
+// run: read bandwidth for the decode bound, the tier's int8 or fp32 peak for prefill. Prints fixed
+// columns and, with --json, writes the raw figures.
 // Run: build/bench_e2e --model M.gguf [--threads 2] [--pp 128,512] [--tg 128] [--npl 1,8,32] [--json F]
 #include <algorithm>
 #include <chrono>
@@ -14,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "../kernels/peak_loops.h"
+#include "../kernels/machine_peaks.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
 #include "kernels/crc32c.h"
@@ -82,27 +83,26 @@ Options parse(int argc, char** argv) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Bytes/s of reading a buffer far larger than the caches with `threads` threads, best of a few passes.
-double read_bandwidth(int threads) {
-  constexpr size_t kFloats = size_t(512) << 20 >> 2;  // 512 MiB
-  std::vector<float> buf(kFloats, 1.0f);
-  double best = 0;
-  for (int pass = 0; pass < 4; ++pass) {
-    std::vector<std::thread> pool;
-    std::vector<float> sums(static_cast<size_t>(threads));
-    const double t0 = now();
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        // The vector loop of bench_kernels' peak/read: four independent 8-lane sums, far faster than memory.
-        const size_t begin = kFloats / threads * t, end = kFloats / threads * (t + 1);
-        sums[static_cast<size_t>(t)] = read_sum_avx2(buf.data() + begin, end - begin);
-      });
-    for (auto& th : pool) th.join();
-    const double seconds = now() - t0;
-    if (sums[0] < 0) std::printf("impossible\n");
-    best = std::max(best, double(kFloats * sizeof(float)) / seconds);
+// Multiply-adds x 2 of the weight matrices one token goes through (the embedding is a lookup, not a
+// product; routed experts count at n_expert_used / n_expert), and whether most of those weights are
+// quantized blocks (int8 products) rather than floats (fp32 FMA after conversion).
+struct TokenWork {
+  double ops = 0;
+  bool int8 = false;
+};
+
+TokenWork token_work(const gguf::File& f, const model::ModelConfig& cfg) {
+  const bool tied = f.find_tensor("output.weight") == nullptr;
+  double block_elems = 0, float_elems = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.n_dims < 2 || (t.name == "token_embd.weight" && !tied)) continue;
+    double elems = 1;
+    for (int d = 0; d < t.n_dims; ++d) elems *= double(t.ne[d]);
+    if (t.n_dims == 3 && cfg.n_expert > 0) elems *= double(cfg.n_expert_used) / cfg.n_expert;
+    const bool is_float = t.type == gguf::TensorType::F32 || t.type == gguf::TensorType::F16 || t.type == gguf::TensorType::BF16;
+    (is_float ? float_elems : block_elems) += elems;
   }
-  return best;
+  return {2.0 * (block_elems + float_elems), block_elems > float_elems};
 }
 
 class Engine {
@@ -116,6 +116,7 @@ class Engine {
     stage_ = std::make_unique<compute::TransformerStage>(cfg_, std::move(w), n_slots, n_ctx, o.ubatch, *pool_);
   }
   const model::ModelConfig& config() const { return cfg_; }
+  const gguf::File& file() const { return *file_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
 
   // Runs n_seq sequences of `prompt` random tokens each, generating `generate` tokens (greedy, no stop);
@@ -221,22 +222,33 @@ int main(int argc, char** argv) {
               "kernels %s\n",
               o.model.c_str(), engine.config().n_layer, engine.config().n_embd, engine.weight_bytes() / 1048576.0,
               now() - t_load, o.threads, kernels.c_str());
-  const double bandwidth = read_bandwidth(o.threads);
-  std::printf("read bandwidth (%d threads, 512 MiB): %.1f GB/s -> decode bound %.1f tok/s (weights / bandwidth)\n",
-              o.threads, bandwidth / 1e9, bandwidth / double(engine.weight_bytes()));
+  const MachinePeaks peaks = measure_machine_peaks(glacier::kernels::active_isa(), o.threads);
+  const double bandwidth = peaks.read_bytes_per_s;
+  const TokenWork work = token_work(engine.file(), engine.config());
+  const double op_ceiling = work.int8 ? peaks.int8_ops_per_s : peaks.f32_flops_per_s;
+  const char* ceiling_kind = work.int8 ? "int8" : "fp32";
+  std::printf("ceilings (%d threads, tier %s): read %.1f GB/s -> decode bound %.1f tok/s (weights / bandwidth); "
+              "fp32 FMA %.0f GFLOP/s; int8 %.0f GOP/s with %s\n",
+              o.threads, kernels.c_str(), bandwidth / 1e9, bandwidth / double(engine.weight_bytes()),
+              peaks.f32_flops_per_s / 1e9, peaks.int8_ops_per_s / 1e9, peaks.int8_instructions.c_str());
+  std::printf("prefill: %.2f GOP a token of %s products -> ceiling %.1f tok/s\n", work.ops / 1e9, ceiling_kind,
+              op_ceiling / work.ops);
   engine.run(1, 8, 2, 1);  // warm-up: first touches of the KV cache and buffers
 
   double decode_step = 0.0;
   std::ostringstream json;
   json << "{\"model\": \"" << o.model << "\", \"threads\": " << o.threads << ", \"kernels\": \"" << kernels
        << "\", \"weight_bytes\": "
-       << engine.weight_bytes() << ", \"read_bandwidth\": " << bandwidth;
+       << engine.weight_bytes() << ", \"read_bandwidth\": " << bandwidth << ", \"f32_peak\": " << peaks.f32_flops_per_s
+       << ", \"int8_peak\": " << peaks.int8_ops_per_s << ", \"int8_instructions\": \"" << peaks.int8_instructions
+       << "\", \"ops_per_token\": " << work.ops << ", \"prefill_ceiling\": \"" << ceiling_kind << "\"";
   std::printf("%-10s %6s %6s %10s %10s\n", "test", "seqs", "tokens", "seconds", "tok/s");
   for (int p : o.pp) {
     std::vector<double> t;
     for (int r = 0; r < o.reps; ++r) t.push_back(engine.run(1, p, 1, 10 + r));  // one sampled token: the head once
     const double s = median(t);
-    std::printf("%-10s %6d %6d %10.3f %10.1f\n", ("pp" + std::to_string(p)).c_str(), 1, p, s, p / s);
+    std::printf("%-10s %6d %6d %10.3f %10.1f   (%.0f%% of the %s ceiling)\n", ("pp" + std::to_string(p)).c_str(), 1, p,
+                s, p / s, 100.0 * p / s * work.ops / op_ceiling, ceiling_kind);
     json << ", \"pp" << p << "\": " << p / s;
   }
   {
@@ -244,7 +256,8 @@ int main(int argc, char** argv) {
     // One prompt token, then tg decode steps of one token (llama-bench's tg starts from an empty context).
     for (int r = 0; r < o.reps; ++r) t.push_back(engine.run(1, 1, o.tg, 20 + r));
     const double s = median(t);
-    std::printf("%-10s %6d %6d %10.3f %10.1f\n", ("tg" + std::to_string(o.tg)).c_str(), 1, o.tg, s, o.tg / s);
+    std::printf("%-10s %6d %6d %10.3f %10.1f   (%.0f%% of the bandwidth bound)\n", ("tg" + std::to_string(o.tg)).c_str(), 1,
+                o.tg, s, o.tg / s, 100.0 * o.tg / s * double(engine.weight_bytes()) / bandwidth);
     json << ", \"tg" << o.tg << "\": " << o.tg / s;
     decode_step = s / o.tg;
   }

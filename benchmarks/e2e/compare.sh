@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Side by side on one GGUF file and thread count: build/bench_e2e, and, when given by path, a peer's
 # llama-bench and llama-batched-bench (never fetched or built here), run alternately REPS times so that
-# drifting load on a shared machine hits both; prints the medians and the ratios.
+# drifting load on a shared machine hits both; prints the medians, the ratios and glacier's figures as
+# fractions of the ceilings bench_e2e measures in the same run. Several models (e.g. Q8_0, Q4_K_M and F16
+# files of one model) are compared one after the other in one call.
 # Usage: [LLAMA_BENCH=/path/llama-bench] [LLAMA_BATCHED_BENCH=/path/llama-batched-bench] \
-#        benchmarks/e2e/compare.sh BUILD_DIR MODEL.gguf [THREADS]
+#        benchmarks/e2e/compare.sh BUILD_DIR MODEL.gguf [MODEL2.gguf ...] [THREADS]
 set -euo pipefail
-BUILD=$(cd "${1:?usage: compare.sh BUILD_DIR MODEL.gguf [THREADS]}" && pwd)
-MODEL=${2:?usage: compare.sh BUILD_DIR MODEL.gguf [THREADS]}
-THREADS=${3:-2}
+usage="usage: compare.sh BUILD_DIR MODEL.gguf [MODEL2.gguf ...] [THREADS]"
+BUILD=$(cd "${1:?$usage}" && pwd)
+shift
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+THREADS=2
+if [ $# -ge 2 ] && [[ "${!#}" =~ ^[0-9]+$ ]]; then THREADS=${!#}; set -- "${@:1:$#-1}"; fi
+if [ $# -gt 1 ]; then
+  for model in "$@"; do "$0" "$BUILD" "$model" "$THREADS"; echo; done
+  exit 0
+fi
+MODEL=$1
 REPS=${REPS:-3}
 NPL=${NPL:-1,8,32}        # batched decode: parallel sequences
 NPP=${NPP:-128}           # batched decode: prompt tokens per sequence
@@ -17,6 +27,8 @@ OUT=${OUT:-$(mktemp -d)}
 [ -x "$BUILD/bench_e2e" ] || { echo "compare.sh: expected $BUILD/bench_e2e; build the benchmarks" >&2; exit 2; }
 mkdir -p "$OUT"
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# The median of a space-separated list ("nan" when it is empty: a peer that was not given).
+median_of() { tr ' ' '\n' <<< "$1" | { grep . || true; } | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0 && a == a) printf "%.2f", a / b; else print "-"}'; }
 json_field() { /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {"d": d}))' "$@"; }
 
@@ -26,6 +38,11 @@ for rep in $(seq "$REPS"); do
     --reps 1 --json "$OUT/ours.$rep.json" > "$OUT/ours.$rep.txt"
   for k in pp128 pp512 tg128; do ours[$k]+="$(json_field "$OUT/ours.$rep.json" "d['$k']") "; done
   ours[bw]+="$(json_field "$OUT/ours.$rep.json" "d['read_bandwidth']") "
+  for k in pp128 pp512; do
+    ours[f$k]+="$(json_field "$OUT/ours.$rep.json" "d['$k'] * d['ops_per_token'] / (d['int8_peak'] if d['prefill_ceiling'] == 'int8' else d['f32_peak'])") "
+  done
+  ours[ceiling]=$(json_field "$OUT/ours.$rep.json" "d['prefill_ceiling'] + ' (' + d['int8_instructions'] + ')' if d['prefill_ceiling'] == 'int8' else 'fp32 FMA'")
+  ours[tier]=$(json_field "$OUT/ours.$rep.json" "d['kernels']")
   ours[wb]=$(json_field "$OUT/ours.$rep.json" "d['weight_bytes']")
   for n in ${NPL//,/ }; do
     ours[s$n]+="$(json_field "$OUT/ours.$rep.json" "[b['s_total'] for b in d['batched'] if b['npl'] == $n][0]") "
@@ -52,20 +69,24 @@ for rep in $(seq "$REPS"); do
   fi
 done
 
-bw=$(tr ' ' '\n' <<< "${ours[bw]}" | grep . | median)
-echo "model $(basename "$MODEL"), $THREADS threads, median of $REPS alternating runs; raw outputs in $OUT"
+bw=$(median_of "${ours[bw]}")
+echo "model $(basename "$MODEL"), $THREADS threads, kernel tier ${ours[tier]}, median of $REPS alternating runs; raw outputs in $OUT"
 printf '%-22s %12s %12s %8s\n' test glacier llama.cpp ratio
 for k in pp128 pp512 tg128; do
-  a=$(tr ' ' '\n' <<< "${ours[$k]}" | grep . | median); b=$(tr ' ' '\n' <<< "${theirs[$k]:-}" | grep . | median)
+  a=$(median_of "${ours[$k]}"); b=$(median_of "${theirs[$k]:-}")
   printf '%-22s %12.1f %12s %8s\n' "$k tok/s" "$a" "$b" "$(ratio "$a" "$b")"
 done
 for n in ${NPL//,/ }; do
   for m in s tg; do
-    a=$(tr ' ' '\n' <<< "${ours[$m$n]}" | grep . | median); b=$(tr ' ' '\n' <<< "${theirs[$m$n]:-}" | grep . | median)
+    a=$(median_of "${ours[$m$n]}"); b=$(median_of "${theirs[$m$n]:-}")
     label="batched $n $([ $m = s ] && echo total || echo decode)"
     printf '%-22s %12.1f %12s %8s\n' "$label tok/s" "$a" "$b" "$(ratio "$a" "$b")"
   done
 done
-tg=$(tr ' ' '\n' <<< "${ours[tg128]}" | grep . | median)
+tg=$(median_of "${ours[tg128]}")
 awk -v bw="$bw" -v wb="${ours[wb]}" -v tg="$tg" 'BEGIN {
   bound = bw / wb; printf "read bandwidth %.1f GB/s, %.0f MB of weights a token: decode bound %.1f tok/s, glacier tg128 at %.0f%% of it\n", bw / 1e9, wb / 1e6, bound, 100 * tg / bound }'
+for k in pp128 pp512; do
+  f=$(median_of "${ours[f$k]}")
+  awk -v f="$f" -v k="$k" -v c="${ours[ceiling]}" 'BEGIN { printf "glacier %s at %.0f%% of the %s ceiling measured in the same runs\n", k, 100 * f, c }'
+done

@@ -8,8 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -21,6 +22,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_gemm.h"
+#include "machine_peaks.h"
 #include "peak_loops.h"
 #include "util/error.h"
 
@@ -90,37 +92,9 @@ std::vector<float> random_activations(int64_t rows, int64_t cols) {
 
 // The machine's peaks, measured once at start-up by the same loops as the peak/ benchmarks, so every
 // kernel's rate is also printed as a fraction of the roofline it is up against.
-struct Peaks {
-  double read_bytes_per_s = 0;  // one thread streaming from memory
-  double int8_ops_per_s = 0;    // one thread of AVX-512 VNNI dpbusd (0 without AVX-512)
-  double f32_flops_per_s = 0;   // one thread of FMA (the widest available)
-};
-Peaks g_peaks;
-
-double seconds_of(const std::function<void()>& f) {
-  double best = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-Peaks measure_peaks(bool avx512) {
-  Peaks p;
-  constexpr size_t kBytes = size_t(256) << 20;
-  std::vector<float> buf(kBytes / 4, 1.0f);
-  volatile float sink = 0;
-  p.read_bytes_per_s = double(kBytes) / seconds_of([&] { sink = read_sum_avx2(buf.data(), buf.size()); });
-  constexpr int64_t kIters = 1 << 22;
-  const double lanes = avx512 ? 16 : 8;
-  p.f32_flops_per_s = 2 * lanes * kChains * double(kIters) /
-                      seconds_of([&] { sink = avx512 ? fma_loop_avx512(kIters) : fma_loop_avx2(kIters); });
-  if (avx512) p.int8_ops_per_s = 128.0 * kChains * double(kIters) / seconds_of([&] { sink = float(vnni_loop_avx512(kIters)); });
-  (void)sink;
-  return p;
-}
+// Ceilings per kernel tier (one thread, as the kernels here run), measured at start: each kernel's
+// fractions are of its own tier's instructions, so an AVX2 kernel is not held to AVX-512 VNNI's peak.
+std::map<Isa, MachinePeaks> g_peaks;
 
 // Rates, and the fractions of peak: read bandwidth for the weights, and the arithmetic peak of the
 // kernel's kind (int8 for the block types, fp32 FMA for the float types).
@@ -129,9 +103,10 @@ void set_rates(benchmark::State& state, double weight_bytes, double ops, double 
   const double n = double(state.iterations());
   state.counters["weight_B/s"] = benchmark::Counter(weight_bytes * n, benchmark::Counter::kIsRate);
   state.counters["op/s"] = benchmark::Counter(ops * n, benchmark::Counter::kIsRate);
-  if (g_peaks.read_bytes_per_s > 0 && seconds > 0)
-    state.counters["of_read_peak"] = weight_bytes * n / seconds / g_peaks.read_bytes_per_s;
-  const double op_peak = int8 ? g_peaks.int8_ops_per_s : g_peaks.f32_flops_per_s;
+  const MachinePeaks& peaks = g_peaks[kernels::active_isa()];
+  if (peaks.read_bytes_per_s > 0 && seconds > 0)
+    state.counters["of_read_peak"] = weight_bytes * n / seconds / peaks.read_bytes_per_s;
+  const double op_peak = int8 ? peaks.int8_ops_per_s : peaks.f32_flops_per_s;
   if (op_peak > 0 && seconds > 0) state.counters["of_op_peak"] = ops * n / seconds / op_peak;
 }
 
@@ -309,12 +284,14 @@ void peak_vnni(benchmark::State& state) {
 void register_all() {
   const bool avx2 = kernels::cpu_supports(Isa::Avx2);
   const bool avx512 = kernels::cpu_supports(Isa::Avx512NoBf16);  // the peak loops need AVX-512 with VNNI, not BF16
-  if (avx2) {
-    g_peaks = measure_peaks(avx512);
-    std::printf("peaks (1 thread): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, int8 VNNI %.0f GOP/s; of_read_peak and "
-                "of_op_peak below are fractions of these\n",
-                g_peaks.read_bytes_per_s / 1e9, g_peaks.f32_flops_per_s / 1e9, g_peaks.int8_ops_per_s / 1e9);
+  for (Isa isa : kernels::supported_isas()) {
+    if (isa == Isa::Ref) continue;
+    const MachinePeaks& p = g_peaks[isa] = measure_machine_peaks(isa, 1);
+    std::printf("peaks of tier %s (1 thread): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, int8 %.0f GOP/s with %s\n",
+                kernels::isa_name(isa), p.read_bytes_per_s / 1e9, p.f32_flops_per_s / 1e9, p.int8_ops_per_s / 1e9,
+                p.int8_instructions.c_str());
   }
+  std::printf("of_read_peak and of_op_peak below are fractions of the peaks of the tier a kernel runs on\n");
   if (avx2) {
     benchmark::RegisterBenchmark("peak/read_256MB", peak_read_bandwidth)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("peak/fma_f32_avx2", peak_fma, false);

@@ -1,6 +1,6 @@
-// Loops that measure what the machine can do at best (memory read bandwidth, fp32 FMA and int8
-// VNNI throughput), so kernel figures can be read as a fraction of peak. Each returns a value that
-// depends on all the work, so the compiler cannot drop it.
+// Loops that measure what the machine can do at best (memory read bandwidth, fp32 FMA and the int8
+// multiply-add each kernel tier may use), so kernel figures can be read as a fraction of peak. Each
+// returns a value that depends on all the work, so the compiler cannot drop it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +11,10 @@ float read_sum_avx2(const float* data, size_t n);  // streams n floats once
 float fma_loop_avx2(int64_t iterations);           // 10 independent 8-lane FMA chains per iteration
 float fma_loop_avx512(int64_t iterations);         // 10 independent 16-lane FMA chains
 int32_t vnni_loop_avx512(int64_t iterations);      // 10 independent 64-byte dpbusd chains
+// int8 products without VNNI: vpmaddubsw + vpmaddwd + vpaddd per 32 (AVX2) or 64 (AVX-512 BW) bytes.
+int32_t maddubs_loop_avx2(int64_t iterations);
+int32_t maddubs_loop_avx512(int64_t iterations);
+int32_t vnni_loop_avxvnni(int64_t iterations);     // 10 independent 32-byte VEX vpdpbusd chains (AVX-VNNI)
 
 constexpr int kChains = 10;
 

@@ -1,4 +1,4 @@
-// AVX2 peak loops: streaming read bandwidth and fp32 FMA throughput (see peak_loops.h).
+// AVX2 peak loops: streaming read bandwidth, fp32 FMA and maddubs int8 throughput (see peak_loops.h).
 #include <immintrin.h>
 
 #include "peak_loops.h"
@@ -23,6 +23,18 @@ float fma_loop_avx2(int64_t iterations) {
     for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
   float sum = 0;
   for (int k = 0; k < kChains; ++k) sum += _mm256_cvtss_f32(acc[k]);
+  return sum;
+}
+
+int32_t maddubs_loop_avx2(int64_t iterations) {
+  __m256i acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_epi32(k);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int k = 0; k < kChains; ++k)
+      acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+  int32_t sum = 0;
+  for (int k = 0; k < kChains; ++k) sum += _mm_cvtsi128_si32(_mm256_castsi256_si128(acc[k]));
   return sum;
 }
 

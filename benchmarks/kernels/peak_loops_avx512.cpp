@@ -1,4 +1,4 @@
-// AVX-512 peak loops: fp32 FMA and int8 VNNI (dpbusd) throughput (see peak_loops.h). Only called
+// AVX-512 peak loops: fp32 FMA and int8 throughput, VNNI (dpbusd) and maddubs (see peak_loops.h). Only called
 // when the CPU supports AVX-512.
 #include <immintrin.h>
 
@@ -27,6 +27,18 @@ int32_t vnni_loop_avx512(int64_t iterations) {
   const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
   for (int64_t i = 0; i < iterations; ++i)
     for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+  int32_t sum = 0;
+  for (int k = 0; k < kChains; ++k) sum += _mm_cvtsi128_si32(_mm512_castsi512_si128(acc[k]));
+  return sum;
+}
+
+int32_t maddubs_loop_avx512(int64_t iterations) {
+  __m512i acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(k);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2), ones = _mm512_set1_epi16(1);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int k = 0; k < kChains; ++k)
+      acc[k] = _mm512_add_epi32(acc[k], _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));
   int32_t sum = 0;
   for (int k = 0; k < kChains; ++k) sum += _mm_cvtsi128_si32(_mm512_castsi512_si128(acc[k]));
   return sum;
