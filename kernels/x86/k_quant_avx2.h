@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/k_quant_layout.h"
 #include "kernels/quant_blocks.h"
@@ -168,8 +169,17 @@ inline void decode(const BlockQ3_K& b, Sub16Block& k) {
     // Per-byte shift as in decode(BlockQ5_K): only bit 0 of each byte survives the mask.
     const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(c)), one);
     k.levels[c] = _mm256_or_si256(k.levels[c], _mm256_slli_epi16(bit, 2));
-    k.scale[c] = chunk_scales(q3_k_scale(b, 2 * c), q3_k_scale(b, 2 * c + 1));
   }
+  // All 16 scales at once, 4 a 32-bit word (the layout of q3_k_scale): word w holds sub-blocks 4w..4w+3,
+  // their low nibbles from bytes 0-3 (w even) or 4-7 (w odd), low or high half (w < 2 or not), and
+  // their top bits from bits 2w..2w+1 of bytes 8-11.
+  uint32_t packed[3], words[4];
+  std::memcpy(packed, b.scales, sizeof(packed));
+  for (int w = 0; w < 4; ++w)
+    words[w] = ((packed[w % 2] >> (4 * (w / 2))) & 0x0f0f0f0fu) | (((packed[2] >> (2 * w)) & 0x03030303u) << 4);
+  uint8_t codes[16];
+  std::memcpy(codes, words, sizeof(codes));
+  for (int c = 0; c < 8; ++c) k.scale[c] = chunk_scales(codes[2 * c] - 32, codes[2 * c + 1] - 32);
 }
 
 inline void decode(const BlockQ6_K& b, Sub16Block& k) {
