@@ -420,13 +420,17 @@ float encode_symmetric_super_block(const float* x, int nmax, int code_lo, int co
   return d;
 }
 
+// Calls encode(its 256 inputs, its block) for each super-block of a row of n (a multiple of 256).
+template <class Block, class Encode>
+void encode_super_blocks(const float* x, Block* y, int64_t n, const char* type, Encode encode) {
+  GLACIER_ASSERT(n % kQK_K == 0, std::string(type) + " row length is not a multiple of 256");
+  for (int64_t b = 0; b < n / kQK_K; ++b) encode(x + b * kQK_K, y[b]);
+}
+
 }  // namespace
 
 void encode_row_q2_k(const float* x, BlockQ2_K* y, int64_t n) {
-  GLACIER_ASSERT(n % kQK_K == 0, "q2_k row length is not a multiple of 256");
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float* xb = x + b * kQK_K;
-    BlockQ2_K& out = y[b];
+  encode_super_blocks(x, y, n, "q2_k", [](const float* xb, BlockQ2_K& out) {
     float scales[16], mins[16];
     for (int s = 0; s < 16; ++s) {
       const ScaleMin f = fit_scale_min(xb + 16 * s, 16, 3);
@@ -441,15 +445,13 @@ void encode_row_q2_k(const float* x, BlockQ2_K* y, int64_t n) {
         q[j] = level_for(xb[j], d * static_cast<float>(sc), dmin * static_cast<float>(mn), 0, 3);
     }
     pack_crumbs(q, out.qs);
-  }
+  });
 }
 
 void encode_row_q3_k(const float* x, BlockQ3_K* y, int64_t n) {
-  GLACIER_ASSERT(n % kQK_K == 0, "q3_k row length is not a multiple of 256");
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    BlockQ3_K& out = y[b];
+  encode_super_blocks(x, y, n, "q3_k", [](const float* xb, BlockQ3_K& out) {
     int codes[16], q[kQK_K];
-    encode_symmetric_super_block(x + b * kQK_K, 4, -32, 31, codes, q, out.d);
+    encode_symmetric_super_block(xb, 4, -32, 31, codes, q, out.d);
     std::memset(out.scales, 0, sizeof(out.scales));
     for (int s = 0; s < 16; ++s) {
       const int code = codes[s] + 32;  // stored 0..63, read back as code - 32 (q3_k_scale)
@@ -462,36 +464,32 @@ void encode_row_q3_k(const float* x, BlockQ3_K* y, int64_t n) {
       if (q[i] & 4) out.hmask[i % 32] = static_cast<uint8_t>(out.hmask[i % 32] | (1 << (i / 32)));
     }
     pack_crumbs(q, out.qs);
-  }
+  });
 }
 
 void encode_row_q4_k(const float* x, BlockQ4_K* y, int64_t n) {
-  GLACIER_ASSERT(n % kQK_K == 0, "q4_k row length is not a multiple of 256");
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
+  encode_super_blocks(x, y, n, "q4_k", [](const float* xb, BlockQ4_K& out) {
     int q[kQK_K];
-    encode_k4_super_block(x + b * kQK_K, y[b], 15, q);
-    pack_k4_nibbles(q, y[b].qs);
-  }
+    encode_k4_super_block(xb, out, 15, q);
+    pack_k4_nibbles(q, out.qs);
+  });
 }
 
 void encode_row_q5_k(const float* x, BlockQ5_K* y, int64_t n) {
-  GLACIER_ASSERT(n % kQK_K == 0, "q5_k row length is not a multiple of 256");
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
+  encode_super_blocks(x, y, n, "q5_k", [](const float* xb, BlockQ5_K& out) {
     int q[kQK_K];
-    encode_k4_super_block(x + b * kQK_K, y[b], 31, q);
-    pack_k4_nibbles(q, y[b].qs);
-    std::memset(y[b].qh, 0, sizeof(y[b].qh));
+    encode_k4_super_block(xb, out, 31, q);
+    pack_k4_nibbles(q, out.qs);
+    std::memset(out.qh, 0, sizeof(out.qh));
     for (int i = 0; i < kQK_K; ++i)  // fifth bit of element i: bit i / 32 of qh[i % 32] (q5_k_level)
-      if (q[i] & 16) y[b].qh[i % 32] = static_cast<uint8_t>(y[b].qh[i % 32] | (1 << (i / 32)));
-  }
+      if (q[i] & 16) out.qh[i % 32] = static_cast<uint8_t>(out.qh[i % 32] | (1 << (i / 32)));
+  });
 }
 
 void encode_row_q6_k(const float* x, BlockQ6_K* y, int64_t n) {
-  GLACIER_ASSERT(n % kQK_K == 0, "q6_k row length is not a multiple of 256");
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    BlockQ6_K& out = y[b];
+  encode_super_blocks(x, y, n, "q6_k", [](const float* xb, BlockQ6_K& out) {
     int codes[16], q[kQK_K];
-    encode_symmetric_super_block(x + b * kQK_K, 32, -128, 127, codes, q, out.d);
+    encode_symmetric_super_block(xb, 32, -128, 127, codes, q, out.d);
     for (int s = 0; s < 16; ++s) out.scales[s] = static_cast<int8_t>(codes[s]);
     std::memset(out.ql, 0, sizeof(out.ql));
     std::memset(out.qh, 0, sizeof(out.qh));
@@ -501,7 +499,7 @@ void encode_row_q6_k(const float* x, BlockQ6_K* y, int64_t n) {
       low = static_cast<uint8_t>(low | ((v & 0x0f) << (quarter < 2 ? 0 : 4)));
       out.qh[32 * half + l] = static_cast<uint8_t>(out.qh[32 * half + l] | ((v >> 4) << (2 * quarter)));
     }
-  }
+  });
 }
 
 void encode_row_f16(const float* x, uint16_t* y, int64_t n) {

@@ -105,15 +105,28 @@ float dot_q5_k_q8_k_ref(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n) {
   return hsum8(acc) + summs;
 }
 
-float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+// Q3_K and Q6_K: the lanes of scaled_lanes_16 fused into the accumulator with d = x.d * fp16(w.d).
+template <class Block>
+float dot_sub16_ref(const Block* w, const BlockQ8_K* x, int64_t n, int (*level)(const Block&, int),
+                    int (*scale)(const Block&, int)) {
   float acc[8] = {};
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = x[b].d * fp16_to_f32(w[b].d);
     int32_t lanes[8];
-    scaled_lanes_16(w[b], x[b], q6_k_level, [&](int s) { return int32_t{w[b].scales[s]}; }, lanes);
+    scaled_lanes_16(w[b], x[b], level, [&](int s) { return int32_t{scale(w[b], s)}; }, lanes);
     for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
   }
   return hsum8(acc);
+}
+
+int q6_k_scale(const BlockQ6_K& b, int s) { return b.scales[s]; }
+
+float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+  return dot_sub16_ref(w, x, n, q6_k_level, q6_k_scale);
+}
+
+float dot_q3_k_q8_k_ref(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n) {
+  return dot_sub16_ref(w, x, n, q3_k_level, q3_k_scale);
 }
 
 // Q2_K: the mins term first, in 8 lanes (lane k: sub-blocks 2k and 2k + 1 against their 16-element
@@ -131,17 +144,6 @@ float dot_q2_k_q8_k_ref(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n) {
     }
     int32_t lanes[8];
     scaled_lanes_16(w[b], x[b], q2_k_level, [&](int s) { return int32_t{w[b].scales[s] & 0x0f}; }, lanes);
-    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
-  }
-  return hsum8(acc);
-}
-
-float dot_q3_k_q8_k_ref(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n) {
-  float acc[8] = {};
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float d = x[b].d * fp16_to_f32(w[b].d);
-    int32_t lanes[8];
-    scaled_lanes_16(w[b], x[b], q3_k_level, [&](int s) { return int32_t{q3_k_scale(w[b], s)}; }, lanes);
     for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
   }
   return hsum8(acc);

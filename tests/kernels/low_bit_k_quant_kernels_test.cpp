@@ -3,6 +3,7 @@
 // super-blocks, matmul batch invariance; and the round trip of every K-quant encoder (Q2_K..Q6_K).
 #include <gtest/gtest.h>
 #include "common/isa_param_name.h"
+#include "common/k_quant_test_data.h"
 
 #include <cmath>
 #include <cstring>
@@ -20,107 +21,24 @@ namespace {
 
 const std::vector<int64_t> kLengths = {256, 512, 4096};
 
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using testing::check_matmul_batch_invariance;
+using testing::check_reference_against_dequantized;
+using testing::check_variant_against_reference;
+using testing::KQuantEntry;
 
-// Random bytes (every level, scale and min code) with plausible super-block scales.
-template <class Block>
-std::vector<Block> random_blocks(std::mt19937& rng, int64_t n) {
-  std::vector<Block> blocks(static_cast<size_t>(n / kQK_K));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(1e-4f, 2e-3f);
-  for (Block& b : blocks) {
-    auto* raw = reinterpret_cast<unsigned char*>(&b);
-    for (size_t i = 0; i < sizeof(b); ++i) raw[i] = static_cast<unsigned char>(byte(rng));
-    b.d = f32_to_fp16(scale(rng));
-    if constexpr (std::is_same_v<Block, BlockQ2_K>) b.dmin = f32_to_fp16(scale(rng));
-  }
-  return blocks;
-}
-
-std::vector<BlockQ8_K> quantized(const std::vector<float>& x) {
-  std::vector<BlockQ8_K> q(x.size() / kQK_K);
-  ref_kernels().quantize_row_q8_k(x.data(), q.data(), static_cast<int64_t>(x.size()));
-  return q;
-}
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
-// One weight type's entry points in a variant table.
-template <class Block>
-struct Entry {
-  WeightType type;
-  float (*DotKernels::*dot)(const Block*, const BlockQ8_K*, int64_t);
-  DotTileFn DotKernels::*tile;
-};
-const Entry<BlockQ2_K> kQ2K{WeightType::Q2_K, &DotKernels::q2_k_q8_k, &DotKernels::q2_k_q8_k_tile};
-const Entry<BlockQ3_K> kQ3K{WeightType::Q3_K, &DotKernels::q3_k_q8_k, &DotKernels::q3_k_q8_k_tile};
-
-template <class Block>
-void check_variant_against_reference(Isa isa_id, const Entry<Block>& e, unsigned seed) {
-  std::mt19937 rng(seed);
-  const DotKernels& k = kernels_for(isa_id);
-  const std::string isa = isa_name(isa_id);
-  for (int64_t n : kLengths) {
-    const auto w = random_blocks<Block>(rng, n);
-    std::vector<std::vector<BlockQ8_K>> xs;
-    for (int i = 0; i < kMaxTileRows; ++i) xs.push_back(quantized(random_floats(rng, n, -4.0f, 4.0f)));
-    for (const auto& x : xs) {
-      const float got = (k.*e.dot)(w.data(), x.data(), n), want = (ref_kernels().*e.dot)(w.data(), x.data(), n);
-      EXPECT_TRUE(same_bits(got, want)) << isa << " " << weight_type_name(e.type) << " n=" << n << ": got " << got
-                                        << " ref " << want;
-    }
-    const size_t stride = xs[0].size() * sizeof(BlockQ8_K);
-    std::vector<unsigned char> packed(stride * xs.size());
-    for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
-    for (int nx = 1; nx <= kMaxTileRows; ++nx) {
-      std::vector<float> out(2 * kMaxTileRows, -1.0f);
-      (k.*e.tile)(w.data(), packed.data(), stride, nx, n, out.data(), 2);
-      for (int i = 0; i < nx; ++i)
-        EXPECT_TRUE(same_bits(out[size_t(2 * i)], (k.*e.dot)(w.data(), xs[size_t(i)].data(), n)))
-            << isa << " " << weight_type_name(e.type) << " n=" << n << " tile nx=" << nx << " row " << i;
-    }
-  }
-}
+const KQuantEntry<BlockQ2_K> kQ2K{WeightType::Q2_K, &DotKernels::q2_k_q8_k, &DotKernels::q2_k_q8_k_tile};
+const KQuantEntry<BlockQ3_K> kQ3K{WeightType::Q3_K, &DotKernels::q3_k_q8_k, &DotKernels::q3_k_q8_k_tile};
 
 class LowBitKQuantVariants : public ::testing::TestWithParam<Isa> {};
 
-TEST_P(LowBitKQuantVariants, Q2KDotAndTilesEqualReferenceBitwise) { check_variant_against_reference(GetParam(), kQ2K, 701); }
-TEST_P(LowBitKQuantVariants, Q3KDotAndTilesEqualReferenceBitwise) { check_variant_against_reference(GetParam(), kQ3K, 702); }
+TEST_P(LowBitKQuantVariants, Q2KDotAndTilesEqualReferenceBitwise) { check_variant_against_reference(GetParam(), kQ2K, kLengths, 701); }
+TEST_P(LowBitKQuantVariants, Q3KDotAndTilesEqualReferenceBitwise) { check_variant_against_reference(GetParam(), kQ3K, kLengths, 702); }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, LowBitKQuantVariants, ::testing::ValuesIn(supported_isas()),
                          glacier::testing::isa_param_name);
 
-// As in k_quant_kernels_test: only float rounding (~1e-7 relative of sum |terms| per step) separates
-// the reference from float64; a wrong layout or scale would be off by a sizable fraction.
-constexpr double kDotTolPerMagnitude = 1e-5;
-
-template <class Block>
-void check_reference_against_dequantized(const Entry<Block>& e, unsigned seed) {
-  std::mt19937 rng(seed);
-  for (int64_t n : kLengths) {
-    auto w = random_blocks<Block>(rng, n);
-    const auto xq = quantized(random_floats(rng, n, -2.0f, 2.0f));
-    const Matrix m{e.type, w.data(), 1, n, w.size() * sizeof(Block)};
-    std::vector<float> wf(static_cast<size_t>(n));
-    dequantize_row(m, 0, wf.data());
-    double exact = 0.0, magnitude = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double xv = double(xq[size_t(i / kQK_K)].d) * double(xq[size_t(i / kQK_K)].qs[i % kQK_K]);
-      exact += double(wf[size_t(i)]) * xv;
-      magnitude += std::fabs(double(wf[size_t(i)]) * xv);
-    }
-    EXPECT_NEAR((ref_kernels().*e.dot)(w.data(), xq.data(), n), exact, kDotTolPerMagnitude * magnitude)
-        << weight_type_name(e.type) << " n=" << n;
-  }
-}
-
-TEST(LowBitKQuantReference, Q2KDotAgreesWithDequantizedRow) { check_reference_against_dequantized(kQ2K, 703); }
-TEST(LowBitKQuantReference, Q3KDotAgreesWithDequantizedRow) { check_reference_against_dequantized(kQ3K, 704); }
+TEST(LowBitKQuantReference, Q2KDotAgreesWithDequantizedRow) { check_reference_against_dequantized(kQ2K, kLengths, 703); }
+TEST(LowBitKQuantReference, Q3KDotAgreesWithDequantizedRow) { check_reference_against_dequantized(kQ3K, kLengths, 704); }
 
 // Q2_K: sub-block 5 has scale 3 and min 2 (scales[5] = 0x23); element 128 + 32 * 2 + 7 = 199 (sub-block
 // 12) takes bits 4-5 of qs[32 + 7]. Everything else: level 0, scale 1, min 0.
@@ -159,26 +77,6 @@ TEST(LowBitKQuantReference, Q3KDequantizePlacesScalesAndLevelsWhereTheLayoutSays
     const float scale = i / 16 == 13 ? 6.0f : -32.0f;
     const float level = i == 233 ? 2.0f : -4.0f;
     ASSERT_EQ(out[size_t(i)], 0.5f * scale * level) << i;
-  }
-}
-
-template <class Block>
-void check_matmul_batch_invariance(const Entry<Block>& e, unsigned seed) {
-  std::mt19937 rng(seed);
-  const int64_t rows = 5, cols = 512, batch = 6;
-  auto w = random_blocks<Block>(rng, rows * cols);
-  const auto x = random_floats(rng, batch * cols, -1.0f, 1.0f);
-  const Matrix m{e.type, w.data(), rows, cols, size_t(cols / kQK_K) * sizeof(Block)};
-  std::vector<unsigned char> storage(activation_bytes(m.type, batch, cols));
-  const auto act = prepare_activations(m.type, x.data(), batch, cols, cols, storage.data());
-  std::vector<float> y(size_t(batch * rows));
-  matmul(m, act, y.data(), rows, 0, rows);
-  for (int64_t r = 0; r < batch; ++r) {
-    const auto xq = quantized(std::vector<float>(x.begin() + r * cols, x.begin() + (r + 1) * cols));
-    for (int64_t o = 0; o < rows; ++o) {
-      const float one = (active_kernels().*e.dot)(w.data() + o * (cols / kQK_K), xq.data(), cols);
-      EXPECT_TRUE(same_bits(y[size_t(r * rows + o)], one)) << weight_type_name(e.type) << " row " << r << " output " << o;
-    }
   }
 }
 
