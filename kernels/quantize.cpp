@@ -258,7 +258,13 @@ namespace {
 // Candidate step offsets of the scale searches: the sub-block's range is spread over nmax + r steps.
 constexpr float kStepOffsets[] = {-0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 0.75f, 1.0f};
 
-float rounded(float v) { return std::nearbyint(v); }
+// Round half to even, as nearbyint in the default mode, without its libm call (baseline x86-64 has no
+// roundss): exact by the 1.5 * 2^23 trick for |v| < 2^22; larger values are clamped first, as every caller
+// clamps the result to far fewer levels anyway.
+float rounded(float v) {
+  constexpr float kMagic = 12582912.0f, kLimit = 4194304.0f;
+  return (std::clamp(v, -kLimit, kLimit) + kMagic) - kMagic;
+}
 
 // x ~ scale * q - min with q in 0..nmax, scale >= 0 and min >= 0 (the K-quant min formats store both
 // unsigned): for each candidate spacing of the range [min(0, lo), hi], the levels it rounds to, then
