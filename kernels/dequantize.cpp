@@ -100,6 +100,27 @@ void dequantize_row(const Matrix& w, int64_t row, float* out) {
       }
       return;
     }
+    case WeightType::Q2_K: {
+      const auto* b = reinterpret_cast<const BlockQ2_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d), dmin = fp16_to_f32(b[i].dmin);
+        for (int j = 0; j < kQK_K; ++j) {
+          const uint8_t sm = b[i].scales[j / 16];
+          out[i * kQK_K + j] = d * static_cast<float>(sm & 0x0f) * static_cast<float>(q2_k_level(b[i], j)) -
+                               dmin * static_cast<float>(sm >> 4);
+        }
+      }
+      return;
+    }
+    case WeightType::Q3_K: {
+      const auto* b = reinterpret_cast<const BlockQ3_K*>(src);
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int j = 0; j < kQK_K; ++j)
+          out[i * kQK_K + j] = d * static_cast<float>(q3_k_scale(b[i], j / 16)) * static_cast<float>(q3_k_level(b[i], j));
+      }
+      return;
+    }
     case WeightType::Q4_K:
       dequantize_k4(reinterpret_cast<const BlockQ4_K*>(src), n, q4_k_level, out);
       return;

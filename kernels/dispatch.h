@@ -92,6 +92,11 @@ struct DotKernels {
   // IQ4_XS against Q8_K, in ggml-cpu's x86 order (ref/dot_k_quant_ref.cpp).
   float (*iq4_xs_q8_k)(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
   DotTileFn iq4_xs_q8_k_tile;
+  // Q2_K and Q3_K against Q8_K, in ggml-cpu's x86 order (ref/dot_k_quant_ref.cpp).
+  float (*q2_k_q8_k)(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
+  float (*q3_k_q8_k)(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
+  DotTileFn q2_k_q8_k_tile;
+  DotTileFn q3_k_q8_k_tile;
 };
 
 bool cpu_supports(Isa isa);

@@ -7,6 +7,27 @@
 
 namespace glacier::kernels {
 
+// Unsigned 2-bit level (0..3) of element i (0..255) of a Q2_K super-block.
+[[gnu::always_inline]] inline int q2_k_level(const BlockQ2_K& b, int i) {
+  return (b.qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+}
+
+// Signed 3-bit level (-4..3) of element i of a Q3_K super-block.
+[[gnu::always_inline]] inline int q3_k_level(const BlockQ3_K& b, int i) {
+  const int low = (b.qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+  const int high = (b.hmask[i % 32] >> (i / 32)) & 1;  // bit 4h + k for element 128h + 32k + l
+  return (low | (high << 2)) - 4;
+}
+
+// Signed 6-bit scale (-32..31) of sub-block s (0..15) of a Q3_K super-block: its low 4 bits are the low
+// nibble of scales[s] for s < 8, the high nibble of scales[s - 8] otherwise; its top 2 bits are bits
+// 2 * (s / 4)..+1 of scales[8 + s % 4].
+[[gnu::always_inline]] inline int q3_k_scale(const BlockQ3_K& b, int s) {
+  const int low = (b.scales[s % 8] >> (4 * (s / 8))) & 0x0f;
+  const int high = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
 // Unsigned 4-bit level (0..15) of element i (0..255) of a Q4_K super-block.
 [[gnu::always_inline]] inline int q4_k_level(const BlockQ4_K& b, int i) {
   const uint8_t byte = b.qs[32 * (i / 64) + i % 32];

@@ -26,6 +26,8 @@ int64_t block_elements(WeightType t) {
     case WeightType::Q5_0:
     case WeightType::Q5_1:
     case WeightType::IQ4_NL: return kQK8_0;
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
     case WeightType::Q4_K:
     case WeightType::Q5_K:
     case WeightType::Q6_K:
@@ -46,6 +48,8 @@ size_t prepared_row_bytes(WeightType t, int64_t cols) {
     case WeightType::IQ4_NL: return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
     case WeightType::Q4_1:
     case WeightType::Q5_1: return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_1);
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
     case WeightType::Q4_K:
     case WeightType::Q5_K:
     case WeightType::Q6_K:
@@ -79,6 +83,8 @@ DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
     case WeightType::Q5_1: return k.q5_1_q8_1_tile;
     case WeightType::IQ4_NL: return k.iq4_nl_q8_0_tile;
     case WeightType::IQ4_XS: return k.iq4_xs_q8_k_tile;
+    case WeightType::Q2_K: return k.q2_k_q8_k_tile;
+    case WeightType::Q3_K: return k.q3_k_q8_k_tile;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return nullptr;
@@ -104,6 +110,8 @@ const char* weight_type_name(WeightType t) {
     case WeightType::Q5_1: return "Q5_1";
     case WeightType::IQ4_NL: return "IQ4_NL";
     case WeightType::IQ4_XS: return "IQ4_XS";
+    case WeightType::Q2_K: return "Q2_K";
+    case WeightType::Q3_K: return "Q3_K";
   }
   return "?";
 }
@@ -150,6 +158,8 @@ PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_
         // Every variant's quantizer is bit-identical to the reference, so the ISA cannot leak in.
         k.quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0*>(dst), cols);
         break;
+      case WeightType::Q2_K:
+      case WeightType::Q3_K:
       case WeightType::Q4_K:
       case WeightType::Q5_K:
       case WeightType::Q6_K:

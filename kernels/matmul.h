@@ -8,7 +8,7 @@
 
 namespace glacier::kernels {
 
-enum class WeightType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS };
+enum class WeightType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K };
 const char* weight_type_name(WeightType t);
 
 // A weight matrix: `rows` output features, each a contiguous row of `cols` input features.
@@ -37,7 +37,7 @@ bool preferred_block_sum_order(WeightType t, int64_t rows);
 
 // Activations converted once per batch into the form the weight type's dot product consumes
 // (as ggml-cpu does: Q8_0 rows for Q8_0/Q4_0/Q5_0/IQ4_NL weights, Q8_1 rows for Q4_1/Q5_1, Q8_K rows
-// for Q4_K/Q5_K/Q6_K/IQ4_XS, f16 rows for
+// for Q2_K..Q6_K/IQ4_XS, f16 rows for
 // F16, bf16 rows for BF16, f32 rows for F32). Storage is caller-provided: see activation_bytes().
 struct PreparedActivations {
   WeightType for_type = WeightType::F32;

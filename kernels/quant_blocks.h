@@ -88,6 +88,29 @@ template <class Block>
 constexpr int kQK_K = 256;            // elements per K-quant super-block
 constexpr int kKScaleBytes = 12;      // packed 6-bit scales and mins of Q4_K/Q5_K
 
+// Q2_K: 16 sub-blocks of 16, each with a 4-bit scale (low nibble of scales[s]) and a 4-bit min (high
+// nibble); 2-bit q: in half h (128 elements) with l < 32, element 128h + 32k + l takes bits 2k..2k+1 of
+// qs[32h + l]; x = d * scale_s * q - dmin * min_s for sub-block s = element / 16.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+// Q3_K: 16 sub-blocks of 16 with signed 6-bit scales (packed, see q3_k_scale); 3-bit q = 2 low bits in
+// Q2_K's order plus a high bit: element 128h + 32k + l takes bit 4h + k of hmask[l]. The stored level is
+// q - 4 when that bit is clear and q when it is set, i.e. x = d * (scale_s - 32) * (q3 - 4) with
+// q3 = low | high << 2.
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[kKScaleBytes];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
 // Q4_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min (packed, see k4_scale_min);
 // element 64c + l (l < 32) is the low nibble of qs[32c + l], element 64c + 32 + l its high nibble;
 // x = d * scale_s * q - dmin * min_s for sub-block s = element / 32.

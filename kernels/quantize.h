@@ -1,6 +1,6 @@
-// Float -> storage-type row encoders for weights (F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), used
-// when writing model files. Q8_0/Q4_0 rounding follows llama-quantize's reference path exactly; the
-// others produce valid blocks by simple rules of their own (documented per function), no error search.
+// Float -> storage-type row encoders for weights (F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS,
+// Q2_K..Q6_K), used when writing model files. Q8_0/Q4_0 rounding follows llama-quantize's reference path
+// exactly; the others produce valid blocks by rules of their own (documented per function).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +44,19 @@ void encode_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n);
 // the largest of them (sign kept) over -32, each sub-block's 6-bit scale round(scale / d) + 32 (clamped
 // to 0..63), and the levels are chosen again, nearest for the stored scale. n a multiple of 256.
 void encode_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n);
+
+// K-quant weights (n a multiple of 256), by a scale search of their own (not llama-quantize's bytes):
+// each sub-block's scale (and, for the min formats Q2_K/Q4_K/Q5_K, its min >= 0) is the least-squares
+// refit of the candidate spacing, among a few spread around (range / levels), of least squared error.
+// The super-block scale d (and dmin) puts the largest sub-block scale (min) on the top code; the
+// sub-block codes are rounded against the stored fp16 d, and the levels chosen again for the stored
+// scales. Symmetric formats (Q3_K levels -4..3, Q6_K -32..31) map the sub-block's largest magnitude
+// near the extra negative level and the largest sub-block scale on the lowest code (-32, -128).
+void encode_row_q2_k(const float* x, BlockQ2_K* y, int64_t n);
+void encode_row_q3_k(const float* x, BlockQ3_K* y, int64_t n);
+void encode_row_q4_k(const float* x, BlockQ4_K* y, int64_t n);
+void encode_row_q5_k(const float* x, BlockQ5_K* y, int64_t n);
+void encode_row_q6_k(const float* x, BlockQ6_K* y, int64_t n);
 
 void encode_row_f16(const float* x, uint16_t* y, int64_t n);
 void encode_row_bf16(const float* x, uint16_t* y, int64_t n);

@@ -34,7 +34,8 @@ using kernels::WeightType;
 
 constexpr WeightType kTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
                                  WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
-                                 WeightType::IQ4_NL, WeightType::IQ4_XS};
+                                 WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K, WeightType::Q3_K,
+                                 WeightType::Q4_K, WeightType::Q6_K};
 
 size_t row_bytes(WeightType t, int64_t cols) {
   switch (t) {
@@ -51,6 +52,8 @@ size_t row_bytes(WeightType t, int64_t cols) {
     case WeightType::Q5_1: return size_t(cols / 32) * sizeof(kernels::BlockQ5_1);
     case WeightType::IQ4_NL: return size_t(cols / 32) * sizeof(kernels::BlockIQ4_NL);
     case WeightType::IQ4_XS: return size_t(cols / 256) * sizeof(kernels::BlockIQ4_XS);
+    case WeightType::Q2_K: return size_t(cols / 256) * sizeof(kernels::BlockQ2_K);
+    case WeightType::Q3_K: return size_t(cols / 256) * sizeof(kernels::BlockQ3_K);
   }
   return 0;
 }
@@ -70,13 +73,20 @@ std::vector<unsigned char> random_weights(WeightType t, int64_t rows, int64_t co
   } else {
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto& b : bytes) b = static_cast<unsigned char>(byte(rng));
-    // Every block starts with its fp16 scale (IQ4_XS: a 256-element super-block).
-    const size_t block = t == WeightType::IQ4_XS ? row_bytes(t, 256) : row_bytes(t, 32);
-    const bool has_min = t == WeightType::Q4_1 || t == WeightType::Q5_1;
+    // Each block's fp16 scale and min (random bytes could be NaN) where its layout keeps them: first in
+    // the 32-element blocks, IQ4_XS and Q4_K/Q5_K; last in Q2_K, Q3_K and Q6_K.
+    const bool super_block = t == WeightType::IQ4_XS || t == WeightType::Q2_K || t == WeightType::Q3_K ||
+                             t == WeightType::Q4_K || t == WeightType::Q5_K || t == WeightType::Q6_K;
+    const size_t block = super_block ? row_bytes(t, 256) : row_bytes(t, 32);
+    const bool has_min = t == WeightType::Q4_1 || t == WeightType::Q5_1 || t == WeightType::Q4_K ||
+                         t == WeightType::Q5_K || t == WeightType::Q2_K;
+    const bool at_end = t == WeightType::Q2_K || t == WeightType::Q3_K || t == WeightType::Q6_K;
+    const size_t scale_bytes = has_min ? 4 : 2;
     for (size_t off = 0; off < bytes.size(); off += block) {
       const uint16_t d = kernels::f32_to_fp16(0.01f);
-      std::memcpy(bytes.data() + off, &d, 2);
-      if (has_min) std::memcpy(bytes.data() + off + 2, &d, 2);  // the min (random bytes could be NaN)
+      const size_t at = off + (at_end ? block - scale_bytes : 0);
+      std::memcpy(bytes.data() + at, &d, 2);
+      if (has_min) std::memcpy(bytes.data() + at + 2, &d, 2);
     }
   }
   return bytes;
@@ -138,6 +148,8 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
       case WeightType::Q5_1: return k.q5_1_q8_1_tile;
       case WeightType::IQ4_NL: return k.iq4_nl_q8_0_tile;
       case WeightType::IQ4_XS: return k.iq4_xs_q8_k_tile;
+      case WeightType::Q2_K: return k.q2_k_q8_k_tile;
+      case WeightType::Q3_K: return k.q3_k_q8_k_tile;
     }
     return k.f32_f32_tile;
   }();

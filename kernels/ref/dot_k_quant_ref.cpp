@@ -2,7 +2,7 @@
 // exact integer sum over elements with (i mod 32) in [4l, 4l + 4) of scale * q * q8; the lanes are
 // fused into an 8-lane float accumulator with d = q8.d * fp16(w.d) and summed by hsum8 at the end.
 // The mins term of Q4_K/Q5_K comes from the Q8_K block sums and is accumulated apart (4 lanes for
-// Q4_K, one scalar for Q5_K), as there.
+// Q4_K, one scalar for Q5_K), as there; Q2_K's goes into the 8 lanes before its levels.
 #include "kernels/ref/dot_k_quant_ref.h"
 
 #include <cmath>
@@ -50,6 +50,26 @@ void scaled_lanes_k4(const Block& w, const BlockQ8_K& x, int32_t (&lanes)[8]) {
   }
 }
 
+// Integer lanes of one super-block of 16-element sub-blocks (Q2_K, Q3_K, Q6_K): in each 32-element
+// chunk c, lanes 0-3 carry sub-block 2c and lanes 4-7 sub-block 2c + 1, each the scale times q * q8 over
+// elements 4l..4l+3 of the chunk.
+template <class Block, class Scale>
+void scaled_lanes_16(const Block& w, const BlockQ8_K& x, int (*level)(const Block&, int), Scale scale,
+                     int32_t (&lanes)[8]) {
+  for (int32_t& l : lanes) l = 0;
+  for (int s = 0; s < 16; ++s) {
+    const int32_t sc = scale(s);
+    for (int l = 4 * (s % 2); l < 4 * (s % 2) + 4; ++l) {
+      int32_t quad = 0;
+      for (int e = 0; e < 4; ++e) {
+        const int i = 32 * (s / 2) + 4 * l + e;
+        quad += level(w, i) * int32_t{x.qs[i]};
+      }
+      lanes[l] += sc * quad;
+    }
+  }
+}
+
 }  // namespace
 
 float dot_q4_k_q8_k_ref(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n) {
@@ -85,22 +105,45 @@ float dot_q5_k_q8_k_ref(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n) {
   return hsum8(acc) + summs;
 }
 
-float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+// Q3_K and Q6_K: the lanes of scaled_lanes_16 fused into the accumulator with d = x.d * fp16(w.d).
+template <class Block>
+float dot_sub16_ref(const Block* w, const BlockQ8_K* x, int64_t n, int (*level)(const Block&, int),
+                    int (*scale)(const Block&, int)) {
   float acc[8] = {};
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = x[b].d * fp16_to_f32(w[b].d);
-    int32_t lanes[8] = {};
-    for (int s = 0; s < 16; ++s) {  // 16-element sub-blocks: lanes 0-3 or 4-7 of a 32-element chunk
-      const int32_t scale = w[b].scales[s];
-      for (int l = 4 * (s % 2); l < 4 * (s % 2) + 4; ++l) {
-        int32_t quad = 0;
-        for (int e = 0; e < 4; ++e) {
-          const int i = 32 * (s / 2) + 4 * l + e;
-          quad += q6_k_level(w[b], i) * int32_t{x[b].qs[i]};
-        }
-        lanes[l] += scale * quad;
-      }
+    int32_t lanes[8];
+    scaled_lanes_16(w[b], x[b], level, [&](int s) { return int32_t{scale(w[b], s)}; }, lanes);
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+  }
+  return hsum8(acc);
+}
+
+int q6_k_scale(const BlockQ6_K& b, int s) { return b.scales[s]; }
+
+float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+  return dot_sub16_ref(w, x, n, q6_k_level, q6_k_scale);
+}
+
+float dot_q3_k_q8_k_ref(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n) {
+  return dot_sub16_ref(w, x, n, q3_k_level, q3_k_scale);
+}
+
+// Q2_K: the mins term first, in 8 lanes (lane k: sub-blocks 2k and 2k + 1 against their 16-element
+// block sums) with dmin = -x.d * fp16(w.dmin), then the scaled levels with d = x.d * fp16(w.d), both
+// into the same accumulator.
+float dot_q2_k_q8_k_ref(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = x[b].d * fp16_to_f32(w[b].d);
+    const float dmin = -x[b].d * fp16_to_f32(w[b].dmin);
+    for (int k = 0; k < 8; ++k) {
+      const int32_t mins = (w[b].scales[2 * k] >> 4) * int32_t{x[b].bsums[2 * k]} +
+                           (w[b].scales[2 * k + 1] >> 4) * int32_t{x[b].bsums[2 * k + 1]};
+      acc[k] = std::fma(dmin, static_cast<float>(mins), acc[k]);
     }
+    int32_t lanes[8];
+    scaled_lanes_16(w[b], x[b], q2_k_level, [&](int s) { return int32_t{w[b].scales[s] & 0x0f}; }, lanes);
     for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
   }
   return hsum8(acc);

@@ -7,6 +7,8 @@
 
 namespace glacier::kernels {
 
+float dot_q2_k_q8_k_ref(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
+float dot_q3_k_q8_k_ref(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
 float dot_q4_k_q8_k_ref(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
 float dot_q5_k_q8_k_ref(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
 float dot_iq4_xs_q8_k_ref(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);

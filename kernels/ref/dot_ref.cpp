@@ -160,6 +160,10 @@ const DotKernels& ref_kernels() {
       tile_by_rows<BlockIQ4_NL, BlockQ8_0, dot_iq4_nl_q8_0_ref>,
       dot_iq4_xs_q8_k_ref,
       tile_by_rows<BlockIQ4_XS, BlockQ8_K, dot_iq4_xs_q8_k_ref>,
+      dot_q2_k_q8_k_ref,
+      dot_q3_k_q8_k_ref,
+      tile_by_rows<BlockQ2_K, BlockQ8_K, dot_q2_k_q8_k_ref>,
+      tile_by_rows<BlockQ3_K, BlockQ8_K, dot_q3_k_q8_k_ref>,
   };
   return table;
 }

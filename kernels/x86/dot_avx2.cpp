@@ -258,6 +258,10 @@ const DotKernels& avx2_kernels() {
       dot_iq4_nl_q8_0_tile_avx2,
       simd::dot_single<kquant::IQ4XSDot>,
       simd::dot_tile<kquant::IQ4XSDot>,
+      simd::dot_single<kquant::Q2KDot>,
+      simd::dot_single<kquant::Q3KDot>,
+      simd::dot_tile<kquant::Q2KDot>,
+      simd::dot_tile<kquant::Q3KDot>,
   };
   return table;
 }

@@ -307,6 +307,10 @@ const DotKernels& avx512_novnni_kernels() {
       GLACIER_AVX512_TIER_NAME(dot_iq4_nl_q8_0_tile_avx512),
       simd::dot_single<kquant::IQ4XSDot>,
       simd::dot_tile<kquant::IQ4XSDot>,
+      simd::dot_single<kquant::Q2KDot>,
+      simd::dot_single<kquant::Q3KDot>,
+      simd::dot_tile<kquant::Q2KDot>,
+      simd::dot_tile<kquant::Q3KDot>,
   };
   return table;
 }

@@ -1,10 +1,11 @@
-// K-quant x Q8_K dots and Q8_K row quantization in 256-bit AVX2 registers, in ggml-cpu's AVX2 order
+// K-quant (Q2_K..Q6_K, IQ4_XS) x Q8_K dots and Q8_K row quantization in 256-bit AVX2 registers, in ggml-cpu's AVX2 order
 // (see ref/dot_k_quant_ref.cpp). Included by the AVX2 and the AVX-512 variant: everything sits in an
 // anonymous namespace, so each translation unit keeps its own copy built with its own flags.
 #pragma once
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/k_quant_layout.h"
 #include "kernels/quant_blocks.h"
@@ -132,48 +133,118 @@ struct K4Dot {
 using Q4KDot = K4Dot<BlockQ4_K, false>;
 using Q5KDot = K4Dot<BlockQ5_K, true>;
 
-struct Q6KDot {
-  using W = BlockQ6_K;
+// Decoded super-block of 16-element sub-blocks (Q2_K, Q3_K, Q6_K): per 32-element chunk c its unsigned
+// levels and the scales of its two sub-blocks (2c in the low 128 bits, 2c + 1 in the high), as int16;
+// Q2_K also its 16 mins.
+struct Sub16Block {
+  __m256i levels[8];
+  __m256i scale[8];
+  __m256i mins;
+};
+
+inline __m256i chunk_scales(int low, int high) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(high)), _mm_set1_epi16(static_cast<int16_t>(low)));
+}
+
+// The 2-bit fields of 128 elements' bytes (Q2_K's levels, Q3_K's low bits): field k of byte l is element 32k + l.
+inline void unpack_crumbs(const uint8_t* qs, __m256i* levels) {
+  const __m256i m2 = _mm256_set1_epi8(3);
+  const __m256i bits = load256(qs);
+  for (int k = 0; k < 4; ++k) levels[k] = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * k)), m2);
+}
+
+inline void decode(const BlockQ2_K& b, Sub16Block& k) {
+  unpack_crumbs(b.qs, k.levels);
+  unpack_crumbs(b.qs + 32, k.levels + 4);
+  for (int c = 0; c < 8; ++c) k.scale[c] = chunk_scales(b.scales[2 * c] & 0x0f, b.scales[2 * c + 1] & 0x0f);
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  k.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f)));
+}
+
+inline void decode(const BlockQ3_K& b, Sub16Block& k) {
+  unpack_crumbs(b.qs, k.levels);
+  unpack_crumbs(b.qs + 32, k.levels + 4);
+  const __m256i hbits = load256(b.hmask), one = _mm256_set1_epi8(1);
+  for (int c = 0; c < 8; ++c) {
+    // Per-byte shift as in decode(BlockQ5_K): only bit 0 of each byte survives the mask.
+    const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(c)), one);
+    k.levels[c] = _mm256_or_si256(k.levels[c], _mm256_slli_epi16(bit, 2));
+  }
+  // All 16 scales at once, 4 a 32-bit word (the layout of q3_k_scale): word w holds sub-blocks 4w..4w+3,
+  // their low nibbles from bytes 0-3 (w even) or 4-7 (w odd), low or high half (w < 2 or not), and
+  // their top bits from bits 2w..2w+1 of bytes 8-11.
+  uint32_t packed[3], words[4];
+  std::memcpy(packed, b.scales, sizeof(packed));
+  for (int w = 0; w < 4; ++w)
+    words[w] = ((packed[w % 2] >> (4 * (w / 2))) & 0x0f0f0f0fu) | (((packed[2] >> (2 * w)) & 0x03030303u) << 4);
+  uint8_t codes[16];
+  std::memcpy(codes, words, sizeof(codes));
+  for (int c = 0; c < 8; ++c) k.scale[c] = chunk_scales(codes[2 * c] - 32, codes[2 * c + 1] - 32);
+}
+
+inline void decode(const BlockQ6_K& b, Sub16Block& k) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i lo1 = load256(b.ql + 64 * h), lo2 = load256(b.ql + 64 * h + 32);
+    const __m256i hb = load256(b.qh + 32 * h);
+    auto high = [&](int shift) {
+      return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(shift)), m2), 4);
+    };
+    k.levels[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(lo1, m4), high(0));
+    k.levels[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(lo2, m4), high(2));
+    k.levels[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), high(4));
+    k.levels[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo2, 4), m4), high(6));
+  }
+  for (int c = 0; c < 8; ++c) k.scale[c] = chunk_scales(b.scales[2 * c], b.scales[2 * c + 1]);
+}
+
+// Lane l: sum over chunks of scale * ((level - Offset) . q8) over elements 4l..4l+3 of the chunk, the
+// offset taken off as Offset . q8 since maddubs needs the unsigned operand. Exact: a maddubs pair is at
+// most 2 * 63 * 127 (Q6_K's levels) and 2 * 32 * 127 for the offset, far inside int16.
+template <int Offset>
+inline __m256i sub16_lanes(const Sub16Block& k, const BlockQ8_K& x) {
+  const __m256i offset = _mm256_set1_epi8(Offset);
+  __m256i sumi = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    const __m256i q8 = load256(x.qs + 32 * c);
+    __m256i pairs = _mm256_maddubs_epi16(k.levels[c], q8);
+    if constexpr (Offset != 0) pairs = _mm256_sub_epi16(pairs, _mm256_maddubs_epi16(offset, q8));
+    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[c], pairs));
+  }
+  return sumi;
+}
+
+// Q2_K (kMins: the mins term, lane k = sub-blocks 2k and 2k + 1 against their block sums, fused first),
+// Q3_K (levels offset by 4) and Q6_K (by 32).
+template <class Block, int Offset, bool kMins>
+struct Sub16Dot {
+  using W = Block;
   using X = BlockQ8_K;
   template <int R>
   static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-      const BlockQ6_K& wb = w[b];
-      __m256i levels[8], scale[8];  // per 32-element chunk: unsigned 6-bit levels; scales of its two halves
-      for (int h = 0; h < 2; ++h) {
-        const __m256i lo1 = load256(wb.ql + 64 * h), lo2 = load256(wb.ql + 64 * h + 32);
-        const __m256i hb = load256(wb.qh + 32 * h);
-        auto high = [&](int shift) {
-          return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(shift)), m2), 4);
-        };
-        levels[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(lo1, m4), high(0));
-        levels[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(lo2, m4), high(2));
-        levels[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), high(4));
-        levels[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo2, 4), m4), high(6));
-      }
-      for (int c = 0; c < 8; ++c)
-        scale[c] = _mm256_set_m128i(_mm_set1_epi16(wb.scales[2 * c + 1]), _mm_set1_epi16(wb.scales[2 * c]));
-      const float wd = _cvtsh_ss(wb.d);
+      Sub16Block k;
+      decode(w[b], k);
+      const float wd = _cvtsh_ss(w[b].d);
       for (int r = 0; r < R; ++r) {
         const BlockQ8_K& xb = x[r][b];
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-          const __m256i q8 = load256(xb.qs + 32 * c);
-          // (level - 32) . q8 as level . q8 - 32 . q8: maddubs needs the unsigned operand.
-          const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(levels[c], q8), _mm256_maddubs_epi16(m32, q8));
-          sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[c], pairs));
+        if constexpr (kMins) {
+          const __m256i mins = _mm256_madd_epi16(k.mins, load256(xb.bsums));
+          acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-xb.d * _cvtsh_ss(w[b].dmin)), _mm256_cvtepi32_ps(mins), acc[r]);
         }
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(xb.d * wd), _mm256_cvtepi32_ps(sumi), acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(xb.d * wd), _mm256_cvtepi32_ps(sub16_lanes<Offset>(k, xb)), acc[r]);
       }
     }
     for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
   }
 };
 
-// Q8_K quantization, bit-identical to quantize_row_q8_k_ref.
+using Q2KDot = Sub16Dot<BlockQ2_K, 0, true>;
+using Q3KDot = Sub16Dot<BlockQ3_K, 4, false>;
+using Q6KDot = Sub16Dot<BlockQ6_K, 32, false>;
+
 // IQ4_XS: table levels by byte shuffle, |w| x sign(x, w) pairs, times the sub-block's signed scale.
 struct IQ4XSDot {
   using W = BlockIQ4_XS;
@@ -207,6 +278,7 @@ struct IQ4XSDot {
   }
 };
 
+// Q8_K quantization, bit-identical to quantize_row_q8_k_ref.
 inline void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / kQK_K; ++b) {

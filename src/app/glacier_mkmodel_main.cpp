@@ -50,7 +50,7 @@ std::optional<Request> parse(int argc, char** argv) {
       ("n-head-kv", po::value(&n_head_kv), "key/value heads (a divisor of --n-head)")
       ("n-ff", po::value(&n_ff), "feed-forward width")
       ("n-vocab", po::value(&n_vocab), "vocabulary size (built-in vocabulary cut or padded to it)")
-      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs (norms stay f32;\n  iq4_xs needs --n-embd and --n-ff multiples of 256)")
+      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs | q2_k | q3_k |\n  q4_k | q5_k | q6_k, or a K-quant mix with llama-quantize's per-tensor types: q3_k_s | q3_k_m | q3_k_l |\n  q4_k_s | q4_k_m | q5_k_s | q5_k_m (norms stay f32; iq4_xs and the K types need --n-embd and --n-ff\n  multiples of 256)")
       ("seed", po::value(&seed)->default_value(seed), "random seed of the weights")
       ("vocab-from", po::value(&vocab_from), "copy every tokenizer.* key from this GGUF file (n_vocab = its token count)")
       ("ctx", po::value(&ctx)->default_value(ctx), "ARCH.context_length")
@@ -91,7 +91,7 @@ std::optional<Request> parse(int argc, char** argv) {
   if (vm.count("n-vocab") && n_vocab == 0)
     throw glacier::InputError("option --n-vocab: expected a vocabulary size >= 259, found 0");
   if (vm.count("name")) s.name = name;
-  s.weight_type = glacier::model::synthetic_weight_type(type);
+  glacier::model::set_synthetic_type(s, type);
   s.seed = seed;
   s.vocab_from = vocab_from;
   s.n_ctx = ctx;

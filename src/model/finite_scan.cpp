@@ -86,6 +86,13 @@ bool block_layout(gguf::TensorType type, BlockLayout& out) {
     case TensorType::IQ4_XS:
       out = {sizeof(kernels::BlockIQ4_XS), kernels::kQK_K, {offsetof(kernels::BlockIQ4_XS, d), 0}, 1};
       return true;
+    case TensorType::Q2_K:
+      out = {sizeof(kernels::BlockQ2_K), kernels::kQK_K,
+             {offsetof(kernels::BlockQ2_K, d), offsetof(kernels::BlockQ2_K, dmin)}, 2};
+      return true;
+    case TensorType::Q3_K:
+      out = {sizeof(kernels::BlockQ3_K), kernels::kQK_K, {offsetof(kernels::BlockQ3_K, d), 0}, 1};
+      return true;
     case TensorType::Q4_K:
       out = {sizeof(kernels::BlockQ4_K), kernels::kQK_K,
              {offsetof(kernels::BlockQ4_K, d), offsetof(kernels::BlockQ4_K, dmin)}, 2};

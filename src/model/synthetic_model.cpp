@@ -60,6 +60,8 @@ gguf::TensorType gguf_type(kernels::WeightType t) {
     case kernels::WeightType::Q5_1: return gguf::TensorType::Q5_1;
     case kernels::WeightType::IQ4_NL: return gguf::TensorType::IQ4_NL;
     case kernels::WeightType::IQ4_XS: return gguf::TensorType::IQ4_XS;
+    case kernels::WeightType::Q2_K: return gguf::TensorType::Q2_K;
+    case kernels::WeightType::Q3_K: return gguf::TensorType::Q3_K;
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return gguf::TensorType::F32;
@@ -80,17 +82,23 @@ const char* lower_type_name(kernels::WeightType t) {
     case kernels::WeightType::Q5_1: return "q5_1";
     case kernels::WeightType::IQ4_NL: return "iq4_nl";
     case kernels::WeightType::IQ4_XS: return "iq4_xs";
+    case kernels::WeightType::Q2_K: return "q2_k";
+    case kernels::WeightType::Q3_K: return "q3_k";
   }
   GLACIER_ASSERT(false, "unknown weight type");
   return "";
 }
 
-// The types glacier_mkmodel writes (K-quants need a scale search this writer does not do).
+// The types glacier_mkmodel writes.
 constexpr kernels::WeightType kWritableTypes[] = {
     kernels::WeightType::F32,  kernels::WeightType::F16,  kernels::WeightType::BF16,
     kernels::WeightType::Q8_0, kernels::WeightType::Q4_0, kernels::WeightType::Q4_1,
     kernels::WeightType::Q5_0, kernels::WeightType::Q5_1, kernels::WeightType::IQ4_NL,
-    kernels::WeightType::IQ4_XS};
+    kernels::WeightType::IQ4_XS, kernels::WeightType::Q2_K, kernels::WeightType::Q3_K,
+    kernels::WeightType::Q4_K, kernels::WeightType::Q5_K, kernels::WeightType::Q6_K};
+constexpr const char* kTypeChoices =
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k, q4_k, q5_k, q6_k or a K-quant mix "
+    "(q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m)";
 
 // Elements per block of a quantized type (matrix widths must be multiples of it; the file then records
 // the quantization version), 1 for the plain types.
@@ -99,6 +107,8 @@ int block_size(kernels::WeightType t) {
     case kernels::WeightType::F32:
     case kernels::WeightType::F16:
     case kernels::WeightType::BF16: return 1;
+    case kernels::WeightType::Q2_K:
+    case kernels::WeightType::Q3_K:
     case kernels::WeightType::Q4_K:
     case kernels::WeightType::Q5_K:
     case kernels::WeightType::Q6_K:
@@ -116,6 +126,9 @@ uint32_t file_type_code(kernels::WeightType t) {
     case kernels::WeightType::Q4_0: return 2;
     case kernels::WeightType::Q8_0: return 7;
     case kernels::WeightType::BF16: return 32;
+    // One K type everywhere: the code llama-quantize --pure writes for it.
+    case kernels::WeightType::Q2_K: return 10;
+    case kernels::WeightType::Q3_K: return 12;  // "mostly Q3_K_M"
     case kernels::WeightType::Q4_K: return 15;  // "mostly Q4_K_M"
     case kernels::WeightType::Q5_K: return 17;  // "mostly Q5_K_M"
     case kernels::WeightType::Q6_K: return 18;
@@ -144,16 +157,20 @@ struct PlannedTensor {
 std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_vocab) {
   const int64_t head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_head * head_dim, kv_dim = s.n_head_kv * head_dim;
-  const kernels::WeightType wt = s.weight_type;
-  auto matrix = [wt](std::string name, int64_t cols, int64_t rows) {
-    return PlannedTensor{std::move(name), cols, rows, false, Fill::Matrix, wt};
+  const MixModelShape shape{s.n_layer, s.n_head, s.n_head_kv};
+  auto type_of = [&s, shape](const std::string& name) {
+    return s.k_quant_mix == KQuantMix::None ? s.weight_type : k_quant_mix_type(s.k_quant_mix, name, shape);
+  };
+  auto matrix = [&type_of](std::string name, int64_t cols, int64_t rows) {
+    const kernels::WeightType t = type_of(name);
+    return PlannedTensor{std::move(name), cols, rows, false, Fill::Matrix, t};
   };
   auto norm = [&s](std::string name) {
     return PlannedTensor{std::move(name), s.n_embd, 1, true, Fill::Norm, kernels::WeightType::F32};
   };
   const bool gemma2 = s.arch == "gemma2";
   std::vector<PlannedTensor> plan;
-  plan.push_back(PlannedTensor{"token_embd.weight", s.n_embd, n_vocab, false, Fill::Embedding, wt});
+  plan.push_back(PlannedTensor{"token_embd.weight", s.n_embd, n_vocab, false, Fill::Embedding, type_of("token_embd.weight")});
   for (int32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     plan.push_back(norm(b + "attn_norm.weight"));
@@ -188,6 +205,10 @@ void check_spec(const SyntheticModelSpec& s) {
   if (!(s.attn_softcap > 0.0f && s.final_softcap > 0.0f) || !std::isfinite(s.attn_softcap) || !std::isfinite(s.final_softcap))
     bad_option("softcap", "positive finite caps", std::to_string(s.attn_softcap) + ":" + std::to_string(s.final_softcap));
   if (s.rope_freqs && s.arch != "llama") bad_option("rope-freqs", "--arch llama (Llama 3's tensor)", "--arch " + s.arch);
+  // llama-quantize gives a tied embedding the output head's type, a rule the mix table (llama files) leaves out.
+  if (s.k_quant_mix != KQuantMix::None && s.arch != "llama")
+    bad_option("type", "a single weight type with --arch " + s.arch + " (the K-quant mixes follow llama-quantize's "
+               "rules for llama files)", k_quant_mix_name(s.k_quant_mix));
   positive("n-embd", s.n_embd, 1 << 20);
   positive("n-layer", s.n_layer, 4096);
   positive("n-head", s.n_head, 4096);
@@ -201,11 +222,14 @@ void check_spec(const SyntheticModelSpec& s) {
                std::to_string(s.n_embd) + " / " + std::to_string(s.n_head) + " = " + std::to_string(s.n_embd / s.n_head));
   if (s.n_head % s.n_head_kv != 0)
     bad_option("n-head-kv", "a divisor of --n-head " + std::to_string(s.n_head), std::to_string(s.n_head_kv));
-  if (is_block_type(s.weight_type)) {
-    const std::string why = "a multiple of " + std::to_string(block_size(s.weight_type)) + " (the block size of --type " +
-                            std::string(lower_type_name(s.weight_type)) + ")";
-    if (s.n_embd % block_size(s.weight_type) != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
-    if (s.n_ff % block_size(s.weight_type) != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
+  // A mix's types all share its base type's 256-element super-blocks.
+  const bool mix = s.k_quant_mix != KQuantMix::None;
+  const kernels::WeightType base = mix ? k_quant_mix_base(s.k_quant_mix) : s.weight_type;
+  if (is_block_type(base)) {
+    const std::string why = "a multiple of " + std::to_string(block_size(base)) + " (the block size of --type " +
+                            std::string(mix ? k_quant_mix_name(s.k_quant_mix) : lower_type_name(base)) + ")";
+    if (s.n_embd % block_size(base) != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
+    if (s.n_ff % block_size(base) != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
   }
   if (!(s.rope_base > 1.0f) || !std::isfinite(s.rope_base))
     bad_option("rope-base", "a finite value > 1", std::to_string(s.rope_base));
@@ -261,8 +285,9 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
   const std::string a = s.arch + ".";
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", s.name);
-  w.set_u32("general.file_type", file_type_code(s.weight_type));
-  if (is_block_type(s.weight_type)) w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", s.k_quant_mix == KQuantMix::None ? file_type_code(s.weight_type)
+                                                                   : k_quant_mix_file_type(s.k_quant_mix));
+  if (s.k_quant_mix != KQuantMix::None || is_block_type(s.weight_type)) w.set_u32("general.quantization_version", 2);
   w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
@@ -356,7 +381,17 @@ SyntheticModelSpec synthetic_preset(const std::string& preset) {
 kernels::WeightType synthetic_weight_type(const std::string& name) {
   for (kernels::WeightType t : kWritableTypes)
     if (name == lower_type_name(t)) return t;
-  bad_option("type", "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or iq4_xs", "'" + name + "'");
+  bad_option("type", kTypeChoices, "'" + name + "'");
+}
+
+void set_synthetic_type(SyntheticModelSpec& spec, const std::string& name) {
+  if (const std::optional<KQuantMix> mix = k_quant_mix_named(name)) {
+    spec.k_quant_mix = *mix;
+    spec.weight_type = k_quant_mix_base(*mix);
+    return;
+  }
+  spec.k_quant_mix = KQuantMix::None;
+  spec.weight_type = synthetic_weight_type(name);
 }
 
 void fill_standard_normal(uint64_t stream_seed, float* out, int64_t n) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "model/k_quant_mix.h"
 
 namespace glacier::model {
 
@@ -34,6 +35,8 @@ struct SyntheticModelSpec {
   std::string rope_scaling_type;
   float rope_scaling_factor = 1.0f;
   kernels::WeightType weight_type = kernels::WeightType::F32;  // 2-D weights; norms stay f32
+  // A llama-quantize K-quant mix: per-tensor types (k_quant_mix.h) instead of weight_type everywhere.
+  KQuantMix k_quant_mix = KQuantMix::None;
   uint64_t seed = 1;
   std::string vocab_from;  // a GGUF file whose tokenizer.* keys are copied; empty = built-in vocabulary
   int threads = 0;         // 0 = all hardware threads; the bytes never depend on it
@@ -41,9 +44,12 @@ struct SyntheticModelSpec {
 
 // "tiny", "llama-1b", "llama-7b"; InputError listing them for any other name.
 SyntheticModelSpec synthetic_preset(const std::string& preset);
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs"; InputError listing them for any
-// other name.
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k" .. "q6_k" (one type
+// for every 2-D weight); InputError listing them and the mixes for any other name.
 kernels::WeightType synthetic_weight_type(const std::string& name);
+// --type: one of those types, or a K-quant mix name ("q3_k_s" .. "q5_k_m"); sets weight_type (a mix's
+// base type) and k_quant_mix.
+void set_synthetic_type(SyntheticModelSpec& spec, const std::string& name);
 
 struct SyntheticModelSummary {
   int32_t n_vocab = 0;

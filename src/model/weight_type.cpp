@@ -21,9 +21,11 @@ kernels::WeightType weight_type_of(const gguf::File& f, const gguf::TensorInfo& 
     case gguf::TensorType::Q5_1: return kernels::WeightType::Q5_1;
     case gguf::TensorType::IQ4_NL: return kernels::WeightType::IQ4_NL;
     case gguf::TensorType::IQ4_XS: return kernels::WeightType::IQ4_XS;
+    case gguf::TensorType::Q2_K: return kernels::WeightType::Q2_K;
+    case gguf::TensorType::Q3_K: return kernels::WeightType::Q3_K;
     default:
       throw InputError(f.path() + ": tensor '" + t.name +
-                       "': expected a supported weight type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q4_k, q5_k, q6_k), found " +
+                       "': expected a supported weight type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k, q4_k, q5_k, q6_k), found " +
                        gguf::type_name(t.type));
   }
 }

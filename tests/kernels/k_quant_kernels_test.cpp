@@ -3,6 +3,7 @@
 // dequantized rows, and Q8_K quantization checked against its definition.
 #include <gtest/gtest.h>
 #include "common/isa_param_name.h"
+#include "common/k_quant_test_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,35 +21,11 @@ namespace {
 
 const std::vector<int64_t> kLengths = {256, 512, 1024, 4096};
 
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return v;
-}
-
-// Super-blocks of random bytes (every bit pattern of levels, scales and mins) with plausible scales.
+using testing::random_floats;
+using testing::same_bits;
 template <class Block>
-std::vector<Block> random_blocks(std::mt19937& rng, int64_t n) {
-  std::vector<Block> blocks(static_cast<size_t>(n / kQK_K));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(1e-4f, 2e-3f);
-  for (Block& b : blocks) {
-    auto* raw = reinterpret_cast<unsigned char*>(&b);
-    for (size_t i = 0; i < sizeof(Block); ++i) raw[i] = static_cast<unsigned char>(byte(rng));
-    b.d = f32_to_fp16(scale(rng));
-    if constexpr (requires { b.dmin; }) b.dmin = f32_to_fp16(scale(rng));
-  }
-  return blocks;
-}
-
-std::vector<BlockQ8_K> quantized(const std::vector<float>& x) {
-  std::vector<BlockQ8_K> q(x.size() / kQK_K);
-  ref_kernels().quantize_row_q8_k(x.data(), q.data(), static_cast<int64_t>(x.size()));
-  return q;
-}
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+std::vector<Block> random_blocks(std::mt19937& rng, int64_t n) { return testing::random_k_blocks<Block>(rng, n); }
+std::vector<BlockQ8_K> quantized(const std::vector<float>& x) { return testing::quantized_q8_k(x); }
 
 template <class Block>
 using KDot = float (*)(const Block*, const BlockQ8_K*, int64_t);

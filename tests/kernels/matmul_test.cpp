@@ -79,7 +79,9 @@ TestWeights make_weights(WeightType t, std::mt19937& rng) {
     case WeightType::Q4_K:
     case WeightType::Q5_K:
     case WeightType::Q6_K:
-      ADD_FAILURE() << "K-quant matrices are covered by k_quant_kernels_test";
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
+      ADD_FAILURE() << "K-quant matrices are covered by k_quant_kernels_test and low_bit_k_quant_kernels_test";
       break;
     case WeightType::Q4_1:
     case WeightType::Q5_0:

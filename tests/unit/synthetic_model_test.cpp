@@ -404,8 +404,9 @@ TEST(SyntheticModel, BadSpecsAreInputErrorsNamingTheOption) {
   EXPECT_NE(error_for([](SyntheticModelSpec& s) { s.weight_type = WeightType::IQ4_XS; })
                 .find("--n-embd: expected a multiple of 256 (the block size of --type iq4_xs), found 64"),
             std::string::npos);
-  EXPECT_NE(input_error_of([] { synthetic_weight_type("q4_k"); })
-                .find("--type: expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl or iq4_xs, found 'q4_k'"),
+  EXPECT_NE(input_error_of([] { synthetic_weight_type("q8_1"); })
+                .find("--type: expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k, q4_k, "
+                      "q5_k, q6_k or a K-quant mix (q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m), found 'q8_1'"),
             std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.gguf"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.gguf.partial"));
@@ -433,6 +434,18 @@ TEST(SyntheticModel, PresetsHaveTheStatedShapes) {
   EXPECT_EQ(synthetic_weight_type("q5_1"), WeightType::Q5_1);
   EXPECT_EQ(synthetic_weight_type("iq4_nl"), WeightType::IQ4_NL);
   EXPECT_EQ(synthetic_weight_type("iq4_xs"), WeightType::IQ4_XS);
+  EXPECT_EQ(synthetic_weight_type("q2_k"), WeightType::Q2_K);
+  EXPECT_EQ(synthetic_weight_type("q3_k"), WeightType::Q3_K);
+  EXPECT_EQ(synthetic_weight_type("q4_k"), WeightType::Q4_K);
+  EXPECT_EQ(synthetic_weight_type("q5_k"), WeightType::Q5_K);
+  EXPECT_EQ(synthetic_weight_type("q6_k"), WeightType::Q6_K);
+  SyntheticModelSpec s;
+  set_synthetic_type(s, "q5_k_m");
+  EXPECT_EQ(s.weight_type, WeightType::Q5_K);
+  EXPECT_EQ(s.k_quant_mix, KQuantMix::Q5_K_M);
+  set_synthetic_type(s, "q2_k");
+  EXPECT_EQ(s.weight_type, WeightType::Q2_K);
+  EXPECT_EQ(s.k_quant_mix, KQuantMix::None);
 }
 
 TEST(SyntheticNormal, IsDeterministicAndStandard) {
