@@ -323,6 +323,11 @@ std::vector<std::string_view> with_sampling(std::vector<std::string_view> keys) 
   return keys;
 }
 
+std::vector<std::string_view> with_keys(std::vector<std::string_view> keys, std::initializer_list<std::string_view> more) {
+  keys.insert(keys.end(), more.begin(), more.end());
+  return keys;
+}
+
 void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (auto v = f.integer("max_tokens", 0, kIntMax, "an integer >= 0")) r.max_tokens = static_cast<int>(*v);
@@ -392,7 +397,7 @@ void read_plain_line(const json& object, PromptRecord& r) {
   }
   // After the id, so that the error row of a line with a misspelt key still carries its id.
   static const std::vector<std::string_view> keys =
-      with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation", "top_logprobs"});
+      with_keys(with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation"}), {"top_logprobs"});
   check_keys(object, "", keys, false);
   const bool has_score = f.has("context") || f.has("continuation");
   const int n_inputs = int(f.has("prompt")) + int(f.has("prompt_token_ids")) + int(f.has("messages")) + int(has_score);
@@ -433,8 +438,8 @@ void read_batch_line(const json& object, PromptRecord& r) {
 
   FieldReader f(body, "body.");
   static const std::vector<std::string_view> chat_keys =
-      with_sampling({"messages", "max_completion_tokens", "logprobs", "top_logprobs"});
-  static const std::vector<std::string_view> completion_keys = with_sampling({"prompt", "logprobs"});
+      with_keys(with_sampling({"messages", "max_completion_tokens"}), {"logprobs", "top_logprobs"});
+  static const std::vector<std::string_view> completion_keys = with_keys(with_sampling({"prompt"}), {"logprobs"});
   check_keys(body, "body.", chat ? chat_keys : completion_keys, true);
   if (chat) {
     r.messages_json = f.messages("messages");
