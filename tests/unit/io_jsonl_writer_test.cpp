@@ -195,7 +195,9 @@ TEST(IoJsonlWriter, OpenAiBatchLinesHaveEveryDocumentedField) {
         EXPECT_EQ(lp["tokens"], json({" Paris", "\n"}));
         EXPECT_EQ(lp["text_offset"], json({0, 6}));
         EXPECT_EQ(lp["token_logprobs"][0].get<float>(), -0.1f);
-        if (k == 2) EXPECT_EQ(lp["top_logprobs"][0], json({{" Paris", -0.1}, {"\xEF\xBF\xBD", -3.0}}));
+        if (k == 2) {
+          EXPECT_EQ(lp["top_logprobs"][0], json({{" Paris", -0.1}, {"\xEF\xBF\xBD", -3.0}}));
+        }
       }
     }
 
