@@ -15,6 +15,19 @@ SHARD_NAME = re.compile(r"shard-(\d+)-of-(\d+)\.h5$")
 # Attributes that must agree between shards: results computed differently must not be mixed.
 MUST_AGREE = ("glacier_results_format", "model_sha256", "result_settings", "mode", "tensor_types")
 ROWS_PER_CHUNK = 1024  # as src/io/hdf5_results.cpp writes
+# Columns of [tokens x width] per row, width their "width" attribute (each shard's largest top_logprobs),
+# and the marker past a row's own k.
+WIDE_COLUMNS = {"top_logprob_ids": -1, "top_logprob_values": np.nan}
+
+
+def widen(row, width, to_width, marker):
+    """A row's flat [tokens x width] values spread to to_width, the new slots holding marker."""
+    if width == to_width or len(row) == 0:
+        return row
+    grid = np.asarray(row).reshape(-1, width)
+    padded = np.full((grid.shape[0], to_width), marker, dtype=grid.dtype)
+    padded[:, :width] = grid
+    return padded.reshape(-1)
 
 
 def fail(message):
@@ -51,6 +64,7 @@ def merge(paths, out_path, prompts_path):
     n = len(paths)
     columns, dtypes, first_attrs = None, None, None
     rows = {}  # column -> list of values, in global index order after sorting
+    widths = {}  # wide column -> per row, the width its shard wrote it at
     order = []
     total_prompts, resumes, hosts, runs = 0, 0, [], []
     for k, path in enumerate(paths):
@@ -83,6 +97,8 @@ def merge(paths, out_path, prompts_path):
             local_index = r["index"][:length]
             for c in columns:
                 values = r[c][:length]
+                if c in WIDE_COLUMNS:
+                    widths.setdefault(c, []).extend([int(r[c].attrs.get("width", 0))] * length)
                 if c == "index":
                     values = local_index * n + k  # see array_shard.sbatch: prompt c is in shard c mod n
                 rows[c].extend(values)
@@ -111,9 +127,12 @@ def merge(paths, out_path, prompts_path):
         group = out.create_group("results")
         for c in columns:
             data = np.empty(len(sort), dtype=object) if dtypes[c] == object else np.empty(len(sort), dtypes[c])
+            to_width = max(widths[c], default=0) if c in WIDE_COLUMNS else 0
             for i, j in enumerate(sort):
-                data[i] = rows[c][j]
-            group.create_dataset(c, data=data, dtype=dtypes[c], maxshape=(None,), chunks=(ROWS_PER_CHUNK,))
+                data[i] = widen(rows[c][j], widths[c][j], to_width, WIDE_COLUMNS[c]) if c in WIDE_COLUMNS else rows[c][j]
+            dataset = group.create_dataset(c, data=data, dtype=dtypes[c], maxshape=(None,), chunks=(ROWS_PER_CHUNK,))
+            if c in WIDE_COLUMNS:
+                dataset.attrs["width"] = np.int64(to_width)
     os.replace(tmp, out_path)  # a reader never sees a half-written merge
     print(f"merge_shards: {total_prompts} results from {n} shards -> {out_path}")
 

@@ -374,6 +374,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   PromptBook book(o, tok, chat);
   const std::vector<io::PromptRecord>& records = book.records();
   ResultSink sink(o, provenance, records);
+  sink.set_token_text([&tok](int32_t id) { return tok.token_to_piece(id, true); });
   const std::vector<bool> finished = o.resume ? sink.resume() : std::vector<bool>(records.size(), false);
   const int64_t already = std::count(finished.begin(), finished.end(), true);
   Progress progress(static_cast<int64_t>(records.size()));

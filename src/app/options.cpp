@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "compute/top_logprobs.h"
 #include "io/prompt_record.h"
 #include "model/chat_template.h"
 #include "util/error.h"
@@ -165,6 +166,9 @@ po::options_description describe(JobOptions& o) {
          o.logit_bias = parse_logit_bias(v);
        }),
        "ID:BIAS,...: add BIAS in [-100, 100] to the token's logit before sampling (repeatable)")
+      ("top-logprobs", po::value(&o.top_logprobs)->default_value(o.top_logprobs),
+       "0..20: per generated token, return the K most likely tokens with their log-probs (as \"top_logprobs\"; "
+       "OpenAI batch lines ask in their body instead)")
       ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts")
       ("chat-template", po::value(&o.chat_template), "template for \"messages\" prompts: chatml | llama3 | llama2 | mistral | "
                                                      "deepseek | gemma (default: recognized from the model file)");
@@ -233,6 +237,11 @@ void check(const JobOptions& o) {
   if (!(o.temperature >= 0.0f && std::isfinite(o.temperature)))
     bad("temperature", "a finite value >= 0", shown(o.temperature));
   if (o.top_k < 0) bad("top-k", "a count >= 0", std::to_string(o.top_k));
+  if (o.top_logprobs < 0 || o.top_logprobs > compute::kMaxTopLogprobs)
+    bad("top-logprobs", "a count in 0.." + std::to_string(compute::kMaxTopLogprobs), std::to_string(o.top_logprobs));
+  if (o.top_logprobs > 0 && o.mode != "generate")
+    bad("top-logprobs", "0 with --mode " + o.mode + " (alternatives are returned for generated tokens only)",
+        std::to_string(o.top_logprobs));
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) bad("top-p", "a value in (0, 1]", shown(o.top_p));
   if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) bad("min-p", "a value in [0, 1]", shown(o.min_p));
   if (!(o.repetition_penalty > 0.0f && std::isfinite(o.repetition_penalty)))

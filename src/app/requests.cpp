@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "app/prompt_sampling.h"
+#include "compute/top_logprobs.h"
 #include "util/error.h"
 
 namespace glacier::app {
@@ -33,7 +34,8 @@ ChatSetup choose_chat_template(const JobOptions& opt, const std::optional<std::s
 namespace {
 
 static_assert(io::kMaxLogitBiasEntries == static_cast<size_t>(compute::kMaxLogitBiasEntries) &&
-                  io::kMaxStopTokenIds == static_cast<size_t>(compute::kMaxStopTokenIds),
+                  io::kMaxStopTokenIds == static_cast<size_t>(compute::kMaxStopTokenIds) &&
+                  io::kMaxTopLogprobs == compute::kMaxTopLogprobs,
               "the prompt reader's bounds are the engine's");
 
 // The ids a prompt names must be in the model's vocabulary; the message names the prompt's key, or the
@@ -94,6 +96,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   plan.stop_token_ids = sampling.stop_token_ids;
   plan.ignore_eos = sampling.ignore_eos;
   plan.min_tokens = sampling.min_tokens;
+  plan.top_logprobs = std::min(sampling.top_logprobs, tok.n_vocab());
   req = {};
   req.seq = seq;
   req.prompt_key = prompt_key(rec.id);
@@ -103,6 +106,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   req.sampling.top_p = sampling.top_p;
   req.sampling.min_p = sampling.min_p;
   req.sampling.seed = sampling.seed;
+  req.sampling.top_logprobs = plan.top_logprobs;
   if (auto err = set_sequence_controls(rec, sampling, tok, req)) return err;
   const bool add_special = !opt.no_bos;
   if (rec.is_chat()) {
@@ -124,6 +128,10 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   }
   if (rec.is_score()) {
     if (opt.mode != "score") return "a context/continuation record needs --mode score";
+    if (sampling.top_logprobs > 0)
+      return std::string("top_logprobs ") + std::to_string(sampling.top_logprobs) +
+             (rec.top_logprobs ? "" : " (from --top-logprobs)") +
+             ": expected 0 for a context/continuation record (alternatives are returned for generated tokens only)";
     req.mode = pipeline::SeqMode::Score;
     // As evaluation harnesses do: tokenize context + continuation as one text and take the tokens past
     // the context's own tokenization as the continuation (so a leading space joins its word, and no
@@ -229,6 +237,11 @@ io::ResultRecord make_result(const model::Tokenizer& tok, const PromptPlan& plan
   }
   r.tokens = out.generated;
   r.logprobs = out.logprobs;
+  r.top_logprobs = plan.top_logprobs;
+  r.top_ids = out.top_ids;
+  r.top_values = out.top_logprobs;
+  GLACIER_ASSERT(r.top_ids.size() == r.tokens.size() * static_cast<size_t>(r.top_logprobs),
+                 "top_logprobs alternatives for every generated token");
   r.text = tok.decode(out.generated);
   r.finish_reason = out.finish == pipeline::FinishReason::Stop ? "stop" : "length";
   // A stop string ends the text where it begins, or with include_stop_str_in_output where it ends

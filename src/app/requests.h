@@ -23,6 +23,7 @@ struct PromptPlan {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t min_tokens = 0;         // nothing ends the row before this many tokens
+  int32_t top_logprobs = 0;       // alternatives per generated token (at most the vocabulary's size)
   int32_t n_prompt = 0;           // tokens of the prompt (score: of the context)
   std::vector<int32_t> continuation;  // score mode: the continuation's tokens
   std::vector<int32_t> prompt_tokens;

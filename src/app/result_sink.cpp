@@ -5,6 +5,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <variant>
@@ -68,6 +70,15 @@ uint64_t estimated_bytes(const io::ResultRecord& r) {
 // not cross file systems), named for the process so two attempts never share one.
 std::string temporary_path(const std::string& out) { return out + ".new-" + std::to_string(::getpid()); }
 
+// OpenAI's "created" of every line: when the file's first run started, so a resumed run writes the
+// lines an uninterrupted one would. Now, should that time not read as "YYYY-MM-DDTHH:MM:SSZ".
+int64_t unix_seconds(const std::string& utc) {
+  std::tm tm{};
+  const char* end = strptime(utc.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (!end || *end != '\0') return static_cast<int64_t>(std::time(nullptr));
+  return static_cast<int64_t>(timegm(&tm));
+}
+
 }  // namespace
 
 std::optional<uint64_t> statvfs_free_space(const std::string& path) {
@@ -97,7 +108,10 @@ void ResultSink::check_outputs(const JobOptions& o) {
 ResultSink::ResultSink(const JobOptions& o, const Provenance& p, const std::vector<io::PromptRecord>& records)
     : options_(o), provenance_(p), records_(records), last_flush_(now_seconds()) {
   digests_.reserve(records.size());
-  for (const auto& rec : records) digests_.push_back(prompt_digest(rec, o));
+  for (const auto& rec : records) {
+    digests_.push_back(prompt_digest(rec, o));
+    if (rec.ok) top_logprobs_width_ = std::max(top_logprobs_width_, sampling_for(rec, o).top_logprobs);
+  }
   if (!o.resume) open_outputs({}, nlohmann::json::array(), 0);
 }
 
@@ -118,13 +132,14 @@ static nlohmann::json this_run(const Provenance& p) {
 void ResultSink::open_outputs(const std::vector<io::ResultRecord>& rows, nlohmann::json runs, int64_t resumes) {
   runs.push_back(this_run(provenance_));
   runs_ = std::move(runs);
+  created_ = unix_seconds(runs_[0].is_object() ? runs_[0].value("started_at", std::string()) : std::string());
   if (!options_.h5_out.empty()) {
     std::error_code ec;
     if (!options_.resume && std::filesystem::exists(options_.h5_out, ec))
       GLACIER_LOG_WARN("replacing the existing results file %s (to continue it instead, run with --resume)",
                        options_.h5_out.c_str());
     const std::string building = temporary_path(options_.h5_out);
-    h5_ = std::make_unique<io::ResultsFile>(building, io::ResultsFile::Mode::Create);
+    h5_ = std::make_unique<io::ResultsFile>(building, io::ResultsFile::Mode::Create, top_logprobs_width_);
     write_provenance(resumes);
     for (const auto& r : rows) h5_->append(r);
     h5_->move_to(options_.h5_out);
@@ -224,13 +239,18 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
   if (!jsonl_) return;
   const io::PromptRecord& record = records_[static_cast<size_t>(r.index)];
   if (record.format != io::PromptFormat::OpenAiBatch) {
-    jsonl_->put(r.index, io::format_result_line(r));
+    jsonl_->put(r.index, io::format_result_line(r, token_text_));
     return;
   }
   io::OpenAiBatchLine line;
   line.custom_id = record.custom_id.value_or(record.id);
   line.request_number = r.index + 1;
   line.chat = record.is_chat();
+  line.bad_request = !record.ok;
+  line.model = std::filesystem::path(options_.model).filename().string();
+  line.created = created_;
+  line.logprobs = record.openai_logprobs;
+  line.token_text = token_text_;
   jsonl_->put(r.index, io::format_openai_batch_line(r, line));
 }
 

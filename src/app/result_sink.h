@@ -72,6 +72,10 @@ class ResultSink {
   // Prompts finished so far, including those an earlier run finished.
   int64_t done() const { return done_; }
 
+  // How a token id reads as text, for top_logprobs and OpenAI log-probs (the driver's tokenizer); set
+  // before resume() or the first put() of a row that needs it.
+  void set_token_text(io::TokenText token_text) { token_text_ = std::move(token_text); }
+
   // Tests simulate a full disk with this; the default asks statvfs.
   void set_free_space_probe(FreeSpaceProbe probe) { free_space_ = std::move(probe); }
 
@@ -91,6 +95,7 @@ class ResultSink {
   const std::vector<io::PromptRecord>& records_;
   std::vector<std::string> digests_;  // prompt_digest of each record
   nlohmann::json runs_;               // every run that wrote this file, this one last
+  int64_t created_ = 0;               // OpenAI lines' "created": the first run's start, Unix seconds
   std::unique_ptr<io::ResultsFile> h5_;
   std::unique_ptr<io::OrderedLineWriter> jsonl_;
   bool opened_ = false;
@@ -100,6 +105,8 @@ class ResultSink {
   double last_flush_;                      // now_seconds() of the last HDF5 flush
   std::string h5_error_;                   // the first HDF5 write error; the file takes no more rows
   FreeSpaceProbe free_space_ = statvfs_free_space;
+  io::TokenText token_text_;
+  int32_t top_logprobs_width_ = 0;  // the largest top_logprobs any prompt asks for: the HDF5 columns' width
 };
 
 }  // namespace glacier::app

@@ -100,6 +100,9 @@ std::vector<uint8_t> encode_result(const io::ResultRecord& r) {
   w.put_vector(r.tokens);
   w.put_string(r.text);
   w.put_vector(r.logprobs);
+  w.put<int32_t>(r.top_logprobs);
+  w.put_vector(r.top_ids);
+  w.put_vector(r.top_values);
   w.put_string(r.finish_reason);
   w.put<double>(r.time_to_first_token_s);
   w.put<double>(r.total_time_s);
@@ -120,6 +123,9 @@ io::ResultRecord decode_result(const uint8_t* data, size_t size) {
   r.tokens = in.get_vector<int32_t>();
   r.text = in.get_string();
   r.logprobs = in.get_vector<float>();
+  r.top_logprobs = in.get<int32_t>();
+  r.top_ids = in.get_vector<int32_t>();
+  r.top_values = in.get_vector<float>();
   r.finish_reason = in.get_string();
   r.time_to_first_token_s = in.get<double>();
   r.total_time_s = in.get<double>();

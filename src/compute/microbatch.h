@@ -23,6 +23,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // 0 = off; over the output's tokens
   float frequency_penalty = 0.0f;   // 0 = off; over the output's tokens
   int32_t min_tokens = 0;           // before this many output tokens, the sequence's min-tokens ids are masked
+  int32_t top_logprobs = 0;         // alternatives returned per sampled token (0..kMaxTopLogprobs; top_logprobs.h)
 
   // Whether the sampler needs the sequence's token counts (the last stage keeps them per KV slot).
   bool penalized() const {
@@ -89,6 +90,8 @@ struct ChunkResult {
   int32_t first_target = 0;  // Score: index of this chunk's entries in the target arrays below
   int32_t n_targets = 0;
   int32_t non_finite = 0;    // 1: NaN/Inf in this chunk's hidden state or logits (the prompt fails)
+  int32_t first_top = 0;     // Sample: index of this chunk's alternatives in the top arrays below
+  int32_t n_top = 0;         // Sample: how many (sampling.top_logprobs, or the vocabulary if smaller)
 };
 
 struct MicroBatchResult {
@@ -96,10 +99,14 @@ struct MicroBatchResult {
   std::vector<ChunkResult> chunks;
   std::vector<float> target_logprobs;  // Score: log p(target) per scored position
   std::vector<uint8_t> target_greedy;  // Score: 1 when the target was the argmax
+  std::vector<int32_t> top_ids;        // Sample: the most likely tokens, best first (compute/top_logprobs.h)
+  std::vector<float> top_logprobs;     // Sample: their log-probs, under the chosen token's distribution
   void clear() {
     chunks.clear();
     target_logprobs.clear();
     target_greedy.clear();
+    top_ids.clear();
+    top_logprobs.clear();
   }
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compute/top_logprobs.h"
+
 namespace glacier::compute {
 namespace {
 
@@ -75,6 +77,18 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
         TokenChoice t = sampler_.choose(lg, c.sampling, c.prompt_key, c.step);
         r.token = t.token;
         r.logprob = t.logprob;
+        if (c.sampling.top_logprobs > 0) {
+          // The same processed row and log-sum-exp as the chosen token's log-prob, so a greedy row's
+          // first alternative is its token with exactly its log-prob.
+          const size_t at = out.top_ids.size();
+          out.top_ids.resize(at + static_cast<size_t>(kMaxTopLogprobs));
+          out.top_logprobs.resize(at + static_cast<size_t>(kMaxTopLogprobs));
+          r.first_top = static_cast<int32_t>(at);
+          r.n_top = top_logprobs(lg, n_vocab, c.sampling.top_logprobs, t.lse, out.top_ids.data() + at,
+                                 out.top_logprobs.data() + at);
+          out.top_ids.resize(at + static_cast<size_t>(r.n_top));
+          out.top_logprobs.resize(at + static_cast<size_t>(r.n_top));
+        }
       } else {
         auto [lp, greedy] = target_logprob(lg, n_vocab, mb.targets[group[i]]);
         out.target_logprobs[target_index] = static_cast<float>(lp);

@@ -122,7 +122,8 @@ TokenChoice Sampler::choose(const float* logits, const SamplingParams& p, uint64
       }
     }
   }
-  out.logprob = static_cast<float>(static_cast<double>(logits[out.token]) - log_sum_exp(logits, n_vocab_));
+  out.lse = log_sum_exp(logits, n_vocab_);
+  out.logprob = static_cast<float>(static_cast<double>(logits[out.token]) - out.lse);
   return out;
 }
 

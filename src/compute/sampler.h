@@ -18,6 +18,7 @@ struct TokenChoice {
   // log p(token) under softmax of the row given to choose(): the model's logits after the sequence's
   // logit_bias, min_tokens mask and penalties (logits_processing.h), before temperature and filters.
   float logprob = 0.0f;
+  double lse = 0.0;  // log_sum_exp of that row (the normaliser of every log-prob it yields)
 };
 
 class Sampler {

@@ -29,9 +29,13 @@ using h5::Handle;
 // they differ from that repaired form, and is empty otherwise.
 // ScoreSum is sum_logprob, NaN on disk for rows that are not scores; ScoreFlag is greedy as int8
 // (-1 not a score, 0 false, 1 true), so the "score" flag survives the round trip.
-enum class Kind { String, Int64, Float64, ScoreSum, ScoreFlag, Int32List, Float32List, RawBytes };
-using Field = std::variant<std::string ResultRecord::*, int64_t ResultRecord::*, double ResultRecord::*,
-                           std::vector<int32_t> ResultRecord::*, std::vector<float> ResultRecord::*, std::monostate>;
+// TopIds and TopValues hold a row's top_logprobs alternatives at the file's fixed width W (attribute
+// "width" of both datasets): [tokens x W] row-major, the row's own k first in each token's W, the rest
+// kNoTopId / NaN; empty for a row that asked for none (Int32 column top_logprobs = 0).
+enum class Kind { String, Int64, Int32, Float64, ScoreSum, ScoreFlag, Int32List, Float32List, RawBytes, TopIds, TopValues };
+using Field = std::variant<std::string ResultRecord::*, int64_t ResultRecord::*, int32_t ResultRecord::*,
+                           double ResultRecord::*, std::vector<int32_t> ResultRecord::*,
+                           std::vector<float> ResultRecord::*, std::monostate>;
 struct ColumnSpec {
   const char* name;
   Kind kind;
@@ -46,6 +50,9 @@ const ColumnSpec kColumns[] = {
     {"tokens", Kind::Int32List, &ResultRecord::tokens},
     {"text", Kind::String, &ResultRecord::text},
     {"logprobs", Kind::Float32List, &ResultRecord::logprobs},
+    {"top_logprobs", Kind::Int32, &ResultRecord::top_logprobs},
+    {"top_logprob_ids", Kind::TopIds, std::monostate{}},
+    {"top_logprob_values", Kind::TopValues, std::monostate{}},
     {"finish_reason", Kind::String, &ResultRecord::finish_reason},
     {"time_to_first_token", Kind::Float64, &ResultRecord::time_to_first_token_s},
     {"total_time", Kind::Float64, &ResultRecord::total_time_s},
@@ -60,19 +67,26 @@ constexpr hsize_t kChunkRows = 1024;          // rows per chunk: a few KB to ten
 constexpr size_t kMaxBufferedRows = 4096;     // bounds memory between the caller's flushes
 // 2: string columns repaired to valid UTF-8, text_bytes, and the prompt_digest and sampling columns
 // (a format-1 file cannot tell which prompt a row answered, so it is not read back).
-constexpr int64_t kFormatVersion = 2;
+// 3: top_logprobs, top_logprob_ids and top_logprob_values (fixed width), and "top_logprobs" in the
+// sampling column; a format-2 file has no place for a row's alternatives, so it is not read back.
+constexpr int64_t kFormatVersion = 3;
 constexpr const char* kFormatAttribute = "glacier_results_format";
+constexpr const char* kWidthAttribute = "width";
 constexpr int8_t kGreedyNotScored = -1;
+constexpr int32_t kNoTopId = -1;  // top_logprob_ids past a row's own k
 
 Handle file_type(Kind kind) {
   switch (kind) {
     case Kind::String: return h5::vlen_string_type();
     case Kind::Int64: return Handle(check(H5Tcopy(H5T_STD_I64LE), "H5Tcopy"), H5Tclose);
+    case Kind::Int32: return Handle(check(H5Tcopy(H5T_STD_I32LE), "H5Tcopy"), H5Tclose);
     case Kind::Float64:
     case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_IEEE_F64LE), "H5Tcopy"), H5Tclose);
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_STD_I8LE), "H5Tcopy"), H5Tclose);
-    case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
-    case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::Int32List:
+    case Kind::TopIds: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::Float32List:
+    case Kind::TopValues: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
     case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_STD_U8LE), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
@@ -82,11 +96,14 @@ Handle memory_type(Kind kind) {
   switch (kind) {
     case Kind::String: return h5::vlen_string_type();
     case Kind::Int64: return Handle(check(H5Tcopy(H5T_NATIVE_INT64), "H5Tcopy"), H5Tclose);
+    case Kind::Int32: return Handle(check(H5Tcopy(H5T_NATIVE_INT32), "H5Tcopy"), H5Tclose);
     case Kind::Float64:
     case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_NATIVE_DOUBLE), "H5Tcopy"), H5Tclose);
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_NATIVE_INT8), "H5Tcopy"), H5Tclose);
-    case Kind::Int32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
-    case Kind::Float32List: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
+    case Kind::Int32List:
+    case Kind::TopIds: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
+    case Kind::Float32List:
+    case Kind::TopValues: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
     case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_NATIVE_UINT8), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
@@ -101,6 +118,19 @@ Handle create_column(hid_t group, const ColumnSpec& spec, const std::string& pat
   return Handle(check(H5Dcreate2(group, spec.name, type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                       path + ": cannot create dataset /results/" + spec.name),
                 H5Dclose);
+}
+
+// The width of the top-logprob columns, from their "width" attribute.
+int32_t top_width(hid_t group, const std::string& path) {
+  Handle dataset(check(H5Dopen2(group, "top_logprob_ids", H5P_DEFAULT), path + ": cannot open /results/top_logprob_ids"),
+                 H5Dclose);
+  const auto attributes = h5::read_attributes(dataset.get());
+  const auto it = attributes.find(kWidthAttribute);
+  const auto* width = it == attributes.end() ? nullptr : std::get_if<int64_t>(&it->second);
+  if (!width || *width < 0 || *width > std::numeric_limits<int32_t>::max())
+    throw InputError("results file " + path + ": expected an integer attribute " + kWidthAttribute +
+                     " >= 0 on /results/top_logprob_ids, found " + (width ? std::to_string(*width) : std::string("none")));
+  return static_cast<int32_t>(*width);
 }
 
 // Refuses a results file of another format version before its columns are read, naming both versions.
@@ -166,9 +196,59 @@ std::vector<T> from_vlen(const hvl_t& v) {
 }
 
 // Gathers one column of `rows` into the memory layout HDF5 expects and hands it to write(data).
+// A row's alternatives spread to the file's width: [tokens x width], kNoTopId / NaN past its own k.
+template <typename T>
+std::vector<T> widened(const ResultRecord& r, const std::vector<T>& values, int32_t width, T marker) {
+  if (r.top_logprobs == 0) return {};
+  GLACIER_ASSERT(r.top_logprobs <= width && values.size() == r.tokens.size() * static_cast<size_t>(r.top_logprobs),
+                 "a row's top_logprobs fit the results file's width");
+  const auto k = static_cast<size_t>(r.top_logprobs), w = static_cast<size_t>(width);
+  std::vector<T> out(r.tokens.size() * w, marker);
+  for (size_t t = 0; t < r.tokens.size(); ++t) std::copy_n(values.begin() + t * k, k, out.begin() + t * w);
+  return out;
+}
+
+// The inverse of widened(): the row's own k of each token's width.
+template <typename T>
+std::vector<T> narrowed(const ResultRecord& r, const std::vector<T>& stored, int32_t width, const std::string& path) {
+  if (r.top_logprobs == 0 && stored.empty()) return {};
+  const auto k = static_cast<size_t>(r.top_logprobs), w = static_cast<size_t>(width);
+  if (r.top_logprobs < 0 || k > w || stored.size() != r.tokens.size() * w)
+    throw InputError("results file " + path + ": row " + std::to_string(r.index) + " has " + std::to_string(stored.size()) +
+                     " top-logprob entries, expected tokens x width = " + std::to_string(r.tokens.size()) + " x " +
+                     std::to_string(width) + " with top_logprobs " + std::to_string(r.top_logprobs) + " <= width");
+  std::vector<T> out(r.tokens.size() * k);
+  for (size_t t = 0; t < r.tokens.size(); ++t) std::copy_n(stored.begin() + t * w, k, out.begin() + t * k);
+  return out;
+}
+
 template <typename Write>
-void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, Write&& write) {
+void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, int32_t width, Write&& write) {
   switch (spec.kind) {
+    case Kind::Int32: {
+      auto field = std::get<int32_t ResultRecord::*>(spec.field);
+      std::vector<int32_t> values;
+      for (const auto& r : rows) values.push_back(r.*field);
+      return write(values.data());
+    }
+    case Kind::TopIds:
+    case Kind::TopValues: {
+      std::vector<std::vector<int32_t>> ids;
+      std::vector<std::vector<float>> logprobs;
+      std::vector<hvl_t> values;
+      ids.reserve(rows.size());  // as_vlen keeps pointers into these
+      logprobs.reserve(rows.size());
+      for (const auto& r : rows) {
+        if (spec.kind == Kind::TopIds) {
+          ids.push_back(widened(r, r.top_ids, width, kNoTopId));
+          values.push_back(as_vlen(ids.back()));
+        } else {
+          logprobs.push_back(widened(r, r.top_values, width, std::numeric_limits<float>::quiet_NaN()));
+          values.push_back(as_vlen(logprobs.back()));
+        }
+      }
+      return write(values.data());
+    }
     case Kind::String: {
       auto field = std::get<std::string ResultRecord::*>(spec.field);
       std::vector<std::string> repaired;  // only the strings that need it; the rest are written in place
@@ -232,9 +312,34 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
 // Reads one column into `rows` (already sized); read(buffer) fills buffer, reclaim(buffer) frees
 // what HDF5 allocated for variable-length data.
 template <typename Read, typename Reclaim>
-void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Read&& read, Reclaim&& reclaim) {
+void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, int32_t width, const std::string& path,
+                 Read&& read, Reclaim&& reclaim) {
   const size_t n = rows.size();
   switch (spec.kind) {
+    case Kind::Int32: {
+      auto field = std::get<int32_t ResultRecord::*>(spec.field);
+      std::vector<int32_t> values(n);
+      read(values.data());
+      for (size_t i = 0; i < n; ++i) rows[i].*field = values[i];
+      return;
+    }
+    case Kind::TopIds:
+    case Kind::TopValues: {  // after tokens and top_logprobs, which say how to narrow them
+      std::vector<hvl_t> values(n);
+      read(values.data());
+      try {
+        for (size_t i = 0; i < n; ++i) {
+          if (spec.kind == Kind::TopIds)
+            rows[i].top_ids = narrowed(rows[i], from_vlen<int32_t>(values[i]), width, path);
+          else
+            rows[i].top_values = narrowed(rows[i], from_vlen<float>(values[i]), width, path);
+        }
+      } catch (...) {
+        reclaim(values.data());
+        throw;
+      }
+      return reclaim(values.data());
+    }
     case Kind::String: {
       auto field = std::get<std::string ResultRecord::*>(spec.field);
       std::vector<char*> values(n, nullptr);
@@ -294,6 +399,7 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Read&&
 }  // namespace
 
 struct ResultsFile::Columns {
+  int32_t top_width = 0;
   Handle file;
   Handle group;
   std::vector<Handle> datasets;  // in kColumns order
@@ -317,9 +423,11 @@ void check_writable(const std::string& path) {
     throw InputError("output file " + path + ": exists and is not writable (" + std::strerror(errno) + ")");
 }
 
-ResultsFile::ResultsFile(const std::string& path, Mode mode) : path_(path), columns_(std::make_unique<Columns>()) {
+ResultsFile::ResultsFile(const std::string& path, Mode mode, int32_t top_logprobs_width)
+    : path_(path), columns_(std::make_unique<Columns>()) {
   h5::silence_errors();
   Columns& c = *columns_;
+  c.top_width = top_logprobs_width;
   if (mode == Mode::Create) {
     hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) throw InputError("cannot create results file " + path + h5::error_detail());
@@ -338,11 +446,16 @@ ResultsFile::ResultsFile(const std::string& path, Mode mode) : path_(path), colu
     for (auto& d : c.datasets)  // drop the rows of an unfinished flush so all columns agree
       check_status(H5Dset_extent(d.get(), &rows), path + ": cannot trim /results to " + std::to_string(rows) + " rows");
     rows_written_ = static_cast<int64_t>(rows);
+    c.top_width = top_width(c.group.get(), path);
   } else {
     c.group = Handle(check(H5Gcreate2(c.file.get(), "results", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                            path + ": cannot create group /results"),
                      H5Gclose);
-    for (const auto& spec : kColumns) c.datasets.push_back(create_column(c.group.get(), spec, path));
+    for (const auto& spec : kColumns) {
+      c.datasets.push_back(create_column(c.group.get(), spec, path));
+      if (spec.kind == Kind::TopIds || spec.kind == Kind::TopValues)
+        h5::write_attribute(c.datasets.back().get(), kWidthAttribute, static_cast<int64_t>(c.top_width));
+    }
     set_attribute(kFormatAttribute, kFormatVersion);
   }
   for (const auto& spec : kColumns) c.memory_types.push_back(memory_type(spec.kind));
@@ -380,7 +493,7 @@ void ResultsFile::write_buffer() {
       write_column_rows(columns_->datasets[c].get(), columns_->memory_types[c].get(), start, buffer_.size(), data,
                         "cannot write results to " + path_ + " (/results/" + spec.name + ")");
     };
-    write_column(spec, buffer_, write);
+    write_column(spec, buffer_, columns_->top_width, write);
   }
   rows_written_ += static_cast<int64_t>(buffer_.size());
   buffer_.clear();
@@ -439,6 +552,7 @@ FinishedResults read_finished(const std::string& path) {
   Handle group(check(H5Gopen2(file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);
   std::vector<Handle> datasets;
   const hsize_t n = open_columns(group.get(), path, datasets);
+  const int32_t width = top_width(group.get(), path);
 
   FinishedResults out;
   out.attributes = h5::read_attributes(file.get());
@@ -455,7 +569,7 @@ FinishedResults read_finished(const std::string& path) {
       check_status(H5Dread(datasets[c].get(), type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, buffer), what);
     };
     auto reclaim = [&](void* buffer) { H5Dvlen_reclaim(type.get(), mem_space.get(), H5P_DEFAULT, buffer); };
-    read_column(kColumns[c], out.rows, read, reclaim);
+    read_column(kColumns[c], out.rows, width, path, read, reclaim);
   }
   return out;
 }

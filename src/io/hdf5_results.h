@@ -23,8 +23,9 @@ class ResultsFile {
     Resume,  // append to an existing results file (rows already there stay)
   };
 
-  // Throws InputError naming the path when the file cannot be created or opened.
-  ResultsFile(const std::string& path, Mode mode);
+  // Throws InputError naming the path when the file cannot be created or opened. A new file's
+  // top_logprob columns are top_logprobs_width wide: no row may ask for more (a resumed file keeps its own).
+  ResultsFile(const std::string& path, Mode mode, int32_t top_logprobs_width = 0);
   ~ResultsFile();  // flushes and closes; errors there are logged, call close() to see them
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;

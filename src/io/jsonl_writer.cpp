@@ -51,31 +51,91 @@ std::string dump_line(json object) {
   return object.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-json completion_choice(const ResultRecord& r, const OpenAiBatchLine& line) {
+json token_bytes(const std::string& piece) {
+  json out = json::array();
+  for (unsigned char c : piece) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+// Rows that asked for k alternatives: per generated token, k {"id", "token", "logprob"}.
+json glacier_top_logprobs(const ResultRecord& r, const TokenText& token_text) {
+  GLACIER_ASSERT(static_cast<bool>(token_text), "token texts for a row with top_logprobs");
+  const auto k = static_cast<size_t>(r.top_logprobs);
+  json out = json::array();
+  for (size_t t = 0; t < r.tokens.size(); ++t) {
+    json alternatives = json::array();
+    for (size_t j = t * k; j < (t + 1) * k; ++j)
+      alternatives.push_back({{"id", r.top_ids[j]}, {"token", token_text(r.top_ids[j])}, {"logprob", json_float(r.top_values[j])}});
+    out.push_back(std::move(alternatives));
+  }
+  return out;
+}
+
+// OpenAI's completions log-probs: the tokens' texts, their log-probs, per token {text: logprob} of the
+// alternatives (null when none were asked; of alternatives sharing a text, the likelier one), and each
+// token's byte offset in the choice's text.
+json completion_logprobs(const ResultRecord& r, const OpenAiBatchLine& line) {
+  const auto k = static_cast<size_t>(r.top_logprobs);
+  json tokens = json::array(), offsets = json::array(), top = k > 0 ? json::array() : json(nullptr);
+  size_t offset = 0;
+  for (size_t t = 0; t < r.tokens.size(); ++t) {
+    const std::string piece = line.token_text(r.tokens[t]);
+    tokens.push_back(piece);
+    offsets.push_back(offset);
+    offset += piece.size();
+    if (k == 0) continue;
+    json alternatives = json::object();
+    for (size_t j = t * k; j < (t + 1) * k; ++j) {
+      std::string text = line.token_text(r.top_ids[j]);
+      if (find_invalid_utf8(text)) text = replace_invalid_utf8(text);  // as repair_strings would: one key
+      if (!alternatives.contains(text)) alternatives[text] = json_float(r.top_values[j]);
+    }
+    top.push_back(std::move(alternatives));
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", json_floats(r.logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
+}
+
+// OpenAI's chat log-probs: per token {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
+// "bytes"}]}, "bytes" the token's raw UTF-8 bytes (its "token" text is repaired when they are invalid).
+json chat_logprobs(const ResultRecord& r, const OpenAiBatchLine& line) {
+  const auto k = static_cast<size_t>(r.top_logprobs);
+  json content = json::array();
+  for (size_t t = 0; t < r.tokens.size(); ++t) {
+    const std::string piece = line.token_text(r.tokens[t]);
+    json alternatives = json::array();
+    for (size_t j = t * k; j < (t + 1) * k; ++j) {
+      const std::string text = line.token_text(r.top_ids[j]);
+      alternatives.push_back({{"token", text}, {"logprob", json_float(r.top_values[j])}, {"bytes", token_bytes(text)}});
+    }
+    content.push_back({{"token", piece},
+                       {"logprob", json_float(r.logprobs[t])},
+                       {"bytes", token_bytes(piece)},
+                       {"top_logprobs", std::move(alternatives)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+json completion_choice(const ResultRecord& r, const OpenAiBatchLine& line, int64_t index) {
   json finish = r.finish_reason.empty() ? json(nullptr) : json(r.finish_reason);
-  json choice = {{"index", 0}, {"finish_reason", finish}};
-  const bool with_texts = line.token_texts && line.token_texts->size() == r.logprobs.size();
+  json choice = {{"index", index}};
+  GLACIER_ASSERT(!line.logprobs || static_cast<bool>(line.token_text), "token texts for an OpenAI line with logprobs");
   if (line.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-    json content = json::array();
-    for (size_t i = 0; i < r.logprobs.size(); ++i) {
-      json item = {{"logprob", json_float(r.logprobs[i])}};
-      if (with_texts) item["token"] = (*line.token_texts)[i];
-      content.push_back(std::move(item));
-    }
-    choice["logprobs"] = {{"content", std::move(content)}};
+    choice["logprobs"] = line.logprobs ? chat_logprobs(r, line) : json(nullptr);
   } else {
     choice["text"] = r.text;
-    json logprobs = {{"token_logprobs", json_floats(r.logprobs)}};
-    if (with_texts) logprobs["tokens"] = *line.token_texts;
-    choice["logprobs"] = std::move(logprobs);
+    choice["logprobs"] = line.logprobs ? completion_logprobs(r, line) : json(nullptr);
   }
+  choice["finish_reason"] = std::move(finish);
   return choice;
 }
 
 }  // namespace
 
-std::string format_result_line(const ResultRecord& r) {
+std::string format_result_line(const ResultRecord& r, const TokenText& token_text) {
   json line = {{"id", r.id},
                {"status", r.status},
                {"prompt_tokens", r.prompt_tokens},
@@ -88,28 +148,50 @@ std::string format_result_line(const ResultRecord& r) {
     line["sum_logprob"] = std::isfinite(r.sum_logprob) ? json(r.sum_logprob) : json(nullptr);
     line["greedy"] = r.greedy;
   }
+  if (r.top_logprobs > 0) line["top_logprobs"] = glacier_top_logprobs(r, token_text);
   return dump_line(std::move(line));
 }
 
-std::string format_openai_batch_line(const ResultRecord& r, const OpenAiBatchLine& line) {
-  json out = {{"id", "batch_req_" + std::to_string(line.request_number)}, {"custom_id", line.custom_id}};
-  if (r.status != "ok") {
-    out["response"] = nullptr;
-    out["error"] = {{"code", "request_failed"}, {"message", r.error}};
+std::string format_openai_batch_line(const std::vector<ResultRecord>& choices, const OpenAiBatchLine& line) {
+  GLACIER_ASSERT(!choices.empty() && line.n >= 1, "an OpenAI batch line answers with at least one choice");
+  const std::string number = std::to_string(line.request_number);
+  json out = {{"id", "batch_req_" + number}, {"custom_id", line.custom_id}};
+  const auto failed = std::find_if(choices.begin(), choices.end(), [](const ResultRecord& r) { return r.status != "ok"; });
+  if (failed != choices.end()) {
+    // OpenAI's error body for a request it refused, and the batch line's own {code, message}.
+    json error = {{"message", failed->error},
+                  {"type", "invalid_request_error"},
+                  {"param", nullptr},
+                  {"code", line.bad_request ? "invalid_request" : "request_failed"}};
+    out["response"] = {{"status_code", 400}, {"request_id", "req_" + number}, {"body", {{"error", error}}}};
+    out["error"] = {{"code", error["code"]}, {"message", failed->error}};
     return dump_line(std::move(out));
   }
-  const auto n_prompt = static_cast<int64_t>(r.prompt_tokens.size());
-  const auto n_completion = static_cast<int64_t>(r.tokens.size());
-  json body = {{"object", line.chat ? "chat.completion" : "text_completion"},
-               {"choices", json::array({completion_choice(r, line)})},
+  int64_t n_prompt = 0, n_completion = 0;
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ResultRecord& r = choices[i];
+    // Every sample of one prompt element saw the same prompt: OpenAI counts its tokens once.
+    if (static_cast<int64_t>(i) % line.n == 0) n_prompt += static_cast<int64_t>(r.prompt_tokens.size());
+    n_completion += static_cast<int64_t>(r.tokens.size());
+    list.push_back(completion_choice(r, line, static_cast<int64_t>(i)));
+  }
+  json body = {{"id", (line.chat ? "chatcmpl-" : "cmpl-") + number},
+               {"object", line.chat ? "chat.completion" : "text_completion"},
+               {"created", line.created},
+               {"model", line.model},
+               {"choices", std::move(list)},
                {"usage",
                 {{"prompt_tokens", n_prompt},
                  {"completion_tokens", n_completion},
                  {"total_tokens", n_prompt + n_completion}}}};
-  if (!line.model.empty()) body["model"] = line.model;
-  out["response"] = {{"status_code", 200}, {"body", std::move(body)}};
+  out["response"] = {{"status_code", 200}, {"request_id", "req_" + number}, {"body", std::move(body)}};
   out["error"] = nullptr;
   return dump_line(std::move(out));
+}
+
+std::string format_openai_batch_line(const ResultRecord& r, const OpenAiBatchLine& line) {
+  return format_openai_batch_line(std::vector<ResultRecord>{r}, line);
 }
 
 void write_openai_batch_line(std::ostream& out, const ResultRecord& result, const OpenAiBatchLine& line) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -12,22 +13,33 @@
 
 namespace glacier::io {
 
+// A token id's text as the tokenizer renders it alone (its raw bytes; writers repair invalid UTF-8).
+using TokenText = std::function<std::string(int32_t id)>;
+
 // {"id", "status", "prompt_tokens", "tokens", "text", "logprobs", "finish_reason"} plus "error" for
-// failed requests and "sum_logprob", "greedy" for scores; ends with '\n'. Never throws on invalid UTF-8
-// in text (tokens may split a character): bad sequences become U+FFFD. Float log-probs are printed in
-// the shortest form that reads back as the same float32.
-std::string format_result_line(const ResultRecord& result);
+// failed requests, "sum_logprob", "greedy" for scores and, for rows that asked for top_logprobs k > 0,
+// "top_logprobs": per generated token a list of k {"id", "token", "logprob"} (token_text gives "token");
+// ends with '\n'. Never throws on invalid UTF-8 in text (tokens may split a character): bad sequences
+// become U+FFFD. Float log-probs are printed in the shortest form that reads back as the same float32.
+std::string format_result_line(const ResultRecord& result, const TokenText& token_text = {});
 
 struct OpenAiBatchLine {
   std::string custom_id;
-  int64_t request_number = 0;  // gives "batch_req_<n>"
+  int64_t request_number = 0;  // gives "batch_req_<n>", "req_<n>" and the body's "cmpl-<n>" / "chatcmpl-<n>"
   bool chat = false;           // the request went to /v1/chat/completions
-  std::string model;           // echoed when not empty
-  const std::vector<std::string>* token_texts = nullptr;  // per-token text for "logprobs", optional
+  bool bad_request = false;    // the line itself could not be read (vs. a request that failed when run)
+  std::string model;           // the body's "model": the model that answered
+  int64_t created = 0;         // the body's "created": Unix seconds
+  int64_t n = 1;               // choices per prompt: choice i answers prompt element i / n
+  bool logprobs = false;       // the request asked for log-probs (only then does a choice carry them)
+  TokenText token_text;        // needed when logprobs
 };
 
-// One line of an OpenAI batch output file ("response" with status_code 200, or "error" for a failed
-// request); ends with '\n'.
+// One line of an OpenAI batch output file: {"id", "custom_id", "response": {"status_code", "request_id",
+// "body"}, "error"}. The body is a completion with one choice per result (choices[i].index = i) and the
+// usage summed over them, or for a failed request OpenAI's error body ({"error": {"message", "type",
+// "param", "code"}}, status 400) with "error": {"code", "message"} beside it. Ends with '\n'.
+std::string format_openai_batch_line(const std::vector<ResultRecord>& choices, const OpenAiBatchLine& line);
 std::string format_openai_batch_line(const ResultRecord& result, const OpenAiBatchLine& line);
 void write_openai_batch_line(std::ostream& out, const ResultRecord& result, const OpenAiBatchLine& line);
 

@@ -226,7 +226,9 @@ struct UnimplementedKey {
   std::string_view neutral;  // JSON text of the accepted values, "" when none (only absent or null)
 };
 constexpr std::array<UnimplementedKey, 25> kUnimplementedKeys = {{
-    {"logprobs", "[false, true, 0]"},  // every result carries the sampled tokens' log-probs; no alternatives
+    // Plain lines: every row carries the sampled tokens' log-probs ("top_logprobs" asks for alternatives);
+    // OpenAI bodies honour both keys as the API defines them (read_openai_logprobs).
+    {"logprobs", "[false, true, 0]"},
     {"top_logprobs", "[0]"},
     {"echo", "[false]"},
     {"best_of", "[1]"},
@@ -321,6 +323,11 @@ std::vector<std::string_view> with_sampling(std::vector<std::string_view> keys) 
   return keys;
 }
 
+std::vector<std::string_view> with_keys(std::vector<std::string_view> keys, std::initializer_list<std::string_view> more) {
+  keys.insert(keys.end(), more.begin(), more.end());
+  return keys;
+}
+
 void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (auto v = f.integer("max_tokens", 0, kIntMax, "an integer >= 0")) r.max_tokens = static_cast<int>(*v);
@@ -352,6 +359,29 @@ void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
   r.include_stop_str_in_output = f.boolean("include_stop_str_in_output");
 }
 
+const std::string kTopLogprobsExpected =
+    "an integer in 0.." + std::to_string(kMaxTopLogprobs) + " (alternatives returned per generated token)";
+
+// OpenAI's log-prob keys. Completions: "logprobs": k asks for the sampled tokens' log-probs with k
+// alternatives each. Chat: "logprobs": true asks for them, "top_logprobs": k for alternatives, which the
+// API accepts only with "logprobs": true.
+void read_openai_logprobs(const FieldReader& f, PromptRecord& r, bool chat) {
+  r.top_logprobs = 0;
+  if (!chat) {
+    const json* v = f.find("logprobs");
+    if (!v || (v->is_boolean() && !v->get<bool>())) return;
+    if (v->is_boolean()) f.fail("logprobs", kTopLogprobsExpected + " or false (the completions API takes a count)", *v);
+    r.top_logprobs = static_cast<int>(*f.integer("logprobs", 0, kMaxTopLogprobs, kTopLogprobsExpected));
+    r.openai_logprobs = true;
+    return;
+  }
+  r.openai_logprobs = f.boolean("logprobs").value_or(false);
+  const auto k = f.integer("top_logprobs", 0, kMaxTopLogprobs, kTopLogprobsExpected);
+  if (k && *k > 0 && !r.openai_logprobs)
+    f.fail("top_logprobs", "no such key, or \"logprobs\": true beside it (as the chat completions API requires)", json(*k));
+  if (k) r.top_logprobs = static_cast<int>(*k);
+}
+
 void read_plain_line(const json& object, PromptRecord& r) {
   FieldReader f(object, "");
   r.format = PromptFormat::Jsonl;
@@ -367,7 +397,7 @@ void read_plain_line(const json& object, PromptRecord& r) {
   }
   // After the id, so that the error row of a line with a misspelt key still carries its id.
   static const std::vector<std::string_view> keys =
-      with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation"});
+      with_keys(with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation"}), {"top_logprobs"});
   check_keys(object, "", keys, false);
   const bool has_score = f.has("context") || f.has("continuation");
   const int n_inputs = int(f.has("prompt")) + int(f.has("prompt_token_ids")) + int(f.has("messages")) + int(has_score);
@@ -387,6 +417,7 @@ void read_plain_line(const json& object, PromptRecord& r) {
     if (!r.continuation) f.fail_missing("continuation", "a non-empty string (the text to score)");
   }
   read_sampling(f, r, false);
+  if (auto k = f.integer("top_logprobs", 0, kMaxTopLogprobs, kTopLogprobsExpected)) r.top_logprobs = static_cast<int>(*k);
 }
 
 void read_batch_line(const json& object, PromptRecord& r) {
@@ -406,8 +437,9 @@ void read_batch_line(const json& object, PromptRecord& r) {
   if (!body.is_object()) top.fail("body", "an object", body);
 
   FieldReader f(body, "body.");
-  static const std::vector<std::string_view> chat_keys = with_sampling({"messages", "max_completion_tokens"});
-  static const std::vector<std::string_view> completion_keys = with_sampling({"prompt"});
+  static const std::vector<std::string_view> chat_keys =
+      with_keys(with_sampling({"messages", "max_completion_tokens"}), {"logprobs", "top_logprobs"});
+  static const std::vector<std::string_view> completion_keys = with_keys(with_sampling({"prompt"}), {"logprobs"});
   check_keys(body, "body.", chat ? chat_keys : completion_keys, true);
   if (chat) {
     r.messages_json = f.messages("messages");
@@ -415,8 +447,13 @@ void read_batch_line(const json& object, PromptRecord& r) {
     static const std::string expected = "a string or an array of token ids";
     const json* prompt = f.find("prompt");
     if (!prompt) f.fail_missing("prompt", expected);
-    // OpenAI also allows a one-element list of prompts; more than one would need n results per line.
-    const json& p = prompt->is_array() && prompt->size() == 1 && !(*prompt)[0].is_number() ? (*prompt)[0] : *prompt;
+    // OpenAI also allows a list of prompts; one element is read as that prompt, more are not implemented
+    // (each would be its own choice set in the one output line).
+    const bool prompt_list = prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number();
+    if (prompt_list && prompt->size() > 1)
+      f.fail("prompt", "a string, an array of token ids or a one-element array of prompts (several prompts in one "
+             "request are not implemented: write one request line per prompt)", *prompt);
+    const json& p = prompt_list ? (*prompt)[0] : *prompt;
     if (p.is_string())
       r.prompt = p.get<std::string>();
     else if (p.is_array())
@@ -425,6 +462,7 @@ void read_batch_line(const json& object, PromptRecord& r) {
       f.fail("prompt", expected, *prompt);
   }
   read_sampling(f, r, true);
+  read_openai_logprobs(f, r, chat);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ namespace glacier::io {
 // they agree with compute/microbatch.h).
 constexpr size_t kMaxStopTokenIds = 1024;
 constexpr size_t kMaxLogitBiasEntries = 1024;
+constexpr int kMaxTopLogprobs = 20;  // alternatives per token a line may ask for
 
 enum class PromptFormat : uint8_t { Text, Jsonl, OpenAiBatch };
 
@@ -53,6 +54,10 @@ struct PromptRecord {
   std::optional<std::vector<int32_t>> stop_token_ids;
   std::optional<std::vector<std::pair<int32_t, double>>> logit_bias;  // (token id, bias), ascending ids
   std::optional<bool> include_stop_str_in_output;
+  std::optional<int> top_logprobs;  // alternatives per generated token, 0..20 (OpenAI lines always set it)
+  // OpenAI batch lines: the body asked for log-probs ("logprobs": k for completions, true for chat), so the
+  // output line carries them, as the API's does only when asked.
+  bool openai_logprobs = false;
 
   bool is_chat() const { return messages_json.has_value(); }
   bool is_score() const { return context.has_value(); }

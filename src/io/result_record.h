@@ -17,6 +17,12 @@ struct ResultRecord {
   std::string text;             // raw bytes; may end inside a UTF-8 character. Both outputs repair it
                                 // to valid UTF-8 (io/utf8.h); HDF5's text_bytes keeps these bytes.
   std::vector<float> logprobs;  // one per entry of `tokens`
+  // Generate rows that asked for top_logprobs: per generated token the top_logprobs most likely tokens,
+  // best first (ties: lower id first), row-major [tokens x top_logprobs]; their log-probs are under the
+  // same distribution as `logprobs`. 0 and empty when none were asked.
+  int32_t top_logprobs = 0;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_values;
   std::string finish_reason;    // "length" | "stop" | "error" | ""
   double time_to_first_token_s = 0;
   double total_time_s = 0;

@@ -176,6 +176,9 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
     if (a.out.generated.empty()) a.out.time_to_first_token = now_seconds() - a.t_start;
     a.out.generated.push_back(cr.token);
     a.out.logprobs.push_back(cr.logprob);
+    a.out.top_ids.insert(a.out.top_ids.end(), r.top_ids.begin() + cr.first_top, r.top_ids.begin() + cr.first_top + cr.n_top);
+    a.out.top_logprobs.insert(a.out.top_logprobs.end(), r.top_logprobs.begin() + cr.first_top,
+                              r.top_logprobs.begin() + cr.first_top + cr.n_top);
     if (should_stop_ && should_stop_(a.out)) {
       finish(a, FinishReason::Stop);
     } else if (static_cast<int32_t>(a.out.generated.size()) >= a.req.max_new_tokens) {

@@ -33,6 +33,10 @@ struct SequenceOutcome {
   int32_t seq = 0;
   std::vector<int32_t> generated;
   std::vector<float> logprobs;
+  // Per generated token, sampling.top_logprobs alternatives (fewer only for a smaller vocabulary),
+  // best first: [generated x k], row after row.
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
   std::vector<float> target_logprobs;
   std::vector<uint8_t> target_greedy;
   FinishReason finish = FinishReason::Length;

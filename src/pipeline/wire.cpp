@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "compute/top_logprobs.h"
 #include "kernels/crc32c.h"
 #include "kernels/quant_blocks.h"
 #include "util/error.h"
@@ -111,9 +112,11 @@ size_t max_forward_bytes(int32_t max_tokens, int32_t n_embd) {
                                        payload_bytes(WireCodec::F32, max_tokens, n_embd));
 }
 
+// Every token of a micro-batch can be a chunk with a sampled token and its alternatives, or a target.
 size_t max_back_bytes(int32_t max_tokens) {
-  return sizeof(Header) + std::max(kMaxFaultReportBytes, static_cast<size_t>(max_tokens) *
-                                                             (sizeof(compute::ChunkResult) + sizeof(float) + 1));
+  const size_t per_token = sizeof(compute::ChunkResult) + sizeof(float) + 1 +
+                           static_cast<size_t>(compute::kMaxTopLogprobs) * (sizeof(int32_t) + sizeof(float));
+  return sizeof(Header) + std::max(kMaxFaultReportBytes, sizeof(int32_t) + static_cast<size_t>(max_tokens) * per_token);
 }
 
 void encode_activations(WireCodec c, const float* x, int64_t n, int64_t e, uint8_t* out) {
@@ -282,12 +285,18 @@ void encode_back(const compute::MicroBatchResult& r, std::vector<uint8_t>& out) 
   Header h = zero_header(MessageKind::MicroBatch, r.id);
   h.n_chunks = static_cast<int32_t>(r.chunks.size());
   h.n_tokens = static_cast<int32_t>(r.target_logprobs.size());
-  out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1));
+  GLACIER_ASSERT(r.top_ids.size() == r.top_logprobs.size(), "one log-prob per top token id");
+  const auto n_top = static_cast<int32_t>(r.top_ids.size());
+  out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1) +
+             sizeof n_top + r.top_ids.size() * (sizeof(int32_t) + sizeof(float)));
   size_t at = 0;
   put(out, at, &h, 1);
   put(out, at, r.chunks.data(), r.chunks.size());
   put(out, at, r.target_logprobs.data(), r.target_logprobs.size());
   put(out, at, r.target_greedy.data(), r.target_greedy.size());
+  put(out, at, &n_top, 1);
+  put(out, at, r.top_ids.data(), r.top_ids.size());
+  put(out, at, r.top_logprobs.data(), r.top_logprobs.size());
   seal(out);
 }
 
@@ -306,6 +315,13 @@ MessageKind decode_back(const uint8_t* data, size_t bytes, compute::MicroBatchRe
   get(data, bytes, at, r.chunks.data(), r.chunks.size());
   get(data, bytes, at, r.target_logprobs.data(), r.target_logprobs.size());
   get(data, bytes, at, r.target_greedy.data(), r.target_greedy.size());
+  int32_t n_top = 0;
+  get(data, bytes, at, &n_top, 1);
+  GLACIER_ASSERT(n_top >= 0, "back message's top log-prob count >= 0");
+  r.top_ids.resize(static_cast<size_t>(n_top));
+  r.top_logprobs.resize(static_cast<size_t>(n_top));
+  get(data, bytes, at, r.top_ids.data(), r.top_ids.size());
+  get(data, bytes, at, r.top_logprobs.data(), r.top_logprobs.size());
   return kind;
 }
 

@@ -18,13 +18,15 @@ import pandas as pd
 
 # glacier_results_format versions whose meaning this module knows. A newer file is still loaded
 # (columns are read generically) with a warning; an older or foreign one is refused.
-KNOWN_FORMATS = (2,)
+KNOWN_FORMATS = (2, 3)
 # Root attributes that hold JSON text; load_attributes parses them.
 JSON_ATTRIBUTES = ("options", "result_settings", "batch_job", "runs", "perplexity")
 # /results columns in the schema's order (others, from newer files, follow by name).
 SCHEMA_COLUMNS = ("id", "index", "sample", "status", "error", "prompt_tokens", "tokens", "text", "logprobs",
                   "finish_reason", "time_to_first_token", "total_time", "sum_logprob", "greedy", "text_bytes",
-                  "prompt_digest", "sampling")
+                  "prompt_digest", "sampling", "top_logprobs", "top_logprob_ids", "top_logprob_values")
+# Columns stored as [tokens x width] row-major in one list a row (format 3); loaded as 2-D arrays.
+WIDE_COLUMNS = ("top_logprob_ids", "top_logprob_values")
 # /results/greedy: -1 is "not a score row".
 GREEDY_NOT_SCORED = -1
 
@@ -83,7 +85,9 @@ def load_results(path):
     input order (sorted by `index`, then `sample`). Decoded text; "no value" markers become NA:
     `error` "" on ok rows, `sum_logprob` NaN and `greedy` -1 on rows that are not scores, `text_bytes`
     empty when `text` already holds the exact bytes, `sampling` "null" for a line that could not be
-    read, the timings of error rows and the time to first token of score rows. `greedy` is a nullable boolean; `text_bytes` holds bytes.
+    read, the timings of error rows and the time to first token of score rows, `top_logprob_ids` and
+    `top_logprob_values` of rows that asked for none (the others are [tokens x width] arrays, -1 / NaN past
+    the row's k). `greedy` is a nullable boolean; `text_bytes` holds bytes.
     The root attributes are in `df.attrs`."""
     with h5py.File(path, "r") as f:
         attrs = _root_attributes(f, path)
@@ -95,6 +99,12 @@ def load_results(path):
         # A job killed during a flush may leave some columns longer: rows past the shortest are unfinished.
         n = min((d.shape[0] for d in datasets.values()), default=0)
         df = pd.DataFrame({name: _column(d, n) for name, d in datasets.items()})
+        for name in WIDE_COLUMNS:
+            if name in datasets and n > 0:
+                width = int(datasets[name].attrs.get("width", 0))
+                # Rows that asked for no alternatives hold nothing: NA; the others [tokens x width],
+                # -1 / NaN past the row's own k (its `top_logprobs`).
+                df[name] = [a.reshape(-1, width) if width and len(a) else pd.NA for a in df[name]]
     if n == 0:
         df = pd.DataFrame({name: pd.Series(dtype=object) for name in datasets})
     known = [c for c in SCHEMA_COLUMNS if c in df.columns]

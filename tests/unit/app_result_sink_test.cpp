@@ -535,7 +535,8 @@ TEST(AppResultSink, OpenAiBatchInputGetsOpenAiBatchOutput) {
     EXPECT_EQ(line["custom_id"], *records[i].custom_id);
     if (result.status == "error") {
       ++errors;
-      EXPECT_TRUE(line["response"].is_null());
+      EXPECT_EQ(line["response"]["status_code"], 400);
+      EXPECT_EQ(line["response"]["body"]["error"]["message"], result.error);
       EXPECT_EQ(line["error"]["message"], result.error);
       continue;
     }

@@ -309,10 +309,82 @@ TEST(IoHdf5Results, AFormatOneFileIsRefusedNamingTheFormats) {
       ADD_FAILURE() << "a format-1 file was read back";
     } catch (const InputError& e) {
       const std::string message = e.what();
-      EXPECT_NE(message.find("expected results format 2, found 1"), std::string::npos) << message;
+      EXPECT_NE(message.find("expected results format 3, found 1"), std::string::npos) << message;
       EXPECT_NE(message.find(path), std::string::npos) << message;
     }
   }
+}
+
+// Format 2 had no top-logprob columns: a format-3 reader refuses it, naming both formats, on read and
+// on resume. (The version attribute is what is checked first, so rewriting it makes a format-2 file.)
+TEST(IoHdf5Results, AFormatTwoFileIsRefusedNamingTheFormats) {
+  const std::string path = glacier::testing::scratch_dir("io_h5_format2") + "/results.h5";
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    for (int i = 0; i < 3; ++i) file.append(make_result(i));
+    file.set_attribute("glacier_results_format", int64_t{2});
+  }
+  for (auto open : {std::function<void()>([&] { read_finished(path); }),
+                    std::function<void()>([&] { ResultsFile file(path, ResultsFile::Mode::Resume); })}) {
+    try {
+      open();
+      ADD_FAILURE() << "a format-2 file was read back";
+    } catch (const InputError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("expected results format 3, found 2"), std::string::npos) << message;
+      EXPECT_NE(message.find(path), std::string::npos) << message;
+    }
+  }
+}
+
+// Rows that asked for 0, 1 and 3 alternatives in a file 3 wide: on disk each token has 3 slots, the
+// unasked ones holding the markers (-1, NaN); read back, every row has exactly its own alternatives
+// (narrowing would refuse a row whose stored list is not tokens x width).
+TEST(IoHdf5Results, TopLogprobsRoundTripAtTheFileWidth) {
+  const std::string path = glacier::testing::scratch_dir("io_h5_top") + "/results.h5";
+  constexpr int32_t kWidth = 3;
+  std::vector<ResultRecord> rows;
+  for (int32_t k : {0, 1, 3, 3}) {
+    ResultRecord r = make_result(static_cast<int>(rows.size()) + 1);
+    r.index = static_cast<int64_t>(rows.size());
+    r.status = "ok";
+    r.error.clear();
+    r.tokens = {7, 8};
+    r.logprobs = {-0.5f, -1.25f};
+    r.top_logprobs = k;
+    for (int32_t t = 0; t < 2; ++t)
+      for (int32_t j = 0; j < k; ++j) {
+        r.top_ids.push_back(10 * t + j);
+        r.top_values.push_back(-0.125f * static_cast<float>(t + j + 1));
+      }
+    rows.push_back(r);
+  }
+  rows.back().tokens.clear();  // a row that asked but generated nothing
+  rows.back().logprobs.clear();
+  rows.back().top_ids.clear();
+  rows.back().top_values.clear();
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create, kWidth);
+    for (const auto& r : rows) file.append(r);
+  }
+  const FinishedResults back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    expect_same(back.rows[i], rows[i]);
+    EXPECT_EQ(back.rows[i].top_logprobs, rows[i].top_logprobs);
+    EXPECT_EQ(back.rows[i].top_ids, rows[i].top_ids);
+    EXPECT_EQ(back.rows[i].top_values, rows[i].top_values);  // exact: float32 stored as float32
+  }
+  // A resumed file keeps its width: another row appended there reads back the same way.
+  {
+    ResultsFile file(path, ResultsFile::Mode::Resume);
+    file.append(rows[1]);
+  }
+  const FinishedResults again = read_finished(path);
+  ASSERT_EQ(again.rows.size(), rows.size() + 1);
+  EXPECT_EQ(again.rows.back().top_ids, rows[1].top_ids);
+  EXPECT_EQ(again.rows.back().top_values, rows[1].top_values);
 }
 
 }  // namespace

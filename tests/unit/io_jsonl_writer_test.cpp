@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/openai_batch_schema.h"
 #include "common/test_env.h"
 #include "io/jsonl_writer.h"
 #include "io/utf8.h"
@@ -107,40 +108,141 @@ TEST(IoJsonlWriter, ErrorAndScoreFieldsAppearOnlyWhenRelevant) {
   EXPECT_EQ(s["greedy"], true);
 }
 
-TEST(IoJsonlWriter, OpenAiBatchLinesForSuccessAndFailure) {
+// A small vocabulary for the token texts: id 3681 " Paris", 13 "\n", others "t<id>", 99 a lone UTF-8 lead byte.
+std::string token_text(int32_t id) {
+  if (id == 3681) return " Paris";
+  if (id == 13) return "\n";
+  if (id == 99) return "\xC3";
+  return "t" + std::to_string(id);
+}
+
+// sample_result() with k alternatives per token: the chosen token first, then ids 99, 100, ...
+ResultRecord with_top(int32_t k) {
   ResultRecord r = sample_result();
+  r.top_logprobs = k;
+  for (size_t t = 0; t < r.tokens.size(); ++t)
+    for (int32_t j = 0; j < k; ++j) {
+      r.top_ids.push_back(j == 0 ? r.tokens[t] : 98 + j);
+      r.top_values.push_back(j == 0 ? r.logprobs[t] : -2.0f - static_cast<float>(j));
+    }
+  return r;
+}
+
+TEST(IoJsonlWriter, GlacierLineCarriesTopLogprobsOnlyWhenAsked) {
+  EXPECT_FALSE(json::parse(format_result_line(sample_result(), token_text)).contains("top_logprobs"));
+  const json j = json::parse(format_result_line(with_top(3), token_text));
+  ASSERT_TRUE(j["top_logprobs"].is_array());
+  ASSERT_EQ(j["top_logprobs"].size(), 2u) << "one list per generated token";
+  for (size_t t = 0; t < 2; ++t) {
+    const json& alternatives = j["top_logprobs"][t];
+    ASSERT_EQ(alternatives.size(), 3u);
+    for (const json& a : alternatives) EXPECT_EQ(key_list(a), (std::vector<std::string>{"id", "logprob", "token"}));
+    EXPECT_EQ(alternatives[0]["id"], j["tokens"][t]);
+    EXPECT_EQ(alternatives[0]["logprob"], j["logprobs"][t]);
+    EXPECT_EQ(alternatives[1]["id"], 99);
+    EXPECT_EQ(alternatives[1]["token"], "\xEF\xBF\xBD") << "invalid UTF-8 repaired as everywhere else";
+    EXPECT_EQ(alternatives[2]["token"], "t100");
+    EXPECT_EQ(alternatives[2]["logprob"].get<float>(), -4.0f);
+  }
+  EXPECT_EQ(j["top_logprobs"][0][0]["token"], " Paris");
+}
+
+TEST(IoJsonlWriter, OpenAiBatchLinesHaveEveryDocumentedField) {
+  using glacier::testing::OpenAiLineExpectation;
+  using glacier::testing::openai_line_problems;
+  auto problems_text = [](const std::vector<std::string>& problems) {
+    std::string all;
+    for (const auto& p : problems) all += p + "\n";
+    return all;
+  };
   OpenAiBatchLine meta;
   meta.custom_id = "req-1";
   meta.request_number = 5;
-  std::vector<std::string> texts = {" Paris", "\n"};
-  meta.token_texts = &texts;
-  json j = json::parse(format_openai_batch_line(r, meta));
-  EXPECT_EQ(j["id"], "batch_req_5");
-  EXPECT_EQ(j["custom_id"], "req-1");
-  EXPECT_TRUE(j["error"].is_null());
-  EXPECT_EQ(j["response"]["status_code"], 200);
-  const json& body = j["response"]["body"];
-  EXPECT_EQ(body["object"], "text_completion");
-  const json& choice = body["choices"][0];
-  EXPECT_EQ(choice["text"], " Paris\n");
-  EXPECT_EQ(choice["index"], 0);
-  EXPECT_EQ(choice["finish_reason"], "length");
-  EXPECT_EQ(choice["logprobs"]["tokens"], json(texts));
-  EXPECT_EQ(choice["logprobs"]["token_logprobs"].size(), 2u);
-  EXPECT_EQ(body["usage"]["prompt_tokens"], 3);
-  EXPECT_EQ(body["usage"]["completion_tokens"], 2);
-  EXPECT_EQ(body["usage"]["total_tokens"], 5);
+  meta.model = "tiny.gguf";
+  meta.created = 1700000000;
+  meta.token_text = token_text;
+  for (bool chat : {false, true})
+    for (int32_t k : {-1, 0, 2}) {  // -1: no log-probs asked
+      SCOPED_TRACE(std::string(chat ? "chat" : "completions") + " k " + std::to_string(k));
+      meta.chat = chat;
+      meta.logprobs = k >= 0;
+      const ResultRecord r = with_top(std::max(k, 0));
+      const json j = json::parse(format_openai_batch_line(r, meta));
+      EXPECT_EQ(problems_text(openai_line_problems(j, {chat, true, k >= 0, std::max(k, 0), 1})), "") << j.dump();
+      EXPECT_EQ(j["id"], "batch_req_5");
+      EXPECT_EQ(j["custom_id"], "req-1");
+      EXPECT_EQ(j["response"]["request_id"], "req_5");
+      const json& body = j["response"]["body"];
+      EXPECT_EQ(body["id"], chat ? "chatcmpl-5" : "cmpl-5");
+      EXPECT_EQ(body["created"], 1700000000);
+      EXPECT_EQ(body["model"], "tiny.gguf");
+      EXPECT_EQ(body["usage"], json({{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5}}));
+      const json& choice = body["choices"][0];
+      EXPECT_EQ(choice["finish_reason"], "length");
+      EXPECT_EQ(chat ? choice["message"]["content"] : choice["text"], " Paris\n");
+      if (k < 0) continue;
+      if (chat) {
+        const json& content = choice["logprobs"]["content"];
+        EXPECT_EQ(content[0]["token"], " Paris");
+        EXPECT_EQ(content[0]["bytes"], json({32, 80, 97, 114, 105, 115}));
+        EXPECT_EQ(content[1]["logprob"].get<float>(), -1.0e-7f);
+        if (k == 2) {
+          EXPECT_EQ(content[1]["top_logprobs"][0]["token"], "\n");
+          EXPECT_EQ(content[1]["top_logprobs"][1]["bytes"], json({0xC3})) << "the raw bytes of a partial character";
+        }
+      } else {
+        const json& lp = choice["logprobs"];
+        EXPECT_EQ(lp["tokens"], json({" Paris", "\n"}));
+        EXPECT_EQ(lp["text_offset"], json({0, 6}));
+        EXPECT_EQ(lp["token_logprobs"][0].get<float>(), -0.1f);
+        if (k == 2) {
+          EXPECT_EQ(lp["top_logprobs"][0], json({{" Paris", -0.1}, {"\xEF\xBF\xBD", -3.0}}));
+        }
+      }
+    }
 
-  meta.chat = true;
-  json c = json::parse(format_openai_batch_line(r, meta));
-  EXPECT_EQ(c["response"]["body"]["object"], "chat.completion");
-  EXPECT_EQ(c["response"]["body"]["choices"][0]["message"]["content"], " Paris\n");
+  // Several choices for one request (n samples, or the elements of a prompt array): numbered in order,
+  // usage summed, the prompt counted once per element.
+  meta.chat = false;
+  meta.logprobs = false;
+  meta.n = 2;
+  const json several = json::parse(format_openai_batch_line(std::vector<ResultRecord>{sample_result(), sample_result(), sample_result(), sample_result()}, meta));
+  EXPECT_EQ(problems_text(openai_line_problems(several, {false, true, false, 0, 4})), "") << several.dump();
+  EXPECT_EQ(several["response"]["body"]["usage"], json({{"prompt_tokens", 6}, {"completion_tokens", 8}, {"total_tokens", 14}}));
+  meta.n = 1;
 
-  r.status = "error";
-  r.error = "prompt too long";
-  json f = json::parse(format_openai_batch_line(r, meta));
-  EXPECT_TRUE(f["response"].is_null());
-  EXPECT_EQ(f["error"]["message"], "prompt too long");
+  ResultRecord failed = sample_result();
+  failed.status = "error";
+  failed.error = "prompt too long";
+  for (bool bad_request : {true, false}) {
+    meta.bad_request = bad_request;
+    const json f = json::parse(format_openai_batch_line(failed, meta));
+    EXPECT_EQ(problems_text(openai_line_problems(f, {false, false})), "") << f.dump();
+    EXPECT_EQ(f["error"]["message"], "prompt too long");
+    EXPECT_EQ(f["error"]["code"], bad_request ? "invalid_request" : "request_failed");
+    EXPECT_EQ(f["response"]["body"]["error"]["message"], "prompt too long");
+  }
+}
+
+// The checker must catch what it is there for: a missing field, a wrong type, an unknown key.
+TEST(IoJsonlWriter, OpenAiLineCheckerRejectsWrongLines) {
+  OpenAiBatchLine meta;
+  meta.custom_id = "c";
+  meta.request_number = 1;
+  meta.model = "m";
+  meta.created = 1;
+  json good = json::parse(format_openai_batch_line(sample_result(), meta));
+  ASSERT_TRUE(glacier::testing::openai_line_problems(good, {}).empty());
+  json missing = good;
+  missing["response"]["body"].erase("usage");
+  EXPECT_FALSE(glacier::testing::openai_line_problems(missing, {}).empty());
+  json wrong_type = good;
+  wrong_type["response"]["body"]["created"] = "1";
+  EXPECT_FALSE(glacier::testing::openai_line_problems(wrong_type, {}).empty());
+  json extra = good;
+  extra["response"]["body"]["choices"][0]["extra"] = 1;
+  EXPECT_FALSE(glacier::testing::openai_line_problems(extra, {}).empty());
+  EXPECT_FALSE(glacier::testing::openai_line_problems(good, {.logprobs = true}).empty()) << "log-probs were asked";
 }
 
 TEST(IoJsonlWriter, OrderedWriterEmitsInInputOrder) {

@@ -258,6 +258,61 @@ TEST(IoPromptReader, KeysThatAreNotHonouredFailTheirLineByName) {
   EXPECT_EQ(records[0].id, "t") << "a line refused for a key keeps its id";
 }
 
+// top_logprobs on plain lines, "logprobs" (a count) on completions bodies and "logprobs" + "top_logprobs"
+// on chat bodies: the values as read, and each range or combination the API refuses failing its line by name.
+TEST(IoPromptReader, TopLogprobsFieldsAreReadAndRangeChecked) {
+  struct Case {
+    std::string line;
+    bool ok;
+    int top_logprobs;         // when ok
+    bool openai_logprobs;     // when ok
+    std::vector<std::string> message_parts;  // when not ok
+  };
+  const std::string completion = R"({"custom_id": "c", "url": "/v1/completions", "body": {"prompt": "x", )";
+  const std::string chat = R"({"custom_id": "c", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "x"}], )";
+  const std::vector<Case> cases = {
+      {R"({"prompt": "x", "top_logprobs": 20})", true, 20, false, {}},
+      {R"({"prompt": "x", "top_logprobs": 0})", true, 0, false, {}},
+      {R"({"prompt": "x", "top_logprobs": 21})", false, 0, false, {"\"top_logprobs\": expected an integer in 0..20", "found 21"}},
+      {R"({"prompt": "x", "top_logprobs": -1})", false, 0, false, {"\"top_logprobs\"", "found -1"}},
+      {R"({"prompt": "x", "top_logprobs": 2.5})", false, 0, false, {"\"top_logprobs\"", "found 2.5"}},
+      {completion + R"("logprobs": 5}})", true, 5, true, {}},
+      {completion + R"("logprobs": 0}})", true, 0, true, {}},
+      {completion + R"("logprobs": false}})", true, 0, false, {}},
+      {completion + R"("max_tokens": 2}})", true, 0, false, {}},
+      {completion + R"("logprobs": 21}})", false, 0, false, {"\"body.logprobs\": expected an integer in 0..20", "found 21"}},
+      {completion + R"("logprobs": true}})", false, 0, false, {"\"body.logprobs\"", "the completions API takes a count", "found true"}},
+      {chat + R"("logprobs": true, "top_logprobs": 3}})", true, 3, true, {}},
+      {chat + R"("logprobs": true}})", true, 0, true, {}},
+      {chat + R"("top_logprobs": 0}})", true, 0, false, {}},
+      {chat + R"("top_logprobs": 3}})", false, 0, false, {"\"body.top_logprobs\"", "\"logprobs\": true beside it", "found 3"}},
+      {chat + R"("logprobs": true, "top_logprobs": 25}})", false, 0, false, {"\"body.top_logprobs\"", "0..20", "found 25"}},
+      {chat + R"("logprobs": 2}})", false, 0, false, {"\"body.logprobs\": expected true or false", "found 2"}},
+  };
+  std::string contents;
+  for (size_t i = 0; i < cases.size(); ++i) {  // every request line its own custom_id
+    std::string line = cases[i].line;
+    if (const size_t at = line.find(R"("custom_id": "c")"); at != std::string::npos) line.insert(at + 15, std::to_string(i));
+    contents += line + "\n";
+  }
+  const auto records = read_prompts(write_file("top_logprobs.jsonl", contents));
+  ASSERT_EQ(records.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].line);
+    const PromptRecord& r = records[i];
+    ASSERT_EQ(r.ok, cases[i].ok) << r.error;
+    if (r.ok) {
+      EXPECT_EQ(r.top_logprobs.value_or(0), cases[i].top_logprobs);
+      EXPECT_EQ(r.openai_logprobs, cases[i].openai_logprobs);
+      if (r.format == PromptFormat::OpenAiBatch) {
+        EXPECT_TRUE(r.top_logprobs.has_value()) << "the body decides, not --top-logprobs";
+      }
+    }
+    for (const auto& part : cases[i].message_parts)
+      EXPECT_NE(r.error.find(part), std::string::npos) << "missing \"" << part << "\" in: " << r.error;
+  }
+}
+
 TEST(IoPromptReader, AHugeUnknownKeyIsClippedInItsMessage) {
   const std::string key(100000, 'k');
   const auto records = read_prompts(write_file("huge_key.jsonl", "{\"prompt\": \"x\", \"" + key + "\": 1}\n"));

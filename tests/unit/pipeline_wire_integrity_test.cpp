@@ -10,6 +10,7 @@
 
 #include "comm/inprocess_channel.h"
 #include "common/test_env.h"
+#include "compute/top_logprobs.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
@@ -84,6 +85,37 @@ TEST(WireIntegrity, SealedMessagesOfEveryKindPassTheirCheck) {
   EXPECT_EQ(back.target_logprobs, r.target_logprobs);
   msg = pipeline::encode_shutdown();
   EXPECT_EQ(pipeline::check_message(msg.data(), msg.size()).status, MessageCheck::Status::Sound);
+}
+
+// A micro-batch of decode steps that all ask for the most alternatives: the back message carries them
+// exactly and fits the receive buffer max_back_bytes sizes.
+TEST(WireIntegrity, BackMessageCarriesTopLogprobsWithinItsBound) {
+  constexpr int32_t kSteps = 6;
+  compute::MicroBatchResult r;
+  r.id = 4;
+  for (int32_t c = 0; c < kSteps; ++c) {
+    compute::ChunkResult cr;
+    cr.seq = c;
+    cr.token = 100 + c;
+    cr.first_top = c * compute::kMaxTopLogprobs;
+    cr.n_top = compute::kMaxTopLogprobs;
+    r.chunks.push_back(cr);
+    for (int32_t j = 0; j < compute::kMaxTopLogprobs; ++j) {
+      r.top_ids.push_back(1000 * c + j);
+      r.top_logprobs.push_back(-0.25f * static_cast<float>(j + c));
+    }
+  }
+  std::vector<uint8_t> msg;
+  pipeline::encode_back(r, msg);
+  EXPECT_LE(msg.size(), pipeline::max_back_bytes(kSteps));
+  EXPECT_EQ(pipeline::check_message(msg.data(), msg.size()).status, MessageCheck::Status::Sound);
+  compute::MicroBatchResult back;
+  ASSERT_EQ(pipeline::decode_back(msg.data(), msg.size(), back), pipeline::MessageKind::MicroBatch);
+  EXPECT_EQ(back.top_ids, r.top_ids);
+  EXPECT_EQ(back.top_logprobs, r.top_logprobs);
+  ASSERT_EQ(back.chunks.size(), r.chunks.size());
+  EXPECT_EQ(back.chunks[3].first_top, 3 * compute::kMaxTopLogprobs);
+  EXPECT_EQ(back.chunks[3].n_top, compute::kMaxTopLogprobs);
 }
 
 TEST(WireIntegrity, EveryDamagedByteIsFoundAndPlaced) {
