@@ -33,16 +33,24 @@ std::optional<Request> parse(int argc, char** argv) {
   float attn_softcap = 50.0f, final_softcap = 30.0f;
   uint64_t seed = 1;
   int threads = 0;
+  glacier::model::SyntheticModelSpec::DeepSeek ds;
+  std::string expert_gating = "softmax";
   po::options_description opts(
       "usage: glacier_mkmodel [--preset tiny|llama-1b|llama-7b] [--type T] [--seed N] --out PATH\n\n"
-      "Writes a llama (or gemma2) GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
+      "Writes a llama (or gemma2, deepseek2) GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
       "give the same bytes. Explicit shape options override the preset");
   opts.add_options()
       ("help,h", "print this help")
-      ("arch", po::value(&arch)->default_value(arch), "llama | gemma2 (tied head, post-norms, soft-caps; llama.cpp knows only\n  26, 42 and 46 layers)")
+      ("arch", po::value(&arch)->default_value(arch), "llama | gemma2 (tied head, post-norms, soft-caps; llama.cpp knows only\n  26, 42 and 46 layers) | deepseek2 (latent attention, shared + routed experts)")
       ("sliding-window", po::value(&sliding_window), "gemma2: attention.sliding_window of the even layers (default: key absent, 4096)")
       ("attn-softcap", po::value(&attn_softcap)->default_value(attn_softcap), "gemma2: attn_logit_softcapping")
       ("final-softcap", po::value(&final_softcap)->default_value(final_softcap), "gemma2: final_logit_softcapping")
+      ("q-lora-rank", po::value(&ds.q_lora_rank)->default_value(ds.q_lora_rank), "deepseek2: attention.q_lora_rank (0: plain attn_q;\n  llama.cpp ties 0 to 27 layers). Latent attention shapes: kv_lora_rank 32, rope 16 + nope 32 per q/k\n  head, v 32; 4 experts of width 64, top 2, 1 shared, 1 leading dense layer")
+      ("expert-gating", po::value(&expert_gating)->default_value(expert_gating), "deepseek2: softmax | sigmoid (expert_gating_func)")
+      ("expert-weights-norm", po::bool_switch(&ds.weights_norm), "deepseek2: expert_weights_norm = true")
+      ("expert-weights-scale", po::value(&ds.weights_scale)->default_value(ds.weights_scale), "deepseek2: expert_weights_scale")
+      ("exp-probs-b", po::bool_switch(&ds.exp_probs_b), "deepseek2: write the experts' selection bias exp_probs_b.bias")
+      ("yarn-log-multiplier", po::value(&ds.yarn_log_multiplier)->default_value(ds.yarn_log_multiplier), "deepseek2: rope.scaling.yarn_log_multiplier")
       ("preset", po::value(&preset)->default_value(preset), "tiny (64 wide, 2 layers, own vocab) | llama-1b | llama-7b")
       ("n-embd", po::value(&n_embd), "embedding width")
       ("n-layer", po::value(&n_layer), "transformer blocks")
@@ -113,6 +121,19 @@ std::optional<Request> parse(int argc, char** argv) {
   s.sliding_window = sliding_window;
   s.attn_softcap = attn_softcap;
   s.final_softcap = final_softcap;
+  if (arch == "deepseek2") {
+    if (expert_gating != "softmax" && expert_gating != "sigmoid")
+      throw glacier::InputError("option --expert-gating: expected softmax or sigmoid, found '" + expert_gating + "'");
+    ds.sigmoid_gating = expert_gating == "sigmoid";
+    s.deepseek = ds;
+    if (!vm.count("n-head-kv")) s.n_head_kv = s.n_head;  // latent attention has one key and value per head
+  } else {
+    for (const char* o : {"q-lora-rank", "expert-gating", "expert-weights-scale", "yarn-log-multiplier"})
+      if (!vm[o].defaulted())
+        throw glacier::InputError(std::string("option --") + o + ": expected only with --arch deepseek2, found --arch " + arch);
+    if (ds.weights_norm || ds.exp_probs_b)
+      throw glacier::InputError("options --expert-weights-norm / --exp-probs-b: expected only with --arch deepseek2, found --arch " + arch);
+  }
   if (arch != "gemma2" && (!vm["attn-softcap"].defaulted() || !vm["final-softcap"].defaulted()))
     throw glacier::InputError("options --attn-softcap / --final-softcap: expected only with --arch gemma2, found --arch " + arch);
   return r;

@@ -101,7 +101,7 @@ uint64_t host_memory_budget(const JobOptions& o) {
 
 // KV slots when --slots is not given: what half of the rank's memory budget holds, at most kDefaultSlots.
 int32_t default_slots(const model::ModelConfig& cfg, model::LayerRange layers, int32_t n_ctx, uint64_t budget) {
-  const uint64_t per_slot = compute::KvCache::bytes_needed(std::max(1, layers.size()), 1, n_ctx, cfg.kv_dim());
+  const uint64_t per_slot = compute::KvCache::bytes_needed(cfg, std::max(1, layers.size()), 1, n_ctx);
   const uint64_t fit = budget / 2 / std::max<uint64_t>(per_slot, 1);
   return static_cast<int32_t>(std::clamp<uint64_t>(fit, 1, kDefaultSlots));
 }

@@ -41,12 +41,21 @@ RankMemoryNeed rank_memory_need(const MemoryShape& s, model::LayerRange layers, 
   for (int32_t l = layers.first; l < layers.last; ++l) need.weights += s.bytes.per_layer[static_cast<size_t>(l)];
   if (first) need.weights += s.bytes.embedding;
   if (last) need.weights += s.bytes.head;
-  need.kv_cache = compute::KvCache::bytes_needed(layers.size(), s.min_slots, s.n_ctx, s.cfg.kv_dim());
+  need.kv_cache = compute::KvCache::bytes_needed(s.cfg, layers.size(), s.min_slots, s.n_ctx);
   const int32_t ff = std::max({s.cfg.n_ff, s.cfg.n_ff_expert, s.cfg.n_ff_shexp});
   uint64_t floats_per_token = kBufferFloatsPerEmbd * static_cast<uint64_t>(s.cfg.n_embd) +
                               kBufferFloatsPerFf * static_cast<uint64_t>(ff);
   if (last) floats_per_token += static_cast<uint64_t>(s.cfg.n_vocab);  // the logits of a micro-batch
+  // Latent attention's q (n_head heads of key width, far wider than n_embd on DeepSeek V3), q's low-rank
+  // rows, the latent rows and the attention output, per token.
+  if (s.cfg.spec.mla)
+    floats_per_token += static_cast<uint64_t>(s.cfg.q_dim()) + static_cast<uint64_t>(s.cfg.q_lora_rank) +
+                        static_cast<uint64_t>(s.cfg.kv_cache_row_floats()) + static_cast<uint64_t>(s.cfg.attn_out_dim());
   need.buffers = floats_per_token * static_cast<uint64_t>(s.ubatch) * sizeof(float);
+  // ... and one layer's attn_kv_b as floats (transformer_stage.cpp applies it to queries and latents).
+  if (s.cfg.spec.mla && layers.size() > 0)
+    need.buffers += static_cast<uint64_t>(s.cfg.n_head) * static_cast<uint64_t>(s.cfg.nope_dim() + s.cfg.v_head_dim) *
+                    static_cast<uint64_t>(s.cfg.kv_lora_rank) * sizeof(float);
   // The driver's ring: each micro-batch in flight has a send buffer (activations at f32, the widest codec)
   // and a posted receive for its results. 64 decode groups of 512 tokens of a 4096-wide model are 512 MiB.
   if (first && n_stages > 1)

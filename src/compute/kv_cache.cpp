@@ -2,6 +2,8 @@
 // are written).
 #include "compute/kv_cache.h"
 
+#include "util/error.h"
+
 namespace glacier::compute {
 
 KvCache::KvCache(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim)
@@ -9,7 +11,18 @@ KvCache::KvCache(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t n_hea
       keys_(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n_layers) * n_slots * tiles(n_ctx) * tile_stride())),
       values_(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n_layers) * n_slots * n_ctx * kv_dim())) {}
 
+KvCache::KvCache(const model::ModelConfig& cfg, int32_t n_layers, int32_t n_slots, int32_t n_ctx)
+    : KvCache(cfg.spec.mla ? 0 : n_layers, n_slots, n_ctx, cfg.spec.mla ? 1 : cfg.n_head_kv,
+              cfg.spec.mla ? cfg.kv_cache_row_floats() : cfg.head_dim) {
+  if (!cfg.spec.mla) return;
+  // Only the rows: one per position, as wide as the latent plus the rope key.
+  n_layers_ = n_layers;
+  rows_only_ = true;
+  values_ = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n_layers) * n_slots * n_ctx * kv_dim());
+}
+
 void KvCache::store_key(int32_t layer, int32_t slot, int32_t pos, const float* k) {
+  GLACIER_ASSERT(!rows_only_, "a latent-row cache keeps no key tiles");
   float* tile = keys_.get() + tile_base(layer, slot) + static_cast<size_t>(pos / kernels::kKeyTile) * tile_stride();
   const int32_t lane = pos % kernels::kKeyTile;
   for (int32_t i = 0; i < kv_dim(); ++i) tile[static_cast<size_t>(i) * kernels::kKeyTile + lane] = k[i];

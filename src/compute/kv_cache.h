@@ -1,18 +1,23 @@
 // The KV cache of one rank's layers: for every slot, keys and values of every position, allocated
 // once at start-up (no allocation while decoding). Slots are indexed by the driver's slot ids. Keys are
 // kept in tiles of 16 positions, transposed inside a tile (kernels/attention.h), values position by position.
+// Under latent attention (deepseek2) a position keeps one row only, the normalised latent and the rope key
+// (kv_lora_rank + n_rot floats, read through value()): no per-head keys and values.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "kernels/attention.h"
+#include "model/model_config.h"
 
 namespace glacier::compute {
 
 class KvCache {
  public:
   KvCache(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim);
+  // The cache `cfg` needs: per-head keys and values, or the latent rows of latent attention.
+  KvCache(const model::ModelConfig& cfg, int32_t n_layers, int32_t n_slots, int32_t n_ctx);
 
   // Writes the keys of every KV head at `pos` (kv_dim floats, head after head) into their tile.
   void store_key(int32_t layer, int32_t slot, int32_t pos, const float* k);
@@ -29,6 +34,12 @@ class KvCache {
                                     static_cast<uint64_t>(kv_dim) * sizeof(float);
     return static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(n_slots) * per_slot_layer;
   }
+  // What the cache of `cfg` takes (the memory check and the pipeline's memory model count it this way).
+  static uint64_t bytes_needed(const model::ModelConfig& cfg, int32_t n_layers, int32_t n_slots, int32_t n_ctx) {
+    if (!cfg.spec.mla) return bytes_needed(n_layers, n_slots, n_ctx, cfg.kv_dim());
+    return static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(n_slots) * static_cast<uint64_t>(n_ctx) *
+           static_cast<uint64_t>(cfg.kv_cache_row_floats()) * sizeof(float);
+  }
 
  private:
   static int32_t tiles(int32_t n_ctx) { return (n_ctx + kernels::kKeyTile - 1) / kernels::kKeyTile; }
@@ -37,6 +48,7 @@ class KvCache {
     return (static_cast<size_t>(layer) * n_slots_ + slot) * static_cast<size_t>(tiles(n_ctx_)) * tile_stride();
   }
   int32_t n_layers_, n_slots_, n_ctx_, n_head_kv_, head_dim_;
+  bool rows_only_ = false;  // latent rows: no key tiles
   // Not zeroed: attention reads only positions already written (other lanes of a tile are masked), and
   // untouched pages cost no memory.
   std::unique_ptr<float[]> keys_, values_;

@@ -4,6 +4,7 @@
 #include "compute/moe_ffn.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "compute/ffn_activation.h"
@@ -36,35 +37,43 @@ MoeFfn::MoeFfn(const model::ModelConfig& cfg, int32_t max_tokens) : cfg_(cfg) {
   }
 }
 
-// Softmax over all experts, then the k largest probabilities (lowest id first on ties), optionally
-// renormalized to sum to one.
-void MoeFfn::route(const float* router_logits, int32_t t) {
+// Expert probabilities (softmax over all experts, or deepseek2 V3's per-expert sigmoid), then the k
+// largest (lowest id first on ties), chosen by probability plus the layer's selection bias when it has one
+// (the weights stay the unbiased probabilities); optionally renormalized to sum to one, then scaled.
+void MoeFfn::route(const float* router_logits, const std::vector<float>& selection_bias, int32_t t) {
   const int32_t X = cfg_.n_expert, k = cfg_.n_expert_used;
   float* p = probs_.data() + static_cast<size_t>(t) * X;
   std::memcpy(p, router_logits, static_cast<size_t>(X) * sizeof(float));
-  kernels::softmax(p, X);
+  if (cfg_.expert_gating == model::ExpertGating::Sigmoid) {
+    for (int32_t e = 0; e < X; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+  } else {
+    kernels::softmax(p, X);
+  }
+  auto selection = [&](int32_t e) { return selection_bias.empty() ? p[e] : p[e] + selection_bias[e]; };
   int32_t* chosen = chosen_.data() + static_cast<size_t>(t) * k;
   float* w = weight_.data() + static_cast<size_t>(t) * k;
   for (int32_t r = 0; r < k; ++r) {
     int32_t best = -1;
     for (int32_t e = 0; e < X; ++e) {
       if (std::find(chosen, chosen + r, e) != chosen + r) continue;
-      if (best < 0 || p[e] > p[best]) best = e;
+      if (best < 0 || selection(e) > selection(best)) best = e;
     }
     chosen[r] = best;
     w[r] = p[best];
   }
-  if (cfg_.spec.renormalize_expert_weights) {
+  if (cfg_.spec.renormalize_expert_weights || cfg_.expert_weights_norm) {
     float sum = 0.0f;
     for (int32_t r = 0; r < k; ++r) sum += w[r];
     for (int32_t r = 0; r < k; ++r) w[r] /= sum;
   }
+  if (cfg_.expert_weights_scale != 1.0f)
+    for (int32_t r = 0; r < k; ++r) w[r] *= cfg_.expert_weights_scale;
 }
 
 void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul) {
   const int32_t E = cfg_.n_embd, F = cfg_.n_ff_expert, X = cfg_.n_expert, k = cfg_.n_expert_used;
   matmul(L.router, xn, n, E, logits_.data());
-  for (int32_t t = 0; t < n; ++t) route(logits_.data() + static_cast<size_t>(t) * X, t);
+  for (int32_t t = 0; t < n; ++t) route(logits_.data() + static_cast<size_t>(t) * X, L.exp_probs_b, t);
   for (int32_t e = 0; e < X; ++e) {
     int32_t m = 0;
     for (int32_t t = 0; t < n; ++t)
@@ -98,7 +107,8 @@ void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, f
   }
   if (cfg_.n_ff_shexp == 0) return;
   const int32_t S = cfg_.n_ff_shexp;
-  matmul(L.shexp_gate, xn, n, E, sh_gate_.data());
+  const bool gated = L.shexp_gate.data != nullptr;  // qwen2moe's gate; deepseek2's shared experts have none
+  if (gated) matmul(L.shexp_gate, xn, n, E, sh_gate_.data());
   matmul(L.gate_shexp, xn, n, E, sh_ff_gate_.data());
   matmul(L.up_shexp, xn, n, E, sh_ff_up_.data());
   for (int32_t t = 0; t < n; ++t) {
@@ -107,6 +117,11 @@ void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, f
   }
   matmul(L.down_shexp, sh_ff_gate_.data(), n, S, sh_out_.data());
   for (int32_t t = 0; t < n; ++t) {
+    if (!gated) {
+      kernels::add(out + static_cast<size_t>(t) * E, sh_out_.data() + static_cast<size_t>(t) * E, E,
+                   out + static_cast<size_t>(t) * E);
+      continue;
+    }
     const float z = sh_gate_[t];
     const float gate = z != 0.0f ? kernels::silu(z) / z : 0.5f;
     float* s = sh_out_.data() + static_cast<size_t>(t) * E;

@@ -1,4 +1,4 @@
-// The mixture-of-experts feed-forward block of a layer: router softmax over all experts, top-k per
+// The mixture-of-experts feed-forward block of a layer: router softmax (or sigmoid) over all experts, top-k per
 // token, each expert run on the tokens routed to it, weighted sum in top-k order, plus the optional
 // shared expert. Routing is per token, so a token's result does not depend on the rest of the batch.
 #pragma once
@@ -19,7 +19,7 @@ class MoeFfn {
   void forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul);
 
  private:
-  void route(const float* router_logits, int32_t t);
+  void route(const float* router_logits, const std::vector<float>& selection_bias, int32_t t);
 
   const model::ModelConfig cfg_;
   std::vector<float> logits_, probs_;  // [max_tokens x n_expert] router logits and softmax

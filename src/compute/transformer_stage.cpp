@@ -33,7 +33,7 @@ kernels::RopeParams rope_params(const model::ModelConfig& cfg, const std::vector
   p.base = cfg.rope_base;
   p.freq_scale = cfg.rope_scaling == model::RopeScaling::None ? 1.0f : cfg.rope_freq_scale;
   p.freq_factors = freq_factors.empty() ? nullptr : freq_factors.data();
-  p.mscale = cfg.rope_attn_factor;
+  p.mscale = cfg.spec.mla ? cfg.mla_rope_attn_factor : cfg.rope_attn_factor;
   if (cfg.rope_scaling == model::RopeScaling::Yarn) {
     p.ext_factor = 1.0f;
     p.corr_low = std::max(0.0f, std::floor(yarn_corr_dim(cfg.n_rot, cfg.rope_n_ctx_orig, cfg.yarn_beta_fast, cfg.rope_base)));
@@ -55,27 +55,36 @@ const std::vector<float>& rope_divisors(const model::ModelConfig& cfg, const mod
 TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWeights weights, int32_t n_slots,
                                    int32_t n_ctx, int32_t max_tokens, ThreadPool& pool)
     : cfg_(cfg), w_(std::move(weights)), max_tokens_(max_tokens), pool_(pool),
-      kv_(w_.layers.size(), n_slots, n_ctx, cfg.n_head_kv, cfg.head_dim), matmul_(pool) {
+      kv_(cfg, w_.layers.size(), n_slots, n_ctx), matmul_(pool) {
   const size_t t = static_cast<size_t>(max_tokens);
   xn_.resize(t * std::max(cfg.n_embd, cfg.q_dim()));
   q_.resize(t * cfg.q_dim());
-  k_.resize(t * cfg.kv_dim());
-  v_.resize(t * cfg.kv_dim());
-  attn_out_.resize(t * cfg.q_dim());
-  if (!cfg.is_moe()) {
+  if (cfg.spec.mla) {
+    q_lora_.resize(t * cfg.q_lora_rank);
+    kv_latent_.resize(t * cfg.kv_cache_row_floats());
+    kv_b_.resize(static_cast<size_t>(cfg.n_head) * (cfg.nope_dim() + cfg.v_head_dim) * cfg.kv_lora_rank);
+    latent_scratch_.resize(static_cast<size_t>(pool.size()) * latent_scratch_per_thread());
+  } else {
+    k_.resize(t * cfg.kv_dim());
+    v_.resize(t * cfg.kv_dim());
+  }
+  attn_out_.resize(t * cfg.attn_out_dim());
+  bool any_dense = false, any_moe = false;
+  for (int32_t l = w_.layers.first; l < w_.layers.last; ++l) (cfg.layer_is_dense(l) ? any_dense : any_moe) = true;
+  if (any_dense) {
     gate_.resize(t * cfg.n_ff);
     up_.resize(t * cfg.n_ff);
-  } else if (!w_.layer.empty()) {
-    moe_ = std::make_unique<MoeFfn>(cfg, max_tokens);
   }
+  if (any_moe) moe_ = std::make_unique<MoeFfn>(cfg, max_tokens);
   tmp_.resize(t * cfg.n_embd);
-  scores_.resize(static_cast<size_t>(pool.size()) * scores_per_thread());
+  if (!cfg.spec.mla) scores_.resize(static_cast<size_t>(pool.size()) * scores_per_thread());
   rope_cs_.resize(static_cast<size_t>(cfg.n_rot));
   rope_ = rope_params(cfg, rope_divisors(cfg, w_, n_ctx));
   // Prepared activations for the widest input of any of the shard's matrices, in its type.
   for (const model::LayerWeights& L : w_.layer) {
     for (const kernels::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
-                                     &L.gate_shexp, &L.up_shexp, &L.down_shexp, &L.shexp_gate})
+                                     &L.gate_shexp, &L.up_shexp, &L.down_shexp, &L.shexp_gate, &L.wq_a, &L.wq_b,
+                                     &L.wkv_a})
       matmul_.reserve(*m, max_tokens);
     for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
       if (!experts->empty()) matmul_.reserve(experts->front(), max_tokens);
@@ -151,17 +160,21 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
       token_slot_[c.token_offset + j] = c.slot;
     }
   }
-  const int32_t E = cfg_.n_embd, Q = cfg_.q_dim();
+  const int32_t E = cfg_.n_embd, O = cfg_.attn_out_dim();
   for (int32_t li = 0; li < w_.layers.size(); ++li) {
     const model::LayerWeights& L = w_.layer[li];
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.attn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
-    project_qkv(L, n, li);
-    attention(mb, li);
-    matmul_(L.wo, attn_out_.data(), n, Q, tmp_.data());
+    if (cfg_.spec.mla) {
+      latent_attention(L, n, li);
+    } else {
+      project_qkv(L, n, li);
+      attention(mb, li);
+    }
+    matmul_(L.wo, attn_out_.data(), n, O, tmp_.data());
     post_norm(L.attn_post_norm, n);
     for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.ffn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
-    if (moe_) {
+    if (!cfg_.layer_is_dense(w_.layers.first + li)) {
       moe_->forward(L, xn_.data(), n, tmp_.data(), matmul_);
     } else {
       dense_ffn(L, n);
@@ -205,6 +218,75 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
       a.out = attn_out_.data() + static_cast<size_t>(i) * Q + kvh * group * hd;
       a.out_stride = hd;
       attend(a);
+    }
+  });
+}
+
+// Latent attention with the latent cached instead of per-head keys and values. Head h's key at position t
+// is [W_k,h c_t ; k_pe_t] and its value W_v,h c_t (c_t the normalised latent, W_k,h and W_v,h head h's
+// k_nope and v rows of attn_kv_b), so q . k = (W_k,h^T q_nope) . c_t + q_pe . k_pe_t and the output is
+// W_v,h (sum_t p_t c_t): the matrices are applied to the query and to the weighted latent, once per head,
+// instead of to every cached position. The sums are ordered differently from llama.cpp's (which expands
+// every position's keys), so results agree to rounding, not bitwise; each (token, head) is computed alone,
+// so they do not depend on the batch or the split.
+void TransformerStage::latent_attention(const model::LayerWeights& L, int32_t n, int32_t li) {
+  const int32_t E = cfg_.n_embd, H = cfg_.n_head, hd = cfg_.head_dim, nope = cfg_.nope_dim(), r = cfg_.n_rot;
+  const int32_t R = cfg_.kv_lora_rank, V = cfg_.v_head_dim, Q = cfg_.q_dim(), row_w = cfg_.kv_cache_row_floats();
+  const int32_t kv_b_head = nope + V;  // attn_kv_b rows per head: k_nope then v
+  if (cfg_.q_lora_rank > 0) {
+    const int32_t QR = cfg_.q_lora_rank;
+    matmul_.several({{&L.wq_a, q_lora_.data()}, {&L.wkv_a, kv_latent_.data()}}, xn_.data(), n, E);
+    for (int32_t i = 0; i < n; ++i)
+      kernels::rmsnorm(q_lora_.data() + i * QR, L.q_a_norm.data(), QR, cfg_.rms_eps, q_lora_.data() + i * QR);
+    matmul_(L.wq_b, q_lora_.data(), n, QR, q_.data());
+  } else {
+    matmul_.several({{&L.wq, q_.data()}, {&L.wkv_a, kv_latent_.data()}}, xn_.data(), n, E);
+  }
+  float* rope_cos = rope_cs_.data();
+  float* rope_sin = rope_cos + r / 2;
+  for (int32_t i = 0; i < n; ++i) {
+    float* row = kv_latent_.data() + static_cast<size_t>(i) * row_w;
+    kernels::rmsnorm(row, L.kv_a_norm.data(), R, cfg_.rms_eps, row);
+    kernels::rope_angles(rope_, token_pos_[i], rope_cos, rope_sin);
+    kernels::rope_apply_normal(row + R, r, rope_cos, rope_sin);
+    float* q = q_.data() + static_cast<size_t>(i) * Q;
+    for (int32_t h = 0; h < H; ++h) kernels::rope_apply_normal(q + h * hd + nope, r, rope_cos, rope_sin);
+    std::memcpy(kv_.value(li, token_slot_[i], token_pos_[i]), row, static_cast<size_t>(row_w) * sizeof(float));
+  }
+  const int64_t kv_b_rows = static_cast<int64_t>(H) * kv_b_head;
+  pool_.parallel_for(kv_b_rows, [&](int64_t b, int64_t e, int) {
+    for (int64_t j = b; j < e; ++j) kernels::dequantize_row(L.wkv_b, j, kv_b_.data() + static_cast<size_t>(j) * R);
+  });
+  pool_.parallel_for(static_cast<int64_t>(n) * H, [&](int64_t b, int64_t e, int thread) {
+    float* q_latent = latent_scratch_.data() + static_cast<size_t>(thread) * latent_scratch_per_thread();
+    float* o_latent = q_latent + R;
+    float* scores = o_latent + R;
+    for (int64_t task = b; task < e; ++task) {
+      const int32_t i = static_cast<int32_t>(task / H), h = static_cast<int32_t>(task % H);
+      const int32_t pos = token_pos_[i];
+      const float* q = q_.data() + static_cast<size_t>(i) * Q + static_cast<size_t>(h) * hd;
+      const float* w_k = kv_b_.data() + static_cast<size_t>(h) * kv_b_head * R;
+      std::fill(q_latent, q_latent + R, 0.0f);
+      for (int32_t d = 0; d < nope; ++d) kernels::axpy(q[d], w_k + static_cast<size_t>(d) * R, R, q_latent);
+      const float* rows = kv_.value(li, token_slot_[i], 0);
+      float max_score = -INFINITY;
+      for (int32_t t = 0; t <= pos; ++t) {
+        const float* c = rows + static_cast<size_t>(t) * row_w;
+        const float s = (kernels::dot_f32(q_latent, c, R) + kernels::dot_f32(q + nope, c + R, r)) * cfg_.query_scale;
+        scores[t] = s;
+        max_score = std::max(max_score, s);
+      }
+      double sum = 0.0;
+      for (int32_t t = 0; t <= pos; ++t) {
+        scores[t] = std::exp(scores[t] - max_score);
+        sum += scores[t];
+      }
+      const float inv_sum = static_cast<float>(1.0 / sum);
+      std::fill(o_latent, o_latent + R, 0.0f);
+      for (int32_t t = 0; t <= pos; ++t) kernels::axpy(scores[t] * inv_sum, rows + static_cast<size_t>(t) * row_w, R, o_latent);
+      float* out = attn_out_.data() + static_cast<size_t>(i) * H * V + static_cast<size_t>(h) * V;
+      const float* w_v = w_k + static_cast<size_t>(nope) * R;
+      for (int32_t j = 0; j < V; ++j) out[j] = kernels::dot_f32(w_v + static_cast<size_t>(j) * R, o_latent, R);
     }
   });
 }

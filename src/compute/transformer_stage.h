@@ -40,6 +40,8 @@ class TransformerStage {
  private:
   void project_qkv(const model::LayerWeights& L, int32_t n, int32_t layer_local);
   void attention(const MicroBatch& mb, int32_t layer_local);
+  // Multi-head latent attention (deepseek2) from xn_ into attn_out_: see transformer_stage.cpp.
+  void latent_attention(const model::LayerWeights& L, int32_t n, int32_t layer_local);
   void dense_ffn(const model::LayerWeights& L, int32_t n);
   void post_norm(const std::vector<float>& weight, int32_t n);
 
@@ -54,6 +56,12 @@ class TransformerStage {
   // Scratch, [max_tokens x width] each.
   std::vector<float> xn_, q_, k_, v_, attn_out_, gate_, up_, tmp_;
   std::vector<float> scores_;              // per thread: scores_per_thread() attention scratch
+  // Latent attention: q's low-rank rows, the latent | rope-key rows, the layer's attn_kv_b as floats, and
+  // per thread the absorbed query, the weighted latent and the scores over the context.
+  std::vector<float> q_lora_, kv_latent_, kv_b_, latent_scratch_;
+  size_t latent_scratch_per_thread() const {
+    return static_cast<size_t>(2 * cfg_.kv_lora_rank) + static_cast<size_t>(kv_.n_ctx());
+  }
   // Scratch of one attend call (kernels/attention.h) for a group's heads over the whole context.
   size_t scores_per_thread() const {
     return kernels::attention_scratch_floats(cfg_.n_head / cfg_.n_head_kv, kv_.n_ctx(), cfg_.head_dim);

@@ -30,6 +30,10 @@ const std::vector<ArchSpec>& supported_archs() {
       {.name = "qwen3", .rope_mode = R::NeoX, .qk_norm = true},
       {.name = "qwen3moe", .rope_mode = R::NeoX, .output = O::Required, .qk_norm = true, .moe = MoeUse::Always,
        .renormalize_expert_weights = true, .expert_ff_key = "expert_feed_forward_length"},
+      // DeepSeek V2/V3: latent attention, adjacent-pair RoPE on the rope part of q and k only; expert gating
+      // (softmax or sigmoid), renormalization and scale come from ARCH.expert_* keys.
+      {.name = "deepseek2", .output = O::Required, .moe = MoeUse::Always, .shared_expert = true,
+       .expert_ff_key = "expert_feed_forward_length", .mla = true},
   };
   return table;
 }

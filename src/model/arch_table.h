@@ -51,6 +51,11 @@ struct ArchSpec {
   // May carry rope_factors_long.weight and rope_factors_short.weight (Phi-3 LongRoPE): per-pair divisors,
   // the long ones when the sequence context exceeds the original context, as llama.cpp chooses them.
   bool rope_factors_long_short = false;
+  // DeepSeek V2/V3 multi-head latent attention (model_config.h's MLA fields): q via attn_q or the low-rank
+  // attn_q_a/q_a_norm/q_b, keys and values from a compressed latent (attn_kv_a_mqa, kv_a_norm, kv_b) that
+  // the KV cache stores instead of per-head keys and values; leading dense layers, then routed experts
+  // with an ungated shared expert, gating and weight keys read from the file (expert_gating_func, ...).
+  bool mla = false;
 };
 
 const std::vector<ArchSpec>& supported_archs();

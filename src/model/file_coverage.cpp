@@ -82,7 +82,10 @@ std::set<std::string> known_suffixes(const ArchSpec& spec) {
   for (const KnownKey& k : kCommonKeys) s.insert(k.suffix);
   if (spec.moe != MoeUse::Never) s.insert({"expert_count", "expert_used_count"});
   if (spec.expert_ff_key) s.insert(spec.expert_ff_key);
-  if (spec.shared_expert) s.insert("expert_shared_feed_forward_length");
+  if (spec.shared_expert && !spec.mla) s.insert("expert_shared_feed_forward_length");
+  if (spec.mla)
+    s.insert({"attention.q_lora_rank", "attention.kv_lora_rank", "leading_dense_block_count", "expert_shared_count",
+              "expert_weights_scale", "expert_weights_norm", "expert_gating_func", "rope.scaling.yarn_log_multiplier"});
   if (spec.sliding_window_key) s.insert(spec.sliding_window_key);
   if (spec.logit_softcapping) s.insert({"attn_logit_softcapping", "final_logit_softcapping"});
   return s;

@@ -33,7 +33,73 @@ void read_experts(const gguf::File& f, const std::string& p, const ArchSpec& spe
     throw InputError(f.path() + ": key '" + p + "expert_used_count': expected at most expert_count (" +
                      std::to_string(c.n_expert) + "), found " + std::to_string(c.n_expert_used));
   c.n_ff_expert = spec.expert_ff_key ? positive_key(f, p + spec.expert_ff_key) : c.n_ff;
-  if (spec.shared_expert) c.n_ff_shexp = positive_key(f, p + "expert_shared_feed_forward_length");
+  if (spec.shared_expert && !spec.mla) c.n_ff_shexp = positive_key(f, p + "expert_shared_feed_forward_length");
+}
+
+// deepseek2's expert keys as llama.cpp reads them: shared experts are expert_shared_count experts' width
+// fused into one FFN, the weights scale is required, renormalization optional (off), and a gating
+// function of 0 (absent, V2 and V2.5 files) means softmax.
+void read_deepseek2_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  const int32_t n_shared = positive_key(f, p + "expert_shared_count", 4096);
+  c.n_ff_shexp = c.n_ff_expert * n_shared;
+  c.n_layer_dense_lead = static_cast<int32_t>(f.get_uint(p + "leading_dense_block_count"));
+  if (c.n_layer_dense_lead > c.n_layer)
+    throw InputError(f.path() + ": key '" + p + "leading_dense_block_count': expected at most block_count (" +
+                     std::to_string(c.n_layer) + "), found " + std::to_string(c.n_layer_dense_lead));
+  const std::string scale_key = p + "expert_weights_scale";
+  c.expert_weights_scale = static_cast<float>(f.get_float(scale_key));
+  if (!(c.expert_weights_scale > 0.0f && c.expert_weights_scale < 1e6f))
+    throw InputError(f.path() + ": key '" + scale_key + "': expected a value in (0, 1e6), found " +
+                     std::to_string(c.expert_weights_scale));
+  if (const gguf::Value* v = f.find(p + "expert_weights_norm")) {
+    const bool* b = std::get_if<bool>(&v->data);
+    if (!b)
+      throw InputError(f.path() + ": key '" + p + "expert_weights_norm': expected a bool, found " +
+                       gguf::value_type_name(v->type));
+    c.expert_weights_norm = *b;
+  }
+  const std::string gating_key = p + "expert_gating_func";
+  const uint64_t gating = f.find_uint(gating_key) ? f.get_uint(gating_key) : 0;
+  if (gating == 0 || gating == 1) {
+    c.expert_gating = ExpertGating::Softmax;
+  } else if (gating == 2) {
+    c.expert_gating = ExpertGating::Sigmoid;
+  } else {
+    throw InputError(f.path() + ": key '" + gating_key + "': expected 1 (softmax) or 2 (sigmoid), found " +
+                     std::to_string(gating));
+  }
+}
+
+// Multi-head latent attention shapes. llama.cpp takes the q projection's form from the layer count (27
+// layers, DeepSeek-V2-Lite, has a plain attn_q and no q_lora_rank; every other count the low-rank
+// attn_q_a/attn_q_b): a file that disagrees would load differently there, so it is refused here.
+void read_mla(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  const std::string q_key = p + "attention.q_lora_rank";
+  const bool lite = c.n_layer == 27;
+  const bool has_q_lora = f.find_uint(q_key).has_value() && f.get_uint(q_key) > 0;
+  if (has_q_lora == lite)
+    throw InputError(f.path() + ": key '" + q_key + "': expected it " + (lite ? "absent" : "set") + " for a " +
+                     std::to_string(c.n_layer) + "-layer deepseek2 model (llama.cpp, the reference, uses a plain "
+                     "attn_q exactly when block_count is 27, DeepSeek-V2-Lite, and the low-rank attn_q_a/attn_q_b "
+                     "otherwise), found it " + (has_q_lora ? "set" : "absent"));
+  if (has_q_lora) c.q_lora_rank = positive_key(f, q_key);
+  c.kv_lora_rank = positive_key(f, p + "attention.kv_lora_rank");
+  c.v_head_dim = positive_key(f, p + "attention.value_length", 4096);
+  if (c.n_head_kv != c.n_head)
+    throw InputError(f.path() + ": key '" + p + "attention.head_count_kv': expected head_count (" +
+                     std::to_string(c.n_head) + ") for latent attention, found " + std::to_string(c.n_head_kv));
+  if (c.n_rot >= c.head_dim)
+    throw InputError(f.path() + ": key '" + p + "rope.dimension_count': expected less than key_length " +
+                     std::to_string(c.head_dim) + " (the rest of a head has no RoPE), found " + std::to_string(c.n_rot));
+  // Required by llama.cpp for deepseek2; 0 leaves the attention scale as it is.
+  const std::string mul_key = p + "rope.scaling.yarn_log_multiplier";
+  const double log_mul = f.get_float(mul_key);
+  if (!std::isfinite(log_mul) || log_mul < 0.0 || log_mul > 100.0)
+    throw InputError(f.path() + ": key '" + mul_key + "': expected a value in [0, 100], found " + std::to_string(log_mul));
+  const float freq_scale = c.rope_scaling == RopeScaling::None ? 1.0f : c.rope_freq_scale;
+  const float mscale = c.rope_attn_factor * (1.0f + static_cast<float>(log_mul) * std::log(1.0f / freq_scale));
+  c.query_scale = mscale * mscale / std::sqrt(static_cast<float>(c.head_dim));
+  c.mla_rope_attn_factor = 1.0f / (1.0f + 0.1f * std::log(1.0f / freq_scale));
 }
 
 // RoPE scaling keys as llama.cpp reads them: the type defaults to linear, a factor of 0 means none,
@@ -136,7 +202,8 @@ ModelConfig read_model_config(const gguf::File& f) {
                      std::to_string(c.rope_base));
   c.rope_mode = spec.rope_mode;
   c.spec = spec;
-  if (auto vlen = f.find_uint(p + "attention.value_length"); vlen && *vlen != static_cast<uint64_t>(c.head_dim))
+  c.v_head_dim = c.head_dim;
+  if (auto vlen = f.find_uint(p + "attention.value_length"); !spec.mla && vlen && *vlen != static_cast<uint64_t>(c.head_dim))
     throw InputError(f.path() + ": key '" + p + "attention.value_length': expected the key length " +
                      std::to_string(c.head_dim) + " (distinct value widths are not supported), found " +
                      std::to_string(*vlen));
@@ -148,6 +215,10 @@ ModelConfig read_model_config(const gguf::File& f) {
   read_softcaps_and_query_scale(f, p, c);
   read_experts(f, p, spec, c);
   read_rope_scaling(f, p, c);
+  if (spec.mla) {
+    read_deepseek2_experts(f, p, c);
+    read_mla(f, p, c);
+  }
   // The vocabulary size is the token list's length; the embedding's shape is checked against it on load.
   const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != gguf::ValueType::ARRAY)

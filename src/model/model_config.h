@@ -13,6 +13,7 @@ class File;
 namespace glacier::model {
 
 enum class RopeScaling { None, Linear, Yarn };
+enum class ExpertGating { Softmax, Sigmoid };  // router logits to expert probabilities
 
 struct ModelConfig {
   std::string arch;
@@ -46,9 +47,29 @@ struct ModelConfig {
   int32_t n_expert_used = 0;  // experts each token is routed to (top-k)
   int32_t n_ff_expert = 0;    // width of one expert's FFN
   int32_t n_ff_shexp = 0;     // width of the shared expert (0: none)
+  ExpertGating expert_gating = ExpertGating::Softmax;
+  bool expert_weights_norm = false;  // deepseek2: top-k weights divided by their sum (expert_weights_norm)
+  float expert_weights_scale = 1.0f; // deepseek2: top-k weights multiplied by this (the routed scaling factor)
+  int32_t n_layer_dense_lead = 0;    // deepseek2: the first layers have a dense FFN of width n_ff
+  // Multi-head latent attention (spec.mla). head_dim is the q/k head (nope + rope parts, the rope part is
+  // the last n_rot dims), v_head_dim the value head; keys and values come from a latent of kv_lora_rank.
+  int32_t q_lora_rank = 0;    // 0: q = attn_q . x; else q = attn_q_b . rmsnorm(attn_q_a . x)
+  int32_t kv_lora_rank = 0;
+  int32_t v_head_dim = 0;     // value head width (head_dim when not MLA)
+  // RoPE's cos/sin factor as deepseek2 applies it (1 / (1 + 0.1 ln(1 / freq_scale)), which YaRN's own factor
+  // cancels), and the YaRN mscale (attn_factor (1 + yarn_log_multiplier ln(1 / freq_scale))) that scales
+  // q . k twice instead: query_scale = mscale^2 / sqrt(head_dim).
+  float mla_rope_attn_factor = 1.0f;
 
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
+  int32_t attn_out_dim() const { return n_head * (spec.mla ? v_head_dim : head_dim); }  // attn_output's input
+  int32_t nope_dim() const { return head_dim - n_rot; }  // MLA: the part of a q/k head without RoPE
+  // Floats the KV cache keeps per position and layer: the latent and the shared rope key under MLA,
+  // else every KV head's key and value.
+  int32_t kv_cache_row_floats() const { return spec.mla ? kv_lora_rank + n_rot : 2 * kv_dim(); }
+  // Whether model layer `layer` has a dense FFN (a MoE model's leading dense layers included).
+  bool layer_is_dense(int32_t layer) const { return !is_moe() || layer < n_layer_dense_lead; }
   bool is_moe() const { return n_expert > 0; }
   // Whether model layer `layer` attends through the sliding window.
   bool layer_slides(int32_t layer) const {

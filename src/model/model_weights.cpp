@@ -132,8 +132,24 @@ std::string blk(int32_t layer, const char* what, const char* kind = "weight") {
   return "blk." + std::to_string(layer) + "." + what + "." + kind;
 }
 
+void load_latent_attention(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, ShardWeights* shard) {
+  const int64_t E = c.n_embd, Q = c.q_dim(), R = c.kv_lora_rank;
+  if (c.q_lora_rank > 0) {
+    lw.wq_a = matrix(f, blk(l, "attn_q_a"), E, c.q_lora_rank, shard);
+    lw.q_a_norm = norm_vector(f, blk(l, "attn_q_a_norm"), c.q_lora_rank, shard);
+    lw.wq_b = matrix(f, blk(l, "attn_q_b"), c.q_lora_rank, Q, shard);
+  } else {
+    lw.wq = matrix(f, blk(l, "attn_q"), E, Q, shard);
+  }
+  lw.wkv_a = matrix(f, blk(l, "attn_kv_a_mqa"), E, R + c.n_rot, shard);
+  lw.kv_a_norm = norm_vector(f, blk(l, "attn_kv_a_norm"), R, shard);
+  lw.wkv_b = matrix(f, blk(l, "attn_kv_b"), R, static_cast<int64_t>(c.n_head) * (c.nope_dim() + c.v_head_dim), shard);
+  lw.wo = matrix(f, blk(l, "attn_output"), c.attn_out_dim(), E, shard);
+}
+
 void load_attention(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, ShardWeights* shard) {
   const ArchSpec& a = c.spec;
+  if (a.mla) return load_latent_attention(f, c, l, lw, shard);
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim();
   if (a.qkv == QkvLayout::Fused) {
     const kernels::Matrix qkv = matrix(f, blk(l, "attn_qkv"), E, Q + 2 * KV, shard);
@@ -159,15 +175,17 @@ void load_attention(const gguf::File& f, const ModelConfig& c, int32_t l, LayerW
 
 void load_ffn(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights& lw, ShardWeights* shard) {
   const int64_t E = c.n_embd;
-  if (c.is_moe()) {
+  if (!c.layer_is_dense(l)) {
     const int64_t F = c.n_ff_expert, X = c.n_expert;
     lw.router = matrix(f, blk(l, "ffn_gate_inp"), E, X, shard);
+    if (c.spec.mla && f.find_tensor(blk(l, "exp_probs_b", "bias")))
+      lw.exp_probs_b = norm_vector(f, blk(l, "exp_probs_b", "bias"), X, shard);
     lw.gate_exps = expert_matrices(f, blk(l, "ffn_gate_exps"), E, F, X, shard);
     lw.up_exps = expert_matrices(f, blk(l, "ffn_up_exps"), E, F, X, shard);
     lw.down_exps = expert_matrices(f, blk(l, "ffn_down_exps"), F, E, X, shard);
     if (c.spec.shared_expert) {
       const int64_t S = c.n_ff_shexp;
-      lw.shexp_gate = one_row_matrix(f, blk(l, "ffn_gate_inp_shexp"), E, shard);
+      if (!c.spec.mla) lw.shexp_gate = one_row_matrix(f, blk(l, "ffn_gate_inp_shexp"), E, shard);
       lw.gate_shexp = matrix(f, blk(l, "ffn_gate_shexp"), E, S, shard);
       lw.up_shexp = matrix(f, blk(l, "ffn_up_shexp"), E, S, shard);
       lw.down_shexp = matrix(f, blk(l, "ffn_down_shexp"), S, E, shard);
@@ -293,7 +311,15 @@ std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelC
   if (has_rope_factors_long_short(f, c)) names.insert(names.end(), {kRopeFactorsLong, kRopeFactorsShort});
   for (int32_t l = 0; l < c.n_layer; ++l) {
     std::vector<const char*> w = {"attn_norm", "attn_output", "ffn_norm"};
-    if (a.qkv == QkvLayout::Fused) {
+    if (a.mla) {
+      w.insert(w.end(), {"attn_kv_a_mqa", "attn_kv_a_norm", "attn_kv_b"});
+      if (c.q_lora_rank > 0) {
+        w.insert(w.end(), {"attn_q_a", "attn_q_a_norm", "attn_q_b"});
+      } else {
+        w.push_back("attn_q");
+      }
+      if (!c.layer_is_dense(l) && f.find_tensor(blk(l, "exp_probs_b", "bias"))) names.push_back(blk(l, "exp_probs_b", "bias"));
+    } else if (a.qkv == QkvLayout::Fused) {
       w.push_back("attn_qkv");
     } else {
       w.insert(w.end(), {"attn_q", "attn_k", "attn_v"});
@@ -302,9 +328,10 @@ std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelC
       for (const char* b : {"attn_q", "attn_k", "attn_v"}) names.push_back(blk(l, b, "bias"));
     if (a.qk_norm) w.insert(w.end(), {"attn_q_norm", "attn_k_norm"});
     if (a.post_norms) w.insert(w.end(), {"post_attention_norm", "post_ffw_norm"});
-    if (c.is_moe()) {
+    if (!c.layer_is_dense(l)) {
       w.insert(w.end(), {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"});
-      if (a.shared_expert) w.insert(w.end(), {"ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"});
+      if (a.shared_expert) w.insert(w.end(), {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"});
+      if (a.shared_expert && !a.mla) w.push_back("ffn_gate_inp_shexp");
     } else if (a.ffn == FfnLayout::FusedGateUp) {
       w.insert(w.end(), {"ffn_up", "ffn_down"});
     } else {

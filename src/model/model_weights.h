@@ -35,6 +35,10 @@ struct LayerWeights {
   kernels::Matrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;          // projection biases; empty when the arch has none
   std::vector<float> q_norm, k_norm;      // per-head RMSNorm weights [head_dim]; empty when none
+  // Latent attention (deepseek2): q's low-rank pair and its norm (unset with a plain wq), the latent plus
+  // rope-key projection, the latent's norm, and the latent's expansion to per-head k_nope | v rows.
+  kernels::Matrix wq_a, wq_b, wkv_a, wkv_b;
+  std::vector<float> q_a_norm, kv_a_norm;
   std::vector<float> attn_post_norm;     // RMSNorm of the attention output (gemma2); empty when none
   std::vector<float> ffn_norm;
   std::vector<float> ffn_post_norm;      // RMSNorm of the FFN output (gemma2); empty when none
@@ -43,7 +47,8 @@ struct LayerWeights {
   kernels::Matrix router;
   std::vector<kernels::Matrix> gate_exps, up_exps, down_exps;
   // Shared expert (qwen2moe) and its one-row gate; unset when the arch has none.
-  kernels::Matrix gate_shexp, up_shexp, down_shexp, shexp_gate;
+  kernels::Matrix gate_shexp, up_shexp, down_shexp, shexp_gate;  // shexp_gate unset: ungated (deepseek2)
+  std::vector<float> exp_probs_b;  // deepseek2 V3: bias added to the expert probabilities for selection only; empty: none
 };
 
 struct ShardWeights {

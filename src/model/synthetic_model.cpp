@@ -1,4 +1,4 @@
-// Synthetic llama and gemma2 models: spec checks, metadata (ARCH.* and tokenizer.* keys), and weights drawn row by
+// Synthetic llama, gemma2 and deepseek2 models: spec checks, metadata (ARCH.* and tokenizer.* keys), and weights drawn row by
 // row from seeded streams, encoded and streamed to disk in chunks so memory stays far below model size.
 #include "model/synthetic_model.h"
 
@@ -142,7 +142,8 @@ uint32_t file_type_code(kernels::WeightType t) {
   return 0;
 }
 
-enum class Fill { Matrix, Embedding, Norm, RopeFreqs };
+enum class Fill { Matrix, Embedding, Norm, RopeFreqs, Bias };
+constexpr float kBiasStd = 0.2f;  // exp_probs_b: comparable to the spread of sigmoid router probabilities
 constexpr float kRopeFreqsLast = 8.0f;  // Llama 3.1's factor for its lowest frequencies
 
 struct PlannedTensor {
@@ -152,6 +153,7 @@ struct PlannedTensor {
   bool is_vector = false;
   Fill fill = Fill::Matrix;
   kernels::WeightType type = kernels::WeightType::F32;
+  int64_t depth = 0;  // > 0: a 3-D tensor of `depth` matrices of rows / depth rows each (MoE experts)
 };
 
 std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_vocab) {
@@ -171,7 +173,49 @@ std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_v
   const bool gemma2 = s.arch == "gemma2";
   std::vector<PlannedTensor> plan;
   plan.push_back(PlannedTensor{"token_embd.weight", s.n_embd, n_vocab, false, Fill::Embedding, type_of("token_embd.weight")});
-  for (int32_t l = 0; l < s.n_layer; ++l) {
+  for (int32_t l = 0; l < s.n_layer && s.arch == "deepseek2"; ++l) {
+    const SyntheticModelSpec::DeepSeek& d = s.deepseek;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const int64_t H = s.n_head, hd = d.nope_dim + d.rope_dim;
+    auto vec = [](std::string name, int64_t n, Fill fill) {
+      return PlannedTensor{std::move(name), n, 1, true, fill, kernels::WeightType::F32};
+    };
+    plan.push_back(norm(b + "attn_norm.weight"));
+    if (d.q_lora_rank > 0) {
+      plan.push_back(matrix(b + "attn_q_a.weight", s.n_embd, d.q_lora_rank));
+      plan.push_back(vec(b + "attn_q_a_norm.weight", d.q_lora_rank, Fill::Norm));
+      plan.push_back(matrix(b + "attn_q_b.weight", d.q_lora_rank, H * hd));
+    } else {
+      plan.push_back(matrix(b + "attn_q.weight", s.n_embd, H * hd));
+    }
+    plan.push_back(matrix(b + "attn_kv_a_mqa.weight", s.n_embd, d.kv_lora_rank + d.rope_dim));
+    plan.push_back(vec(b + "attn_kv_a_norm.weight", d.kv_lora_rank, Fill::Norm));
+    plan.push_back(matrix(b + "attn_kv_b.weight", d.kv_lora_rank, H * (d.nope_dim + d.v_head_dim)));
+    plan.push_back(matrix(b + "attn_output.weight", H * d.v_head_dim, s.n_embd));
+    plan.push_back(norm(b + "ffn_norm.weight"));
+    if (l < d.leading_dense) {
+      plan.push_back(matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff));
+      plan.push_back(matrix(b + "ffn_up.weight", s.n_embd, s.n_ff));
+      plan.push_back(matrix(b + "ffn_down.weight", s.n_ff, s.n_embd));
+      continue;
+    }
+    plan.push_back(PlannedTensor{b + "ffn_gate_inp.weight", s.n_embd, d.n_expert, false, Fill::Matrix,
+                                 kernels::WeightType::F32});  // the router stays f32, as llama.cpp's converter keeps it
+    if (d.exp_probs_b) plan.push_back(vec(b + "exp_probs_b.bias", d.n_expert, Fill::Bias));
+    const int64_t F = d.n_ff_expert, X = d.n_expert, S = static_cast<int64_t>(d.n_ff_expert) * d.n_expert_shared;
+    auto experts = [&](std::string name, int64_t cols, int64_t rows) {
+      PlannedTensor t = matrix(std::move(name), cols, rows * X);
+      t.depth = X;
+      return t;
+    };
+    plan.push_back(experts(b + "ffn_gate_exps.weight", s.n_embd, F));
+    plan.push_back(experts(b + "ffn_up_exps.weight", s.n_embd, F));
+    plan.push_back(experts(b + "ffn_down_exps.weight", F, s.n_embd));
+    plan.push_back(matrix(b + "ffn_gate_shexp.weight", s.n_embd, S));
+    plan.push_back(matrix(b + "ffn_up_shexp.weight", s.n_embd, S));
+    plan.push_back(matrix(b + "ffn_down_shexp.weight", S, s.n_embd));
+  }
+  for (int32_t l = 0; l < s.n_layer && s.arch != "deepseek2"; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     plan.push_back(norm(b + "attn_norm.weight"));
     plan.push_back(matrix(b + "attn_q.weight", s.n_embd, q_dim));
@@ -198,7 +242,24 @@ void check_spec(const SyntheticModelSpec& s) {
   auto positive = [](const std::string& option, int64_t v, int64_t max) {
     if (v < 1 || v > max) bad_option(option, "an integer in 1.." + std::to_string(max), std::to_string(v));
   };
-  if (s.arch != "llama" && s.arch != "gemma2") bad_option("arch", "llama or gemma2", "'" + s.arch + "'");
+  if (s.arch != "llama" && s.arch != "gemma2" && s.arch != "deepseek2")
+    bad_option("arch", "llama, gemma2 or deepseek2", "'" + s.arch + "'");
+  if (s.arch == "deepseek2") {
+    const SyntheticModelSpec::DeepSeek& d = s.deepseek;
+    if (d.q_lora_rank < 0 || d.q_lora_rank > (1 << 20)) bad_option("q-lora-rank", "0..2^20", std::to_string(d.q_lora_rank));
+    for (const auto& [name, v] : {std::pair<const char*, int32_t>{"kv-lora-rank", d.kv_lora_rank}, {"rope-dim", d.rope_dim},
+                                  {"nope-dim", d.nope_dim}, {"v-head-dim", d.v_head_dim}, {"n-expert", d.n_expert},
+                                  {"n-expert-used", d.n_expert_used}, {"n-expert-shared", d.n_expert_shared},
+                                  {"n-ff-expert", d.n_ff_expert}})
+      if (v < 1 || v > (1 << 20)) bad_option(name, "an integer in 1..2^20", std::to_string(v));
+    if (d.rope_dim % 2 != 0) bad_option("rope-dim", "an even count (rotary pairs)", std::to_string(d.rope_dim));
+    if (d.n_expert_used > d.n_expert) bad_option("n-expert-used", "at most --n-expert", std::to_string(d.n_expert_used));
+    if (d.leading_dense < 0 || d.leading_dense > s.n_layer)
+      bad_option("leading-dense", "0..--n-layer", std::to_string(d.leading_dense));
+    if (s.n_head_kv != s.n_head) bad_option("n-head-kv", "--n-head for deepseek2", std::to_string(s.n_head_kv));
+    if (is_block_type(s.weight_type)) bad_option("type", "f32, f16 or bf16 for deepseek2", lower_type_name(s.weight_type));
+    if (!(d.weights_scale > 0.0f)) bad_option("expert-weights-scale", "a positive scale", std::to_string(d.weights_scale));
+  }
   if (s.arch != "gemma2" && s.sliding_window != 0)
     bad_option("sliding-window", "no window for --arch " + s.arch + " (gemma2 only)", std::to_string(s.sliding_window));
   if (s.sliding_window < 0) bad_option("sliding-window", "a window >= 1 (or 0: no key)", std::to_string(s.sliding_window));
@@ -296,7 +357,25 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_f32(a + "rope.freq_base", s.rope_base);
-  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
+  if (s.arch == "deepseek2") {
+    const SyntheticModelSpec::DeepSeek& d = s.deepseek;
+    w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(d.rope_dim));
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(d.nope_dim + d.rope_dim));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(d.v_head_dim));
+    if (d.q_lora_rank > 0) w.set_u32(a + "attention.q_lora_rank", static_cast<uint32_t>(d.q_lora_rank));
+    w.set_u32(a + "attention.kv_lora_rank", static_cast<uint32_t>(d.kv_lora_rank));
+    w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(d.leading_dense));
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(d.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(d.n_expert_used));
+    w.set_u32(a + "expert_shared_count", static_cast<uint32_t>(d.n_expert_shared));
+    w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(d.n_ff_expert));
+    w.set_f32(a + "expert_weights_scale", d.weights_scale);
+    w.set_bool(a + "expert_weights_norm", d.weights_norm);
+    w.set_u32(a + "expert_gating_func", d.sigmoid_gating ? 2u : 1u);
+    w.set_f32(a + "rope.scaling.yarn_log_multiplier", d.yarn_log_multiplier);
+  } else {
+    w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
+  }
   if (!s.rope_scaling_type.empty()) {
     w.set_string(a + "rope.scaling.type", s.rope_scaling_type);
     w.set_f32(a + "rope.scaling.factor", s.rope_scaling_factor);
@@ -323,6 +402,9 @@ void fill_row(const PlannedTensor& t, uint64_t tensor_seed, int64_t row, float* 
       break;
     case Fill::Norm:
       for (int64_t i = 0; i < t.cols; ++i) out[i] = 1.0f + kNormSpread * out[i];
+      break;
+    case Fill::Bias:
+      for (int64_t i = 0; i < t.cols; ++i) out[i] *= kBiasStd;
       break;
     case Fill::RopeFreqs:
       for (int64_t i = 0; i < t.cols; ++i)
@@ -424,6 +506,7 @@ SyntheticModelSummary write_synthetic_model(const SyntheticModelSpec& spec, cons
   uint64_t total = 0;
   for (const PlannedTensor& t : plan) {
     std::vector<int64_t> ne = t.is_vector ? std::vector<int64_t>{t.cols} : std::vector<int64_t>{t.cols, t.rows};
+    if (t.depth > 0) ne = {t.cols, t.rows / t.depth, t.depth};
     total += w.add_tensor_info(t.name, gguf_type(t.type), ne);
     summary.n_params += static_cast<uint64_t>(t.cols * t.rows);
   }

@@ -1,4 +1,4 @@
-// Writes llama- or gemma2-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
+// Writes llama-, gemma2- or deepseek2-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
 // run on a machine with no downloads, and speed work gets real-sized models. Streams tensor by tensor.
 #pragma once
 #include <cstdint>
@@ -13,12 +13,30 @@ namespace glacier::model {
 
 struct SyntheticModelSpec {
   std::string name = "glacier-synthetic";
-  // "llama" or "gemma2" (tied output head, post-attention and post-FFN norms, soft-capping and
-  // sliding-window keys below).
+  // "llama", "gemma2" (tied output head, post-attention and post-FFN norms, soft-capping and
+  // sliding-window keys below) or "deepseek2" (the `deepseek` shapes below).
   std::string arch = "llama";
   int32_t sliding_window = 0;        // gemma2: ARCH.attention.sliding_window; 0 = key absent (4096 applies)
   float attn_softcap = 50.0f;        // gemma2: ARCH.attn_logit_softcapping
   float final_softcap = 30.0f;       // gemma2: ARCH.final_logit_softcapping
+  // deepseek2 (latent attention, leading dense layers then routed + shared experts); n_head_kv is n_head.
+  struct DeepSeek {
+    int32_t q_lora_rank = 32;     // 0: plain attn_q (llama.cpp then needs 27 layers)
+    int32_t kv_lora_rank = 32;
+    int32_t rope_dim = 16;        // rotated part of a q/k head
+    int32_t nope_dim = 32;        // the rest of a q/k head
+    int32_t v_head_dim = 32;
+    int32_t n_expert = 4;
+    int32_t n_expert_used = 2;
+    int32_t n_expert_shared = 1;
+    int32_t n_ff_expert = 64;
+    int32_t leading_dense = 1;
+    bool sigmoid_gating = false;  // expert_gating_func 2 (V3) instead of 1 (softmax)
+    bool weights_norm = false;    // expert_weights_norm
+    float weights_scale = 1.0f;   // expert_weights_scale
+    bool exp_probs_b = false;     // per-layer selection bias tensors (V3)
+    float yarn_log_multiplier = 0.0f;
+  } deepseek;
   int32_t n_vocab = 0;  // 0: the built-in vocabulary's size, or the --vocab-from file's token count
   int32_t n_embd = 64;
   int32_t n_layer = 2;

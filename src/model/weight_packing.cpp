@@ -17,7 +17,7 @@ std::vector<kernels::Matrix*> shard_matrices(ShardWeights& w) {
   std::vector<kernels::Matrix*> out;
   for (LayerWeights& l : w.layer) {
     for (kernels::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.gate_shexp,
-                               &l.up_shexp, &l.down_shexp, &l.shexp_gate})
+                               &l.up_shexp, &l.down_shexp, &l.shexp_gate, &l.wq_a, &l.wq_b, &l.wkv_a})
       out.push_back(m);
     for (auto* experts : {&l.gate_exps, &l.up_exps, &l.down_exps})
       for (kernels::Matrix& m : *experts) out.push_back(&m);
