@@ -27,6 +27,7 @@ PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) 
   }
   s.include_stop_str_in_output = rec.include_stop_str_in_output ? *rec.include_stop_str_in_output
                                                                 : opt.include_stop_str_in_output;
+  s.n = rec.n ? *rec.n : opt.n;
   return s;
 }
 
@@ -47,7 +48,8 @@ nlohmann::json sampling_json(const PromptSampling& s) {
           {"ignore_eos", s.ignore_eos},
           {"stop_token_ids", s.stop_token_ids},
           {"logit_bias", bias},
-          {"include_stop_str_in_output", s.include_stop_str_in_output}};
+          {"include_stop_str_in_output", s.include_stop_str_in_output},
+          {"n", s.n}};
 }
 
 std::string sampling_text(const io::PromptRecord& rec, const JobOptions& opt) {

@@ -33,7 +33,8 @@ ChatSetup choose_chat_template(const JobOptions& opt, const std::optional<std::s
 namespace {
 
 static_assert(io::kMaxLogitBiasEntries == static_cast<size_t>(compute::kMaxLogitBiasEntries) &&
-                  io::kMaxStopTokenIds == static_cast<size_t>(compute::kMaxStopTokenIds),
+                  io::kMaxStopTokenIds == static_cast<size_t>(compute::kMaxStopTokenIds) &&
+                  io::kMaxSamplesPerPrompt == compute::kMaxSamplesPerPrompt,
               "the prompt reader's bounds are the engine's");
 
 // The ids a prompt names must be in the model's vocabulary; the message names the prompt's key, or the
@@ -89,6 +90,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
                                          pipeline::SequenceRequest& req, PromptPlan& plan) {
   plan.record = rec;
   const PromptSampling sampling = sampling_for(rec, opt);
+  plan.n_samples = sampling.n;
   plan.stop = sampling.stop;
   plan.include_stop_str = sampling.include_stop_str_in_output;
   plan.stop_token_ids = sampling.stop_token_ids;
@@ -103,6 +105,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   req.sampling.top_p = sampling.top_p;
   req.sampling.min_p = sampling.min_p;
   req.sampling.seed = sampling.seed;
+  req.n_samples = sampling.n;
   if (auto err = set_sequence_controls(rec, sampling, tok, req)) return err;
   const bool add_special = !opt.no_bos;
   if (rec.is_chat()) {
@@ -208,12 +211,14 @@ io::ResultRecord make_error_result(const io::PromptRecord& rec, const std::strin
 io::ResultRecord make_result(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out) {
   if (out.finish == pipeline::FinishReason::Error) {
     io::ResultRecord r = make_error_result(plan.record, out.error);
+    r.sample = out.sample;
     r.prompt_tokens = plan.prompt_tokens;
     return r;
   }
   io::ResultRecord r;
   r.id = plan.record.id;
   r.index = plan.record.index;
+  r.sample = out.sample;
   r.prompt_tokens = plan.prompt_tokens;
   r.time_to_first_token_s = out.time_to_first_token;
   r.total_time_s = out.total_time;

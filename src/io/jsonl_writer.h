@@ -12,7 +12,7 @@
 
 namespace glacier::io {
 
-// {"id", "status", "prompt_tokens", "tokens", "text", "logprobs", "finish_reason"} plus "error" for
+// {"id", "status", "prompt_tokens", "tokens", "text", "logprobs", "finish_reason", "sample"} plus "error" for
 // failed requests and "sum_logprob", "greedy" for scores; ends with '\n'. Never throws on invalid UTF-8
 // in text (tokens may split a character): bad sequences become U+FFFD. Float log-probs are printed in
 // the shortest form that reads back as the same float32.
@@ -31,8 +31,9 @@ struct OpenAiBatchLine {
 std::string format_openai_batch_line(const ResultRecord& result, const OpenAiBatchLine& line);
 void write_openai_batch_line(std::ostream& out, const ResultRecord& result, const OpenAiBatchLine& line);
 
-// Writes lines to `path` in index order: a line whose index is ahead of the next one expected waits
-// in memory. Indices done in an earlier run (resume) are declared with skip().
+// Writes lines to `path` in index order (the results sink numbers rows by prompt, then sample): a line
+// whose index is ahead of the next one expected waits in memory. Indices done in an earlier run
+// (resume) are declared with skip().
 class OrderedLineWriter {
  public:
   explicit OrderedLineWriter(const std::string& path, bool append = false);

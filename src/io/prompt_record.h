@@ -14,6 +14,8 @@ namespace glacier::io {
 // they agree with compute/microbatch.h).
 constexpr size_t kMaxStopTokenIds = 1024;
 constexpr size_t kMaxLogitBiasEntries = 1024;
+// Samples a prompt's "n" may ask for (compute/microbatch.h's kMaxSamplesPerPrompt).
+constexpr int kMaxSamplesPerPrompt = 128;
 
 enum class PromptFormat : uint8_t { Text, Jsonl, OpenAiBatch };
 
@@ -53,6 +55,7 @@ struct PromptRecord {
   std::optional<std::vector<int32_t>> stop_token_ids;
   std::optional<std::vector<std::pair<int32_t, double>>> logit_bias;  // (token id, bias), ascending ids
   std::optional<bool> include_stop_str_in_output;
+  std::optional<int> n;  // samples of this prompt (plain .jsonl lines; OpenAI batch bodies only 1)
 
   bool is_chat() const { return messages_json.has_value(); }
   bool is_score() const { return context.has_value(); }

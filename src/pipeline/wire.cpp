@@ -36,11 +36,17 @@ static_assert(sizeof(Header) == 40 && offsetof(Header, header_crc) == 36, "no pa
 static_assert(std::is_trivially_copyable_v<compute::Chunk>);
 static_assert(std::is_trivially_copyable_v<compute::ChunkResult>);
 static_assert(std::is_trivially_copyable_v<compute::TokenBias>);
+static_assert(std::is_trivially_copyable_v<compute::SlotCopy>);
 
-// Bytes of the first chunks' sequence settings in a forward message: their two counts, then the entries.
-size_t settings_bytes(size_t n_biases, size_t n_mask) {
-  return 2 * sizeof(int32_t) + n_biases * sizeof(compute::TokenBias) + n_mask * sizeof(int32_t);
+// Bytes of the first chunks' sequence settings and the slot copies in a forward message: their three
+// counts, then the entries.
+size_t settings_bytes(size_t n_biases, size_t n_mask, size_t n_copies) {
+  return 3 * sizeof(int32_t) + n_biases * sizeof(compute::TokenBias) + n_mask * sizeof(int32_t) +
+         n_copies * sizeof(compute::SlotCopy);
 }
+
+// Bytes of a back message's extra draws (n samples): their count, then tokens and log-probs.
+size_t samples_bytes(size_t n_extra) { return sizeof(int32_t) + n_extra * (sizeof(int32_t) + sizeof(float)); }
 
 template <typename T>
 void put(std::vector<uint8_t>& out, size_t& at, const T* src, size_t n) {
@@ -107,13 +113,15 @@ size_t payload_bytes(WireCodec c, int64_t n_tokens, int64_t n_embd) {
 size_t max_forward_bytes(int32_t max_tokens, int32_t n_embd) {
   return sizeof(Header) + std::max(kMaxFaultReportBytes,
                                    static_cast<size_t>(max_tokens) * (sizeof(compute::Chunk) + 2 * sizeof(int32_t)) +
-                                       settings_bytes(compute::kMaxBiasesPerMicroBatch, compute::kMaxMaskPerMicroBatch) +
+                                       settings_bytes(compute::kMaxBiasesPerMicroBatch, compute::kMaxMaskPerMicroBatch,
+                                                      compute::kMaxCopiesPerMicroBatch) +
                                        payload_bytes(WireCodec::F32, max_tokens, n_embd));
 }
 
 size_t max_back_bytes(int32_t max_tokens) {
-  return sizeof(Header) + std::max(kMaxFaultReportBytes, static_cast<size_t>(max_tokens) *
-                                                             (sizeof(compute::ChunkResult) + sizeof(float) + 1));
+  return sizeof(Header) + std::max(kMaxFaultReportBytes,
+                                   static_cast<size_t>(max_tokens) * (sizeof(compute::ChunkResult) + sizeof(float) + 1) +
+                                       samples_bytes(compute::kMaxExtraSamplesPerMicroBatch));
 }
 
 void encode_activations(WireCodec c, const float* x, int64_t n, int64_t e, uint8_t* out) {
@@ -177,21 +185,24 @@ size_t encode_forward(const compute::MicroBatch& mb, const float* x, int32_t n_e
   h.n_tokens = mb.n_tokens();
   h.n_embd = n_embd;
   GLACIER_ASSERT(mb.biases.size() <= static_cast<size_t>(compute::kMaxBiasesPerMicroBatch) &&
-                     mb.min_mask.size() <= static_cast<size_t>(compute::kMaxMaskPerMicroBatch),
-                 "a micro-batch's sequence settings within the receive buffers' bounds");
+                     mb.min_mask.size() <= static_cast<size_t>(compute::kMaxMaskPerMicroBatch) &&
+                     mb.copies.size() <= static_cast<size_t>(compute::kMaxCopiesPerMicroBatch),
+                 "a micro-batch's sequence settings and slot copies within the receive buffers' bounds");
   const size_t payload = payload_bytes(codec, mb.n_tokens(), n_embd);
   const size_t total = sizeof h + mb.chunks.size() * sizeof(compute::Chunk) + 2 * mb.tokens.size() * sizeof(int32_t) +
-                       settings_bytes(mb.biases.size(), mb.min_mask.size()) + payload;
+                       settings_bytes(mb.biases.size(), mb.min_mask.size(), mb.copies.size()) + payload;
   out.resize(total);
   size_t at = 0;
   put(out, at, &h, 1);
   put(out, at, mb.chunks.data(), mb.chunks.size());
   put(out, at, mb.tokens.data(), mb.tokens.size());
   put(out, at, mb.targets.data(), mb.targets.size());
-  const int32_t counts[2] = {static_cast<int32_t>(mb.biases.size()), static_cast<int32_t>(mb.min_mask.size())};
-  put(out, at, counts, 2);
+  const int32_t counts[3] = {static_cast<int32_t>(mb.biases.size()), static_cast<int32_t>(mb.min_mask.size()),
+                             static_cast<int32_t>(mb.copies.size())};
+  put(out, at, counts, 3);
   put(out, at, mb.biases.data(), mb.biases.size());
   put(out, at, mb.min_mask.data(), mb.min_mask.size());
+  put(out, at, mb.copies.data(), mb.copies.size());
   encode_activations(codec, x, mb.n_tokens(), n_embd, out.data() + at);
   seal(out);
   return payload;
@@ -263,15 +274,18 @@ MessageKind decode_forward(const uint8_t* data, size_t bytes, int32_t n_embd, co
   get(data, bytes, at, mb.chunks.data(), mb.chunks.size());
   get(data, bytes, at, mb.tokens.data(), mb.tokens.size());
   get(data, bytes, at, mb.targets.data(), mb.targets.size());
-  int32_t counts[2] = {0, 0};
-  get(data, bytes, at, counts, 2);
+  int32_t counts[3] = {0, 0, 0};
+  get(data, bytes, at, counts, 3);
   GLACIER_ASSERT(counts[0] >= 0 && counts[0] <= compute::kMaxBiasesPerMicroBatch && counts[1] >= 0 &&
-                     counts[1] <= compute::kMaxMaskPerMicroBatch,
-                 "pipeline message's sequence settings within bounds");
+                     counts[1] <= compute::kMaxMaskPerMicroBatch && counts[2] >= 0 &&
+                     counts[2] <= compute::kMaxCopiesPerMicroBatch,
+                 "pipeline message's sequence settings and slot copies within bounds");
   mb.biases.resize(static_cast<size_t>(counts[0]));
   mb.min_mask.resize(static_cast<size_t>(counts[1]));
+  mb.copies.resize(static_cast<size_t>(counts[2]));
   get(data, bytes, at, mb.biases.data(), mb.biases.size());
   get(data, bytes, at, mb.min_mask.data(), mb.min_mask.size());
+  get(data, bytes, at, mb.copies.data(), mb.copies.size());
   const auto codec = static_cast<WireCodec>(h.codec);
   GLACIER_ASSERT(at + payload_bytes(codec, h.n_tokens, n_embd) == bytes, "pipeline payload size matches");
   decode_activations(codec, data + at, h.n_tokens, n_embd, x);
@@ -282,12 +296,20 @@ void encode_back(const compute::MicroBatchResult& r, std::vector<uint8_t>& out) 
   Header h = zero_header(MessageKind::MicroBatch, r.id);
   h.n_chunks = static_cast<int32_t>(r.chunks.size());
   h.n_tokens = static_cast<int32_t>(r.target_logprobs.size());
-  out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1));
+  GLACIER_ASSERT(r.sample_tokens.size() == r.sample_logprobs.size() &&
+                     r.sample_tokens.size() <= static_cast<size_t>(compute::kMaxExtraSamplesPerMicroBatch),
+                 "a result's extra draws within the receive buffers' bounds");
+  out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1) +
+             samples_bytes(r.sample_tokens.size()));
   size_t at = 0;
   put(out, at, &h, 1);
   put(out, at, r.chunks.data(), r.chunks.size());
   put(out, at, r.target_logprobs.data(), r.target_logprobs.size());
   put(out, at, r.target_greedy.data(), r.target_greedy.size());
+  const int32_t n_extra = static_cast<int32_t>(r.sample_tokens.size());
+  put(out, at, &n_extra, 1);
+  put(out, at, r.sample_tokens.data(), r.sample_tokens.size());
+  put(out, at, r.sample_logprobs.data(), r.sample_logprobs.size());
   seal(out);
 }
 
@@ -306,6 +328,13 @@ MessageKind decode_back(const uint8_t* data, size_t bytes, compute::MicroBatchRe
   get(data, bytes, at, r.chunks.data(), r.chunks.size());
   get(data, bytes, at, r.target_logprobs.data(), r.target_logprobs.size());
   get(data, bytes, at, r.target_greedy.data(), r.target_greedy.size());
+  int32_t n_extra = 0;
+  get(data, bytes, at, &n_extra, 1);
+  GLACIER_ASSERT(n_extra >= 0 && n_extra <= compute::kMaxExtraSamplesPerMicroBatch, "back message's draws within bounds");
+  r.sample_tokens.resize(static_cast<size_t>(n_extra));
+  r.sample_logprobs.resize(static_cast<size_t>(n_extra));
+  get(data, bytes, at, r.sample_tokens.data(), r.sample_tokens.size());
+  get(data, bytes, at, r.sample_logprobs.data(), r.sample_logprobs.size());
   return kind;
 }
 
