@@ -1,7 +1,6 @@
-// n samples per prompt in whole jobs on stories260K: sample 0 of n = 8 is the n = 1 row bit for bit,
-// every sample is the same at 1 and 3 ranks, at another --ubatch and with each sample prefilling the
-// prompt itself (--n-prefill each), samples at temperature > 0 differ, the prompt is prefilled once,
-// --resume keeps a finished prompt's samples, and n is refused where it cannot run.
+// n samples per prompt in whole jobs on stories260K: sample 0 of n = 8 is the n = 1 row bit for bit; every
+// sample is the same at 1 and 3 ranks, 2 replicas, another --ubatch and --n-prefill each; samples differ at
+// temperature 1; the prompt is prefilled once; --resume keeps whole prompts; n is refused where it cannot run.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -105,6 +104,8 @@ TEST(JobNSamples, SamplesAreTheSameAtAnyRanksMicroBatchAndWithoutSharing) {
   ASSERT_EQ(base.size(), static_cast<size_t>(kSamples + 3));
   EXPECT_EQ(read_samples(run(model, "np3", 3, lines, "--ubatch 3").out), base);
   EXPECT_EQ(read_samples(run(model, "each", 1, lines, "--n-prefill each --ubatch 5").out), base);
+  // Two replicas: a prompt's rows travel to rank 0 together (one result message a prompt).
+  EXPECT_EQ(read_samples(run(model, "replicas", 2, lines, "--replicas 2").out), base);
   // At temperature 1 the eight streams do not all draw the same continuation.
   std::set<std::vector<int>> distinct;
   for (int j = 0; j < kSamples; ++j) distinct.insert(base[static_cast<size_t>(j)].second.tokens);
