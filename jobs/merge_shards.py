@@ -2,6 +2,7 @@
 job's: the /results columns with each row's index in the whole prompt file, in input order, and root
 attributes. Traces stay in the shard files. Usage: merge_shards.py --out merged.h5 DIR/shard-*-of-N.h5"""
 import argparse
+import collections
 import hashlib
 import json
 import os
@@ -63,7 +64,7 @@ def read_shards(paths):
 def merge(paths, out_path, prompts_path):
     n = len(paths)
     columns, dtypes, first_attrs = None, None, None
-    rows = {}  # column -> list of values, in global index order after sorting
+    rows = {}  # column -> list of values, in global index (then sample) order after sorting
     widths = {}  # wide column -> per row, the width its shard wrote it at
     order = []
     total_prompts, resumes, hosts, runs = 0, 0, [], []
@@ -87,8 +88,16 @@ def merge(paths, out_path, prompts_path):
             # A killed job leaves its last flush part-written: only the shortest column's rows are whole.
             length = min(r[c].shape[0] for c in columns)
             expected = int(attrs.get("prompt_count", -1))
-            if length != expected:
-                fail(f"{path}: expected {expected} finished prompts, found {length}: "
+            # One row a sample: every prompt has its n rows (n from the row's sampling JSON).
+            samples = r["sample"][:length]
+            wanted = {}
+            for i, text in zip(r["index"][:length], r["sampling"][:length]):
+                sampling = json.loads(text_attr(text))
+                wanted[int(i)] = sampling.get("n", 1) if isinstance(sampling, dict) else 1
+            rows_of = collections.Counter(int(i) for i in r["index"][:length])
+            finished = sum(1 for i, want in wanted.items() if rows_of[i] == want)
+            if len(wanted) != expected or finished != expected:
+                fail(f"{path}: expected {expected} finished prompts, found {finished}: "
                      "rerun that array task (it resumes)")
             total_prompts += expected
             resumes += int(attrs.get("resumes", 0))
@@ -102,11 +111,10 @@ def merge(paths, out_path, prompts_path):
                 if c == "index":
                     values = local_index * n + k  # see array_shard.sbatch: prompt c is in shard c mod n
                 rows[c].extend(values)
-            order.extend(local_index * n + k)
-    order = np.asarray(order, dtype=np.int64)
-    if len(np.unique(order)) != len(order):
+            order.extend(zip(local_index * n + k, samples))
+    if len(set(order)) != len(order):
         fail("two shards hold the same prompt index: were they cut from different prompt files?")
-    sort = np.argsort(order, kind="stable")
+    sort = sorted(range(len(order)), key=lambda i: order[i])  # input order, then sample order
     tmp = out_path + ".tmp"
     with h5py.File(tmp, "w") as out:
         for name, value in first_attrs.items():

@@ -53,6 +53,10 @@ PromptFileFacts check_prompt_file(const JobOptions& o) {
   int64_t score = 0, other = 0;
   for (const io::PromptRecord& r : records) {
     if (!r.ok) continue;  // its own error row says why
+    if (o.n > 1 && r.format == io::PromptFormat::OpenAiBatch)
+      throw InputError("option --n: expected 1 for a prompt file of OpenAI batch lines (n > 1 in OpenAI batch output "
+                       "is not implemented yet), found " + std::to_string(o.n) + " and a batch line at " + o.prompts +
+                       ":" + std::to_string(r.line));
     (r.is_score() ? score : other) += 1;
     if (r.is_chat() && !facts.first_chat_line) facts.first_chat_line = r.line;
   }

@@ -253,11 +253,12 @@ void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   s.shard = std::move(shard);
 }
 
-pipeline::SchedulerOptions scheduler_options(const RankSetup& s, int n_stages) {
+pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetup& s, int n_stages) {
   pipeline::SchedulerOptions opt;
   opt.n_slots = s.n_slots;
   opt.n_ctx = s.n_ctx;
   opt.ubatch = s.ubatch;
+  opt.share_prompt = o.n_prefill == "once";
   // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
   // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
   // decode steps into two cohorts (each reading every weight) where one micro-batch can hold them all.
@@ -328,24 +329,40 @@ class PromptBook {
       : o_(o), tok_(tok), chat_(chat), records_(io::read_prompts(o.prompts)), plans_(records_.size()) {}
   const std::vector<io::PromptRecord>& records() const { return records_; }
 
-  // Queues prompt i, or returns its error result when it cannot run.
-  std::optional<io::ResultRecord> add(int32_t i, pipeline::Scheduler& sched) {
+  // Queues prompt i, or returns its error rows (one a sample) when it cannot run.
+  std::vector<io::ResultRecord> add(int32_t i, pipeline::Scheduler& sched) {
     const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
-    if (!rec.ok) return make_error_result(rec, rec.error);
+    if (!rec.ok) return {make_error_result(rec, rec.error)};
     pipeline::SequenceRequest req;
-    if (auto err = build_request(rec, o_, tok_, chat_, i, req, plans_[static_cast<size_t>(i)]))
-      return make_error_result(rec, where(rec) + *err);
+    PromptPlan& plan = plans_[static_cast<size_t>(i)];
+    if (auto err = build_request(rec, o_, tok_, chat_, i, req, plan)) {
+      std::vector<io::ResultRecord> rows;
+      for (int32_t j = 0; j < plan.n_samples; ++j) {
+        rows.push_back(make_error_result(rec, where(rec) + *err));
+        rows.back().sample = j;
+      }
+      return rows;
+    }
     sched.add(std::move(req));
-    return std::nullopt;
+    return {};
   }
   bool ends(const pipeline::SequenceOutcome& out) const {
     return ends_generation(tok_, plans_[static_cast<size_t>(out.seq)], out);
   }
-  io::ResultRecord result(const pipeline::SequenceOutcome& out) const {
+  // A finished sample's row; once every sample of its prompt has finished, the prompt's rows in sample
+  // order (empty until then).
+  std::vector<io::ResultRecord> result(const pipeline::SequenceOutcome& out) {
     const PromptPlan& plan = plans_[static_cast<size_t>(out.seq)];
     io::ResultRecord r = make_result(tok_, plan, out);
     if (r.status == "error") r.error = where(plan.record) + r.error;
-    return r;
+    if (plan.n_samples == 1) return {std::move(r)};
+    std::vector<io::ResultRecord>& rows = unfinished_[out.seq];
+    rows.push_back(std::move(r));
+    if (rows.size() < static_cast<size_t>(plan.n_samples)) return {};
+    std::vector<io::ResultRecord> done = std::move(rows);
+    unfinished_.erase(out.seq);
+    std::sort(done.begin(), done.end(), [](const io::ResultRecord& a, const io::ResultRecord& b) { return a.sample < b.sample; });
+    return done;
   }
 
  private:
@@ -356,6 +373,7 @@ class PromptBook {
   const ChatSetup& chat_;
   std::vector<io::PromptRecord> records_;
   std::vector<PromptPlan> plans_;
+  std::map<int32_t, std::vector<io::ResultRecord>> unfinished_;  // prompts with some samples finished
 };
 
 // How many prompts a driver keeps queued beyond its busy slots: one per slot, so every slot that frees
@@ -380,21 +398,26 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   Progress progress(static_cast<int64_t>(records.size()));
   progress.set_already_done(already);
   int64_t prompt_tokens = 0, generated_tokens = 0, finished_ok = 0, failed = 0;
-  auto emit = [&](const io::ResultRecord& r) {
-    if (r.status == "ok") {  // a failed prompt's tokens were never processed: they count in no rate
-      prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
-      generated_tokens += r.score ? 0 : static_cast<int64_t>(r.tokens.size());
-      ++finished_ok;
-    } else {
-      ++failed;
+  // One prompt's rows (one a sample). A prompt counts as failed when any of its samples failed; its
+  // prompt tokens count once (its samples share one prefill).
+  auto emit = [&](const std::vector<io::ResultRecord>& rows) {
+    bool ok = true;
+    for (const io::ResultRecord& r : rows) {
+      if (r.status == "ok") {  // a failed row's tokens were never processed: they count in no rate
+        if (r.sample == 0) prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
+        generated_tokens += r.score ? 0 : static_cast<int64_t>(r.tokens.size());
+      } else {
+        ok = false;
+      }
+      sink.put(r);
     }
-    sink.put(r);
+    ++(ok ? finished_ok : failed);
   };
   std::deque<int32_t> queue;
   for (size_t i = 0; i < records.size(); ++i) {
     if (finished[i]) continue;
     if (!records[i].ok) {
-      emit(make_error_result(records[i], records[i].error));
+      emit({make_error_result(records[i], records[i].error)});
     } else {
       queue.push_back(static_cast<int32_t>(i));
     }
@@ -403,15 +426,27 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   pipeline::Scheduler sched(
       sopt, ring, [&](const pipeline::SequenceOutcome& out) { return book.ends(out); },
       [&](pipeline::SequenceOutcome&& out) {
+        std::vector<io::ResultRecord> rows = book.result(out);
+        if (rows.empty()) return;  // more samples of the prompt to come
         coord.own_result();
-        emit(book.result(out));
+        emit(rows);
       });
-  auto remote = [&](io::ResultRecord&& r) { emit(r); };
+  // Another replica's prompt: its rows arrive together, one at a time here.
+  std::map<int64_t, std::vector<io::ResultRecord>> remote_rows;
+  auto remote = [&](io::ResultRecord&& r) {
+    const int64_t index = r.index;
+    std::vector<io::ResultRecord>& rows = remote_rows[index];
+    rows.push_back(std::move(r));
+    if (rows.size() < sink.rows_of(index)) return;
+    emit(rows);
+    remote_rows.erase(index);
+  };
   auto refill = [&] {
     for (int32_t i : coord.take(queue_room(sopt, sched))) {
-      if (auto err = book.add(i, sched)) {
+      std::vector<io::ResultRecord> err = book.add(i, sched);
+      if (!err.empty()) {
         coord.own_result();
-        emit(*err);
+        emit(err);
       }
     }
   };
@@ -487,6 +522,8 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
               static_cast<long long>(total - sink.done()), static_cast<long long>(already),
               static_cast<long long>(prompt_tokens), static_cast<long long>(generated_tokens), seconds,
               prompt_tokens / seconds, generated_tokens / seconds, static_cast<long long>(sched.micro_batches_sent()));
+  // What the ring computed of the prompts (this replica's share): a prompt's n samples share one prefill.
+  std::printf("prefill: %lld prompt tokens computed\n", static_cast<long long>(sched.prompt_tokens_computed()));
   if (sink.done() < total) {
     if (!stopping)
       throw std::runtime_error("internal error: " + std::to_string(total - sink.done()) + " prompts got no result");
@@ -510,10 +547,15 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   WorkClient client(world, 0);
   pipeline::Scheduler sched(
       sopt, ring, [&](const pipeline::SequenceOutcome& out) { return book.ends(out); },
-      [&](pipeline::SequenceOutcome&& out) { client.send_result(book.result(out)); });
+      [&](pipeline::SequenceOutcome&& out) {
+        std::vector<io::ResultRecord> rows = book.result(out);
+        if (!rows.empty()) client.send_results(rows);
+      });
   auto feed = [&](const std::vector<int32_t>& indices) {
-    for (int32_t i : indices)
-      if (auto err = book.add(i, sched)) client.send_result(*err);
+    for (int32_t i : indices) {
+      std::vector<io::ResultRecord> err = book.add(i, sched);
+      if (!err.empty()) client.send_results(err);
+    }
   };
   bool stopping = false;
   sched.set_drain_check([&] {
@@ -624,7 +666,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   }
   comm::startup::finish();  // every rank is ready: the ring's stall watchdog takes over
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
-  const pipeline::SchedulerOptions sopt = scheduler_options(s, s.n_stages);
+  const pipeline::SchedulerOptions sopt = scheduler_options(o, s, s.n_stages);
   int code = kExitOk;
   std::optional<std::string> driver_error;
   if (driver) {

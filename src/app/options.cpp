@@ -152,6 +152,12 @@ po::options_description describe(JobOptions& o) {
        }),
        "token ids that end a row with finish_reason stop, kept in its tokens (comma-separated or repeated)")
       ("ignore-eos", po::bool_switch(&o.ignore_eos), "the model's end-of-generation tokens do not end a row")
+      ("n", po::value(&o.n)->default_value(o.n),
+       "samples per prompt (1..128, generate mode): one prefill, each sample in its own KV slot with its own "
+       "random stream; one result row per sample")
+      ("n-prefill", po::value(&o.n_prefill)->default_value(o.n_prefill),
+       "once: a prompt's n samples share one prefill; each: every sample computes the prompt itself (the "
+       "same results, for checking and measuring)")
       ("min-tokens", po::value(&o.min_tokens)->default_value(o.min_tokens),
        "tokens a row generates before anything may end it: end-of-generation and --stop-token-ids ids are "
        "masked until then (at most --max-tokens)")
@@ -252,6 +258,13 @@ void check(const JobOptions& o) {
     bad("frequency-penalty", "a value in [-2, 2]", shown(o.frequency_penalty));
   if (o.min_tokens < 0 || o.min_tokens > o.max_tokens)
     bad("min-tokens", "a count in 0..--max-tokens (" + std::to_string(o.max_tokens) + ")", std::to_string(o.min_tokens));
+  if (o.n < 1 || o.n > io::kMaxSamplesPerPrompt)
+    bad("n", "a count in 1.." + std::to_string(io::kMaxSamplesPerPrompt), std::to_string(o.n));
+  if (o.n_prefill != "once" && o.n_prefill != "each") bad("n-prefill", "once or each", "'" + o.n_prefill + "'");
+  if (o.n > 1 && o.mode != "generate")
+    bad("n", "1 with --mode " + o.mode + " (a score or a perplexity has one answer)", std::to_string(o.n));
+  if (o.slots > 0 && o.n > o.slots)
+    bad("n", "at most --slots (" + std::to_string(o.slots) + "): each sample holds a KV slot", std::to_string(o.n));
   const std::string max_ctx = std::to_string(kMaxCtx), max_slots = std::to_string(kMaxSlots);
   if (o.ctx < 0 || o.ctx > kMaxCtx) bad("ctx", "a length in 0.." + max_ctx, std::to_string(o.ctx));
   if (o.mode == "perplexity" && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));

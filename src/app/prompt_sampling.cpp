@@ -28,6 +28,7 @@ PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) 
   s.include_stop_str_in_output = rec.include_stop_str_in_output ? *rec.include_stop_str_in_output
                                                                 : opt.include_stop_str_in_output;
   s.top_logprobs = rec.top_logprobs ? *rec.top_logprobs : opt.top_logprobs;
+  s.n = rec.n ? *rec.n : opt.n;
   return s;
 }
 
@@ -49,7 +50,8 @@ nlohmann::json sampling_json(const PromptSampling& s) {
           {"stop_token_ids", s.stop_token_ids},
           {"logit_bias", bias},
           {"include_stop_str_in_output", s.include_stop_str_in_output},
-          {"top_logprobs", s.top_logprobs}};
+          {"top_logprobs", s.top_logprobs},
+          {"n", s.n}};
 }
 
 std::string sampling_text(const io::PromptRecord& rec, const JobOptions& opt) {

@@ -35,7 +35,8 @@ namespace {
 
 static_assert(io::kMaxLogitBiasEntries == static_cast<size_t>(compute::kMaxLogitBiasEntries) &&
                   io::kMaxStopTokenIds == static_cast<size_t>(compute::kMaxStopTokenIds) &&
-                  io::kMaxTopLogprobs == compute::kMaxTopLogprobs,
+                  io::kMaxTopLogprobs == compute::kMaxTopLogprobs &&
+                  io::kMaxSamplesPerPrompt == compute::kMaxSamplesPerPrompt,
               "the prompt reader's bounds are the engine's");
 
 // The ids a prompt names must be in the model's vocabulary; the message names the prompt's key, or the
@@ -91,6 +92,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
                                          pipeline::SequenceRequest& req, PromptPlan& plan) {
   plan.record = rec;
   const PromptSampling sampling = sampling_for(rec, opt);
+  plan.n_samples = sampling.n;
   plan.stop = sampling.stop;
   plan.include_stop_str = sampling.include_stop_str_in_output;
   plan.stop_token_ids = sampling.stop_token_ids;
@@ -107,6 +109,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   req.sampling.min_p = sampling.min_p;
   req.sampling.seed = sampling.seed;
   req.sampling.top_logprobs = plan.top_logprobs;
+  req.n_samples = sampling.n;
   if (auto err = set_sequence_controls(rec, sampling, tok, req)) return err;
   const bool add_special = !opt.no_bos;
   if (rec.is_chat()) {
@@ -216,12 +219,14 @@ io::ResultRecord make_error_result(const io::PromptRecord& rec, const std::strin
 io::ResultRecord make_result(const model::Tokenizer& tok, const PromptPlan& plan, const pipeline::SequenceOutcome& out) {
   if (out.finish == pipeline::FinishReason::Error) {
     io::ResultRecord r = make_error_result(plan.record, out.error);
+    r.sample = out.sample;
     r.prompt_tokens = plan.prompt_tokens;
     return r;
   }
   io::ResultRecord r;
   r.id = plan.record.id;
   r.index = plan.record.index;
+  r.sample = out.sample;
   r.prompt_tokens = plan.prompt_tokens;
   r.time_to_first_token_s = out.time_to_first_token;
   r.total_time_s = out.total_time;

@@ -27,6 +27,7 @@ struct PromptPlan {
   int32_t n_prompt = 0;           // tokens of the prompt (score: of the context)
   std::vector<int32_t> continuation;  // score mode: the continuation's tokens
   std::vector<int32_t> prompt_tokens;
+  int32_t n_samples = 1;          // result rows the prompt gives (one a sample)
 };
 
 // How "messages" prompts become text: the template from --chat-template or recognized from the

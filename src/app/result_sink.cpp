@@ -108,10 +108,15 @@ void ResultSink::check_outputs(const JobOptions& o) {
 ResultSink::ResultSink(const JobOptions& o, const Provenance& p, const std::vector<io::PromptRecord>& records)
     : options_(o), provenance_(p), records_(records), last_flush_(now_seconds()) {
   digests_.reserve(records.size());
+  int64_t row = 0;
   for (const auto& rec : records) {
     digests_.push_back(prompt_digest(rec, o));
     if (rec.ok) top_logprobs_width_ = std::max(top_logprobs_width_, sampling_for(rec, o).top_logprobs);
+    samples_.push_back(rec.ok ? sampling_for(rec, o).n : 1);
+    first_row_.push_back(row);
+    row += samples_.back();
   }
+  rows_put_.assign(records.size(), 0);
   if (!o.resume) open_outputs({}, nlohmann::json::array(), 0);
 }
 
@@ -189,22 +194,38 @@ std::vector<bool> ResultSink::resume() {
   if (auto difference = setting_differences(settings_then, nlohmann::json::parse(provenance_.settings)))
     refuse_resume(path, "result-changing settings differ: " + *difference);
 
-  std::vector<bool> finished(records_.size(), false);
-  std::vector<io::ResultRecord> kept;
-  int64_t other_prompt = 0, changed = 0, repeated = 0;
+  // Each prompt's matching rows by sample (the first of any repeats); complete prompts are kept.
+  std::vector<std::vector<const io::ResultRecord*>> by_sample(records_.size());
+  int64_t other_prompt = 0, changed = 0, repeated = 0, incomplete = 0;
   for (const auto& row : file.rows) {
     const bool in_range = row.index >= 0 && static_cast<size_t>(row.index) < records_.size();
     const auto i = static_cast<size_t>(row.index);
     if (!in_range || records_[i].id != row.id) {
       ++other_prompt;
-    } else if (digests_[i] != row.prompt_digest) {
-      ++changed;
-    } else if (finished[i]) {
-      ++repeated;
+    } else if (digests_[i] != row.prompt_digest || row.sample < 0 || row.sample >= samples_[i]) {
+      ++changed;  // the digest covers the sampling, n included: a sample past n means another n
     } else {
-      finished[i] = true;
-      kept.push_back(row);
+      auto& slots = by_sample[i];
+      slots.resize(static_cast<size_t>(samples_[i]), nullptr);
+      const io::ResultRecord*& slot = slots[static_cast<size_t>(row.sample)];
+      if (slot)
+        ++repeated;
+      else
+        slot = &row;
     }
+  }
+  std::vector<bool> finished(records_.size(), false);
+  std::vector<io::ResultRecord> kept;
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const auto& slots = by_sample[i];
+    if (slots.empty()) continue;
+    const auto present = std::count_if(slots.begin(), slots.end(), [](const io::ResultRecord* r) { return r != nullptr; });
+    if (present < samples_[i]) {  // rerun the whole prompt: its samples come from one prefill
+      incomplete += present;
+      continue;
+    }
+    finished[i] = true;
+    for (const io::ResultRecord* r : slots) kept.push_back(*r);
   }
   int64_t resumes = 0;
   if (auto it = file.attributes.find(kResumesAttribute); it != file.attributes.end())
@@ -215,13 +236,14 @@ std::vector<bool> ResultSink::resume() {
   open_outputs(kept, std::move(runs), resumes + 1);
   for (const auto& row : kept) {
     write_jsonl(row);
-    ++done_;
+    const auto i = static_cast<size_t>(row.index);
+    if (++rows_put_[i] == samples_[i]) ++done_;
   }
-  if (other_prompt + changed + repeated > 0)
+  if (other_prompt + changed + repeated + incomplete > 0)
     GLACIER_LOG_WARN("%s: dropped %lld rows whose index holds another prompt id in %s, %lld whose prompt line or "
-                     "sampling changed, %lld repeated; those prompts run again",
+                     "sampling changed, %lld repeated, %lld of prompts with samples missing; those prompts run again",
                      path.c_str(), static_cast<long long>(other_prompt), options_.prompts.c_str(),
-                     static_cast<long long>(changed), static_cast<long long>(repeated));
+                     static_cast<long long>(changed), static_cast<long long>(repeated), static_cast<long long>(incomplete));
   GLACIER_LOG_INFO("resuming %s: %lld of %zu prompts already finished", path.c_str(), static_cast<long long>(done_),
                    records_.size());
   return finished;
@@ -238,8 +260,9 @@ io::ResultRecord ResultSink::with_prompt_facts(const io::ResultRecord& r) const 
 void ResultSink::write_jsonl(const io::ResultRecord& r) {
   if (!jsonl_) return;
   const io::PromptRecord& record = records_[static_cast<size_t>(r.index)];
+  const int64_t row = first_row_[static_cast<size_t>(r.index)] + r.sample;
   if (record.format != io::PromptFormat::OpenAiBatch) {
-    jsonl_->put(r.index, io::format_result_line(r, token_text_));
+    jsonl_->put(row, io::format_result_line(r, token_text_));
     return;
   }
   io::OpenAiBatchLine line;
@@ -251,7 +274,7 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
   line.created = created_;
   line.logprobs = record.openai_logprobs;
   line.token_text = token_text_;
-  jsonl_->put(r.index, io::format_openai_batch_line(r, line));
+  jsonl_->put(row, io::format_openai_batch_line(r, line));
 }
 
 void ResultSink::put(const io::ResultRecord& r) {
@@ -259,8 +282,11 @@ void ResultSink::put(const io::ResultRecord& r) {
   GLACIER_ASSERT(r.index >= 0 && static_cast<size_t>(r.index) < records_.size(),
                  std::string("result index ").append(std::to_string(r.index)) + " outside the " + std::to_string(records_.size()) +
                      " prompts");
+  const auto i = static_cast<size_t>(r.index);
+  GLACIER_ASSERT(r.sample >= 0 && r.sample < samples_[i] && rows_put_[i] < samples_[i],
+                 "a result row for one of the prompt's samples, once");
   write_jsonl(r);
-  ++done_;
+  if (++rows_put_[i] == samples_[i]) ++done_;
   if (!h5_) return;
   if (!h5_error_.empty()) throw std::runtime_error(h5_error_);
   pending_.push_back(with_prompt_facts(r));

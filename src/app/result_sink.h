@@ -47,12 +47,13 @@ class ResultSink {
   ResultSink& operator=(const ResultSink&) = delete;
 
   // --resume only, before the first put(): reads --out and throws InputError when the model or a
-  // result-changing setting differs from this run's, naming it. Keeps a row only when the prompt now
-  // at its index has the same id and prompt digest (the line and its sampling); the others run again.
-  // The kept rows (the first of any repeats) go into a new file that replaces --out, so /results never
-  // holds two rows for one prompt nor a row for a prompt that changed. Returns, per input index, whether
-  // a kept row finished it (ok and error rows both count); those rows are written to the JSONL again, so
-  // a resumed run's JSONL is complete and in input order.
+  // result-changing setting differs from this run's, naming it. A row is (index, id, prompt digest,
+  // sample); a prompt's rows are kept only when the prompt now at their index has the same id and prompt
+  // digest (the line and its sampling) and a row exists for each of its n samples; the others run again,
+  // every sample. The kept rows (the first of any repeats) go into a new file that replaces --out, so
+  // /results never holds two rows for one sample nor a row for a prompt that changed. Returns, per input
+  // index, whether kept rows finished it (ok and error rows both count); those rows are written to the
+  // JSONL again, so a resumed run's JSONL is complete and in input order.
   std::vector<bool> resume();
 
   // Throws std::runtime_error naming the path on a write error. A flush first checks the free space
@@ -69,8 +70,10 @@ class ResultSink {
   // A root attribute of the HDF5 file beside the provenance (a perplexity run's figures, as JSON text).
   void record_attribute(const std::string& name, const std::string& value);
 
-  // Prompts finished so far, including those an earlier run finished.
+  // Prompts finished so far (every sample's row put), including those an earlier run finished.
   int64_t done() const { return done_; }
+  // Rows the prompt at this index gives: its n samples (1 for a line that could not be read).
+  size_t rows_of(int64_t index) const { return static_cast<size_t>(samples_[static_cast<size_t>(index)]); }
 
   // How a token id reads as text, for top_logprobs and OpenAI log-probs (the driver's tokenizer); set
   // before resume() or the first put() of a row that needs it.
@@ -94,6 +97,9 @@ class ResultSink {
   Provenance provenance_;
   const std::vector<io::PromptRecord>& records_;
   std::vector<std::string> digests_;  // prompt_digest of each record
+  std::vector<int32_t> samples_;      // rows each record gives (its n)
+  std::vector<int64_t> first_row_;    // each record's first row in the JSONL (rows in input, then sample order)
+  std::vector<int32_t> rows_put_;     // rows put so far, per record
   nlohmann::json runs_;               // every run that wrote this file, this one last
   int64_t created_ = 0;               // OpenAI lines' "created": the first run's start, Unix seconds
   std::unique_ptr<io::ResultsFile> h5_;

@@ -3,6 +3,8 @@
 // Results travel as encode_result() bytes; the coordinator learns their size by probing.
 #include "app/work_queue.h"
 
+#include "io/prompt_record.h"
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -89,11 +91,12 @@ void idle_pause() { std::this_thread::sleep_for(std::chrono::microseconds(200));
 
 }  // namespace
 
-std::vector<uint8_t> encode_result(const io::ResultRecord& r) {
-  std::vector<uint8_t> out;
-  ByteWriter w(out);
+namespace {
+
+void put_result(ByteWriter& w, const io::ResultRecord& r) {
   w.put_string(r.id);
   w.put<int64_t>(r.index);
+  w.put<int64_t>(r.sample);
   w.put_string(r.status);
   w.put_string(r.error);
   w.put_vector(r.prompt_tokens);
@@ -109,14 +112,13 @@ std::vector<uint8_t> encode_result(const io::ResultRecord& r) {
   w.put<uint8_t>(r.score);
   w.put<double>(r.sum_logprob);
   w.put<uint8_t>(r.greedy);
-  return out;
 }
 
-io::ResultRecord decode_result(const uint8_t* data, size_t size) {
-  ByteReader in(data, size);
+io::ResultRecord get_result(ByteReader& in) {
   io::ResultRecord r;
   r.id = in.get_string();
   r.index = in.get<int64_t>();
+  r.sample = in.get<int64_t>();
   r.status = in.get_string();
   r.error = in.get_string();
   r.prompt_tokens = in.get_vector<int32_t>();
@@ -132,8 +134,29 @@ io::ResultRecord decode_result(const uint8_t* data, size_t size) {
   r.score = in.get<uint8_t>() != 0;
   r.sum_logprob = in.get<double>();
   r.greedy = in.get<uint8_t>() != 0;
-  if (in.left() != 0) throw std::runtime_error("result message: " + std::to_string(in.left()) + " bytes left over");
   return r;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_results(const std::vector<io::ResultRecord>& rows) {
+  std::vector<uint8_t> out;
+  ByteWriter w(out);
+  w.put<int64_t>(static_cast<int64_t>(rows.size()));
+  for (const io::ResultRecord& r : rows) put_result(w, r);
+  return out;
+}
+
+std::vector<io::ResultRecord> decode_results(const uint8_t* data, size_t size) {
+  ByteReader in(data, size);
+  const auto n = in.get<int64_t>();
+  if (n < 1 || n > io::kMaxSamplesPerPrompt)
+    throw std::runtime_error("result message: expected 1.." + std::to_string(io::kMaxSamplesPerPrompt) + " rows, found " +
+                             std::to_string(n));
+  std::vector<io::ResultRecord> rows;
+  for (int64_t i = 0; i < n; ++i) rows.push_back(get_result(in));
+  if (in.left() != 0) throw std::runtime_error("result message: " + std::to_string(in.left()) + " bytes left over");
+  return rows;
 }
 
 WorkCoordinator::WorkCoordinator(comm::Channel& world, std::vector<int> clients, std::deque<int32_t> queue)
@@ -177,7 +200,7 @@ void WorkCoordinator::serve(const std::function<void(io::ResultRecord&&)>& on_re
       comm::Request r = world_.irecv(result_buf_.data(), result_buf_.size(), c.rank, kTagResult);
       world_.wait(r);
       ++c.results_received;
-      on_result(decode_result(result_buf_.data(), result_buf_.size()));
+      for (io::ResultRecord& row : decode_results(result_buf_.data(), result_buf_.size())) on_result(std::move(row));
     }
     if (c.reply_sent.active() && !world_.test(c.reply_sent)) continue;  // one answer in flight at a time
     if (!c.want_pending) {
@@ -249,8 +272,8 @@ std::vector<int32_t> WorkClient::wait(int32_t want) {
   return take_reply(bytes);
 }
 
-void WorkClient::send_result(const io::ResultRecord& r) {
-  outgoing_.push_back({encode_result(r), {}});
+void WorkClient::send_results(const std::vector<io::ResultRecord>& rows) {
+  outgoing_.push_back({encode_results(rows), {}});
   Outgoing& o = outgoing_.back();  // std::list: the bytes stay put until the send completes
   o.req = world_.isend(o.bytes.data(), o.bytes.size(), coordinator_, kTagResult);
   ++results_sent_;

@@ -14,10 +14,10 @@
 
 namespace glacier::app {
 
-// A result record as bytes and back (text is raw bytes, so no JSON). decode throws std::runtime_error
-// on a malformed buffer.
-std::vector<uint8_t> encode_result(const io::ResultRecord& r);
-io::ResultRecord decode_result(const uint8_t* data, size_t size);
+// A prompt's result records (one a sample) as bytes and back (text is raw bytes, so no JSON): one
+// message a prompt, so the coordinator counts prompts. decode throws std::runtime_error on a malformed buffer.
+std::vector<uint8_t> encode_results(const std::vector<io::ResultRecord>& rows);
+std::vector<io::ResultRecord> decode_results(const uint8_t* data, size_t size);
 
 class WorkCoordinator {
  public:
@@ -78,7 +78,8 @@ class WorkClient {
   std::vector<int32_t> wait(int32_t want);
   // True once the coordinator has answered with no work.
   bool exhausted() const { return exhausted_; }
-  void send_result(const io::ResultRecord& r);
+  // Sends one prompt's rows (every sample's) as one result.
+  void send_results(const std::vector<io::ResultRecord>& rows);
   // Announces how many results were sent and waits until every send has left.
   void finish();
 

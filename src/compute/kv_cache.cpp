@@ -2,6 +2,8 @@
 // are written).
 #include "compute/kv_cache.h"
 
+#include <cstring>
+
 #include "util/error.h"
 
 namespace glacier::compute {
@@ -26,6 +28,23 @@ void KvCache::store_key(int32_t layer, int32_t slot, int32_t pos, const float* k
   float* tile = keys_.get() + tile_base(layer, slot) + static_cast<size_t>(pos / kernels::kKeyTile) * tile_stride();
   const int32_t lane = pos % kernels::kKeyTile;
   for (int32_t i = 0; i < kv_dim(); ++i) tile[static_cast<size_t>(i) * kernels::kKeyTile + lane] = k[i];
+}
+
+void KvCache::copy_prefix(int32_t src, int32_t dst, int32_t n_pos) {
+  GLACIER_ASSERT(src >= 0 && src < n_slots_ && dst >= 0 && dst < n_slots_ && src != dst, "copy between two slots in range");
+  GLACIER_ASSERT(n_pos >= 0 && n_pos <= n_ctx_, "copied positions within the context");
+  const int32_t full_tiles = n_pos / kernels::kKeyTile, partial = n_pos % kernels::kKeyTile;
+  for (int32_t layer = 0; layer < n_layers_; ++layer) {
+    const float* from = keys_.get() + tile_base(layer, src);
+    float* to = keys_.get() + tile_base(layer, dst);
+    std::memcpy(to, from, static_cast<size_t>(full_tiles) * tile_stride() * sizeof(float));
+    // The last tile lane by lane: its lanes past n_pos belong to dst.
+    const size_t last = static_cast<size_t>(full_tiles) * tile_stride();
+    for (int32_t i = 0; i < kv_dim() && partial > 0; ++i)
+      std::memcpy(to + last + static_cast<size_t>(i) * kernels::kKeyTile, from + last + static_cast<size_t>(i) * kernels::kKeyTile,
+                  static_cast<size_t>(partial) * sizeof(float));
+    std::memcpy(value(layer, dst, 0), value(layer, src, 0), static_cast<size_t>(n_pos) * kv_dim() * sizeof(float));
+  }
 }
 
 }  // namespace glacier::compute

@@ -27,6 +27,8 @@ class KvCache {
   float* value(int32_t layer, int32_t slot, int32_t pos) {
     return values_.get() + ((static_cast<size_t>(layer) * n_slots_ + slot) * n_ctx_ + pos) * kv_dim();
   }
+  // Copies positions [0, n_pos) of every layer from slot src to slot dst (dst's later positions untouched).
+  void copy_prefix(int32_t src, int32_t dst, int32_t n_pos);
   int32_t n_slots() const { return n_slots_; }
   int32_t n_ctx() const { return n_ctx_; }
   static uint64_t bytes_needed(int32_t n_layers, int32_t n_slots, int32_t n_ctx, int32_t kv_dim) {

@@ -34,6 +34,13 @@ void SequenceLogitState::apply(float* logits, int32_t n_vocab, const SamplingPar
 }
 
 void SlotLogitStates::observe(const MicroBatch& mb) {
+  for (const SlotCopy& c : mb.copies) {
+    auto src = slots_.find(c.src_slot);
+    if (src == slots_.end())
+      slots_.erase(c.dst_slot);
+    else
+      slots_[c.dst_slot] = SequenceLogitState(src->second);  // a copy first: inserting may rehash
+  }
   for (const Chunk& c : mb.chunks) {
     if (c.output == OutputKind::Score) continue;  // scoring keeps no sampling state
     SequenceLogitState& s = slots_[c.slot];

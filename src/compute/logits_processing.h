@@ -36,7 +36,8 @@ class SequenceLogitState {
 
 // The last stage's view of every KV slot: fed every micro-batch in order, it keeps each generate
 // sequence's settings (from its first chunk) and its prompt and output token counts (from the tokens
-// its chunks feed: the prompt, then each output token as the next decode step feeds it).
+// its chunks feed: the prompt, then each output token as the next decode step feeds it). A slot copy
+// (MicroBatch::copies) gives the destination the source's state before any chunk is seen.
 class SlotLogitStates {
  public:
   void observe(const MicroBatch& mb);

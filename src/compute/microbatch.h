@@ -44,9 +44,24 @@ constexpr int32_t kMaxStopTokenIds = 1024;
 constexpr int32_t kMaxMinTokensMask = 2048;  // stop_token_ids plus the model's end-of-generation ids
 constexpr int32_t kMaxBiasesPerMicroBatch = 4 * kMaxLogitBiasEntries;
 constexpr int32_t kMaxMaskPerMicroBatch = 2 * kMaxMinTokensMask;
+// n samples of one prompt: at most this many (each holds a KV slot). A micro-batch carries at most
+// kMaxCopiesPerMicroBatch slot copies and its results at most kMaxExtraSamplesPerMicroBatch draws
+// beyond each chunk's first (they size the receive buffers; the scheduler keeps within them).
+constexpr int32_t kMaxSamplesPerPrompt = 128;
+constexpr int32_t kMaxCopiesPerMicroBatch = 4 * kMaxSamplesPerPrompt;
+constexpr int32_t kMaxExtraSamplesPerMicroBatch = 4 * kMaxSamplesPerPrompt;
+
+// Before a micro-batch's chunks run, every stage copies the first n_pos positions of src_slot's keys and
+// values into dst_slot (and the last stage the slot's logit state): the prompt one prefill computed,
+// shared by the other samples of that prompt.
+struct SlotCopy {
+  int32_t src_slot = 0;
+  int32_t dst_slot = 0;
+  int32_t n_pos = 0;
+};
 
 struct Chunk {
-  int32_t seq = 0;        // the driver's sequence id (results are addressed by it)
+  int32_t seq = 0;        // the driver's handle of the sequence (echoed in its result)
   int32_t slot = 0;       // KV cache slot
   int32_t start_pos = 0;  // position of the chunk's first token
   int32_t n_tokens = 0;
@@ -62,6 +77,9 @@ struct Chunk {
   int32_t n_biases = 0;
   int32_t first_mask = 0;
   int32_t n_mask = 0;
+  // Sample: how many tokens to draw from the row, draw j keyed by sample_stream_key(prompt_key, j)
+  // (sampler.h): the first samples of a prompt's n, from one prefill.
+  int32_t n_samples = 1;
 };
 
 struct MicroBatch {
@@ -71,9 +89,11 @@ struct MicroBatch {
   std::vector<int32_t> targets;  // per token: the token it should predict (Score), or -1
   std::vector<TokenBias> biases; // first chunks' logit_bias entries (Chunk::first_bias, n_biases)
   std::vector<int32_t> min_mask; // first chunks' min_tokens ids (Chunk::first_mask, n_mask)
+  std::vector<SlotCopy> copies;  // done before the chunks, in order
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   void clear() {
+    copies.clear();
     chunks.clear();
     tokens.clear();
     targets.clear();
@@ -92,6 +112,8 @@ struct ChunkResult {
   int32_t non_finite = 0;    // 1: NaN/Inf in this chunk's hidden state or logits (the prompt fails)
   int32_t first_top = 0;     // Sample: index of this chunk's alternatives in the top arrays below
   int32_t n_top = 0;         // Sample: how many (sampling.top_logprobs, or the vocabulary if smaller)
+  int32_t first_sample = 0;  // Sample with n_samples > 1: draws 1..n-1 in the sample arrays below
+  int32_t n_extra = 0;
 };
 
 struct MicroBatchResult {
@@ -101,7 +123,11 @@ struct MicroBatchResult {
   std::vector<uint8_t> target_greedy;  // Score: 1 when the target was the argmax
   std::vector<int32_t> top_ids;        // Sample: the most likely tokens, best first (compute/top_logprobs.h)
   std::vector<float> top_logprobs;     // Sample: their log-probs, under the chosen token's distribution
+  std::vector<int32_t> sample_tokens;  // draws beyond a chunk's first (ChunkResult::first_sample, n_extra)
+  std::vector<float> sample_logprobs;
   void clear() {
+    sample_tokens.clear();
+    sample_logprobs.clear();
     chunks.clear();
     target_logprobs.clear();
     target_greedy.clear();

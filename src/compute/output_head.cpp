@@ -89,6 +89,15 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
           out.top_ids.resize(at + static_cast<size_t>(r.n_top));
           out.top_logprobs.resize(at + static_cast<size_t>(r.n_top));
         }
+        // The prompt's other samples draw from the same row (the same prefill), each from its own stream,
+        // so their first tokens share this row's alternatives (first_top, n_top).
+        r.first_sample = static_cast<int32_t>(out.sample_tokens.size());
+        r.n_extra = c.n_samples - 1;
+        for (int32_t j = 1; j < c.n_samples; ++j) {
+          const TokenChoice tj = sampler_.choose(lg, c.sampling, sample_stream_key(c.prompt_key, j), c.step);
+          out.sample_tokens.push_back(tj.token);
+          out.sample_logprobs.push_back(tj.logprob);
+        }
       } else {
         auto [lp, greedy] = target_logprob(lg, n_vocab, mb.targets[group[i]]);
         out.target_logprobs[target_index] = static_cast<float>(lp);

@@ -25,6 +25,13 @@ double counter_uniform(uint64_t seed, uint64_t prompt_key, uint64_t step) {
   return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);  // 53 random bits
 }
 
+uint64_t sample_stream_key(uint64_t prompt_key, int32_t sample) {
+  if (sample == 0) return prompt_key;
+  // A constant apart from the other keys' mixing, so (key, j) cannot collide with a plain prompt key chain.
+  constexpr uint64_t kSampleDomain = 0x73616d706c65ULL;  // "sample"
+  return splitmix64(splitmix64(prompt_key ^ kSampleDomain) ^ static_cast<uint64_t>(sample));
+}
+
 int32_t argmax(const float* logits, int32_t n) {
   int32_t best = 0;
   for (int32_t i = 1; i < n; ++i)

@@ -13,6 +13,10 @@ namespace glacier::compute {
 // Uniform double in [0, 1) from a hash of the three keys (SplitMix64 finalizer chain).
 double counter_uniform(uint64_t seed, uint64_t prompt_key, uint64_t step);
 
+// The random stream of sample j of a prompt (n samples): sample 0 keeps the prompt's own key, so it
+// draws exactly what the prompt draws with n = 1; sample j > 0 gets a key hashed from (prompt key, j).
+uint64_t sample_stream_key(uint64_t prompt_key, int32_t sample);
+
 struct TokenChoice {
   int32_t token = -1;
   // log p(token) under softmax of the row given to choose(): the model's logits after the sequence's

@@ -152,6 +152,8 @@ void TransformerStage::post_norm(const std::vector<float>& weight, int32_t n) {
 void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
   const int32_t n = mb.n_tokens();
   GLACIER_ASSERT(n <= max_tokens_, "micro-batch larger than the stage's buffers");
+  for (const SlotCopy& c : mb.copies) kv_.copy_prefix(c.src_slot, c.dst_slot, c.n_pos);
+  if (n == 0) return;  // a micro-batch of copies alone
   for (const Chunk& c : mb.chunks) {
     GLACIER_ASSERT(c.slot >= 0 && c.slot < kv_.n_slots(), "slot in range");
     GLACIER_ASSERT(c.start_pos >= 0 && c.start_pos + c.n_tokens <= kv_.n_ctx(), "positions within the context");

@@ -29,7 +29,8 @@ class TransformerStage {
 
   // x[n_tokens x n_embd] = embedding rows of the micro-batch's tokens (first stage only).
   void embed(const MicroBatch& mb, float* x);
-  // Runs the stage's layers on x in place, writing the micro-batch's keys and values into the KV cache.
+  // Runs the micro-batch's slot copies (mb.copies) on this stage's layers, then the layers on x in
+  // place, writing the micro-batch's keys and values into the KV cache.
   void run_layers(const MicroBatch& mb, float* x);
   // Called after each layer: the pipeline drives MPI progress there, so transfers advance while computing.
   void set_layer_hook(std::function<void()> hook) { layer_hook_ = std::move(hook); }

@@ -44,6 +44,7 @@ struct ColumnSpec {
 const ColumnSpec kColumns[] = {
     {"id", Kind::String, &ResultRecord::id},
     {"index", Kind::Int64, &ResultRecord::index},
+    {"sample", Kind::Int64, &ResultRecord::sample},
     {"status", Kind::String, &ResultRecord::status},
     {"error", Kind::String, &ResultRecord::error},
     {"prompt_tokens", Kind::Int32List, &ResultRecord::prompt_tokens},
@@ -67,8 +68,9 @@ constexpr hsize_t kChunkRows = 1024;          // rows per chunk: a few KB to ten
 constexpr size_t kMaxBufferedRows = 4096;     // bounds memory between the caller's flushes
 // 2: string columns repaired to valid UTF-8, text_bytes, and the prompt_digest and sampling columns
 // (a format-1 file cannot tell which prompt a row answered, so it is not read back).
-// 3: top_logprobs, top_logprob_ids and top_logprob_values (fixed width), and "top_logprobs" in the
-// sampling column; a format-2 file has no place for a row's alternatives, so it is not read back.
+// 3: top_logprobs, top_logprob_ids and top_logprob_values (fixed width), "top_logprobs" in the sampling
+// column, and the sample column (n samples a prompt, one row each); a format-2 file has no place for a
+// row's alternatives and no sample to match rows by, so it is not read back.
 constexpr int64_t kFormatVersion = 3;
 constexpr const char* kFormatAttribute = "glacier_results_format";
 constexpr const char* kWidthAttribute = "width";

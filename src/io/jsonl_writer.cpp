@@ -142,7 +142,8 @@ std::string format_result_line(const ResultRecord& r, const TokenText& token_tex
                {"tokens", r.tokens},
                {"text", r.text},
                {"logprobs", json_floats(r.logprobs)},
-               {"finish_reason", r.finish_reason}};
+               {"finish_reason", r.finish_reason},
+               {"sample", r.sample}};
   if (r.status == "error") line["error"] = r.error;
   if (r.score) {
     line["sum_logprob"] = std::isfinite(r.sum_logprob) ? json(r.sum_logprob) : json(nullptr);

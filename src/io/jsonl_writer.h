@@ -16,7 +16,7 @@ namespace glacier::io {
 // A token id's text as the tokenizer renders it alone (its raw bytes; writers repair invalid UTF-8).
 using TokenText = std::function<std::string(int32_t id)>;
 
-// {"id", "status", "prompt_tokens", "tokens", "text", "logprobs", "finish_reason"} plus "error" for
+// {"id", "status", "prompt_tokens", "tokens", "text", "logprobs", "finish_reason", "sample"} plus "error" for
 // failed requests, "sum_logprob", "greedy" for scores and, for rows that asked for top_logprobs k > 0,
 // "top_logprobs": per generated token a list of k {"id", "token", "logprob"} (token_text gives "token");
 // ends with '\n'. Never throws on invalid UTF-8 in text (tokens may split a character): bad sequences
@@ -43,8 +43,9 @@ std::string format_openai_batch_line(const std::vector<ResultRecord>& choices, c
 std::string format_openai_batch_line(const ResultRecord& result, const OpenAiBatchLine& line);
 void write_openai_batch_line(std::ostream& out, const ResultRecord& result, const OpenAiBatchLine& line);
 
-// Writes lines to `path` in index order: a line whose index is ahead of the next one expected waits
-// in memory. Indices done in an earlier run (resume) are declared with skip().
+// Writes lines to `path` in index order (the results sink numbers rows by prompt, then sample): a line
+// whose index is ahead of the next one expected waits in memory. Indices done in an earlier run
+// (resume) are declared with skip().
 class OrderedLineWriter {
  public:
   explicit OrderedLineWriter(const std::string& path, bool append = false);

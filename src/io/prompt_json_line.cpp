@@ -345,7 +345,12 @@ void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
   r.min_p = f.number("min_p", 0.0, false, 1.0, false, "a number in [0, 1]");
   r.seed = f.unsigned_integer("seed", "an integer in [0, 2^64)");
   r.stop = f.string_list("stop", openai);
-  f.integer("n", 1, 1, "1 (one completion per request; more are not implemented)");
+  if (openai) {
+    f.integer("n", 1, 1, "1 (n > 1 in OpenAI batch output is not implemented yet)");
+  } else if (auto v = f.integer("n", 1, kMaxSamplesPerPrompt,
+                                "an integer in 1.." + std::to_string(kMaxSamplesPerPrompt) + " (samples of the prompt)")) {
+    r.n = static_cast<int>(*v);
+  }
   // The ranges vLLM's SamplingParams accepts (the penalties as float, which the sampler uses).
   r.repetition_penalty = f.number("repetition_penalty", 0.0, true, FLT_MAX, false, "a finite number > 0 (1 = off)");
   r.presence_penalty = f.number("presence_penalty", -2.0, false, 2.0, false, "a number in [-2, 2]");

@@ -15,6 +15,8 @@ namespace glacier::io {
 constexpr size_t kMaxStopTokenIds = 1024;
 constexpr size_t kMaxLogitBiasEntries = 1024;
 constexpr int kMaxTopLogprobs = 20;  // alternatives per token a line may ask for
+// Samples a prompt's "n" may ask for (compute/microbatch.h's kMaxSamplesPerPrompt).
+constexpr int kMaxSamplesPerPrompt = 128;
 
 enum class PromptFormat : uint8_t { Text, Jsonl, OpenAiBatch };
 
@@ -58,6 +60,7 @@ struct PromptRecord {
   // OpenAI batch lines: the body asked for log-probs ("logprobs": k for completions, true for chat), so the
   // output line carries them, as the API's does only when asked.
   bool openai_logprobs = false;
+  std::optional<int> n;  // samples of this prompt (plain .jsonl lines; OpenAI batch bodies only 1)
 
   bool is_chat() const { return messages_json.has_value(); }
   bool is_score() const { return context.has_value(); }

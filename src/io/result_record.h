@@ -10,6 +10,7 @@ namespace glacier::io {
 struct ResultRecord {
   std::string id;
   int64_t index = 0;            // the prompt's 0-based order in the input: output order
+  int64_t sample = 0;           // which of the prompt's n samples (0..n-1); rows of one prompt in this order
   std::string status = "ok";    // "ok" | "error"
   std::string error;            // set when status == "error"
   std::vector<int32_t> prompt_tokens;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "compute/sampler.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -21,12 +22,37 @@ Scheduler::Scheduler(SchedulerOptions opts, Ring& ring, std::function<bool(const
 void Scheduler::add(SequenceRequest req) {
   const int64_t positions = static_cast<int64_t>(req.tokens.size()) +
                             (req.mode == SeqMode::Generate ? req.max_new_tokens : 0);
+  // Every sample of a request that cannot run gets the same ending.
+  const int32_t samples = std::clamp(req.n_samples, 1, compute::kMaxSamplesPerPrompt);
+  auto report = [&](SequenceOutcome&& o) {
+    for (int32_t j = 0; j < samples; ++j) {
+      SequenceOutcome copy = o;
+      copy.sample = j;
+      on_finished_(std::move(copy));
+    }
+  };
   SequenceOutcome out;
   out.seq = req.seq;
-  if (req.tokens.empty()) {
+  if (req.n_samples < 1 || req.n_samples > std::min(compute::kMaxSamplesPerPrompt, opts_.n_slots) ||
+      (req.n_samples > 1 && req.mode != SeqMode::Generate)) {
+    out.finish = FinishReason::Error;
+    std::string msg = "n of ";
+    msg += std::to_string(req.n_samples);
+    if (req.mode != SeqMode::Generate) {
+      msg += " samples: expected 1 when scoring (a score has one answer)";
+    } else {
+      msg += " samples: expected 1..";
+      msg += std::to_string(std::min(compute::kMaxSamplesPerPrompt, opts_.n_slots));
+      msg += " (each sample holds one of the job's ";
+      msg += std::to_string(opts_.n_slots);
+      msg += " KV slots, --slots)";
+    }
+    out.error = std::move(msg);
+    report(std::move(out));
+  } else if (req.tokens.empty()) {
     out.finish = FinishReason::Error;
     out.error = "the prompt has no tokens";
-    on_finished_(std::move(out));
+    report(std::move(out));
   } else if (positions > opts_.n_ctx) {
     out.finish = FinishReason::Error;
     // Built with += (GCC 12 warns falsely on long operator+ chains of std::string).
@@ -43,7 +69,7 @@ void Scheduler::add(SequenceRequest req) {
     msg += std::to_string(opts_.n_ctx);
     msg += " (--ctx)";
     out.error = std::move(msg);
-    on_finished_(std::move(out));
+    report(std::move(out));
   } else if (req.logit_bias.size() > static_cast<size_t>(compute::kMaxLogitBiasEntries) ||
              req.min_tokens_mask.size() > static_cast<size_t>(compute::kMaxMinTokensMask)) {
     out.finish = FinishReason::Error;
@@ -56,17 +82,18 @@ void Scheduler::add(SequenceRequest req) {
     msg += " and ";
     msg += std::to_string(compute::kMaxMinTokensMask);
     out.error = std::move(msg);
-    on_finished_(std::move(out));
+    report(std::move(out));
   } else if (req.mode == SeqMode::Generate && req.max_new_tokens == 0) {
     out.finish = FinishReason::Length;
-    on_finished_(std::move(out));
+    report(std::move(out));
   } else {
     waiting_.push_back(std::move(req));
   }
 }
 
 void Scheduler::admit() {
-  while (!draining_ && !waiting_.empty() && !free_slots_.empty()) {
+  // A prompt of n samples waits for n free slots (in queue order: no prompt overtakes another).
+  while (!draining_ && !waiting_.empty() && free_slots_.size() >= static_cast<size_t>(waiting_.front().n_samples)) {
     Active a;
     a.req = std::move(waiting_.front());
     waiting_.pop_front();
@@ -79,23 +106,77 @@ void Scheduler::admit() {
       a.out.generated.reserve(static_cast<size_t>(a.req.max_new_tokens));
       a.out.logprobs.reserve(static_cast<size_t>(a.req.max_new_tokens));
     }
+    // The other samples: the prompt's tokens count as fed (sample 0's prefill computes them for all).
+    for (int32_t j = 1; j < a.req.n_samples; ++j) {
+      Active s;
+      if (!opts_.share_prompt) {  // a sequence of its own, prompt and settings included
+        s.req = a.req;
+        s.req.n_samples = 1;
+        s.req.prompt_key = compute::sample_stream_key(a.req.prompt_key, j);
+        s.slot = free_slots_.back();
+        free_slots_.pop_back();
+        s.out.seq = a.req.seq;
+        s.out.sample = j;
+        s.t_start = a.t_start;
+        active_.push_back(std::move(s));
+        continue;
+      }
+      s.req.seq = a.req.seq;
+      s.req.tokens = a.req.tokens;
+      s.req.mode = a.req.mode;
+      s.req.max_new_tokens = a.req.max_new_tokens;
+      s.req.sampling = a.req.sampling;
+      s.req.prompt_key = compute::sample_stream_key(a.req.prompt_key, j);
+      s.slot = free_slots_.back();
+      free_slots_.pop_back();
+      s.n_fed = static_cast<int32_t>(s.req.tokens.size());
+      s.out.seq = a.req.seq;
+      s.out.sample = j;
+      s.out.generated.reserve(static_cast<size_t>(a.req.max_new_tokens));
+      s.out.logprobs.reserve(static_cast<size_t>(a.req.max_new_tokens));
+      s.t_start = a.t_start;
+      s.held = true;
+      s.leader_slot = a.slot;
+      s.awaiting_sample = true;
+      active_.push_back(std::move(s));
+    }
+    if (!opts_.share_prompt) a.req.n_samples = 1;
     active_.push_back(std::move(a));
   }
 }
 
+Scheduler::Active* Scheduler::by_slot(int32_t slot) {
+  auto it = std::find_if(active_.begin(), active_.end(), [&](const Active& a) { return a.slot == slot; });
+  return it == active_.end() ? nullptr : &*it;
+}
+
 bool Scheduler::build(compute::MicroBatch& mb) {
   mb.clear();
+  // Copies first: their micro-batch runs them before its chunks on every stage, so a sample's first
+  // decode step (in this micro-batch or a later one) finds the prompt's KV in its slot, and sample 0's
+  // slot still holds the prompt (it is neither freed nor fed before its copies are sent).
+  while (!pending_copies_.empty() && mb.copies.size() < static_cast<size_t>(compute::kMaxCopiesPerMicroBatch)) {
+    const compute::SlotCopy c = pending_copies_.front();
+    pending_copies_.pop_front();
+    mb.copies.push_back(c);
+    Active* leader = by_slot(c.src_slot);
+    Active* sibling = by_slot(c.dst_slot);
+    GLACIER_ASSERT(leader && sibling && leader->copies_pending > 0, "a slot copy between two admitted samples");
+    leader->copies_pending--;
+    sibling->held = false;
+  }
   int32_t budget = opts_.ubatch;
+  int32_t extra_samples = 0;  // draws beyond each chunk's first, within kMaxExtraSamplesPerMicroBatch
   // Decode steps are spread over decode_groups micro-batches so that several are in the ring at once.
   int32_t decoding = 0;
   for (const Active& a : active_)
-    if (!a.finished && a.n_fed > 0 && a.n_fed >= static_cast<int32_t>(a.req.tokens.size()) - 1) ++decoding;
+    if (!a.finished && !a.held && a.n_fed > 0 && a.n_fed >= static_cast<int32_t>(a.req.tokens.size()) - 1) ++decoding;
   const int32_t decode_cap = std::max(1, (decoding + opts_.decode_groups - 1) / opts_.decode_groups);
   int32_t decode_taken = 0;
   for (Active& a : active_) {
     if (budget == 0) break;
     const int32_t remaining = static_cast<int32_t>(a.req.tokens.size()) - a.n_fed;
-    if (a.finished || a.awaiting_sample || remaining <= 0) continue;
+    if (a.finished || a.held || a.copies_pending > 0 || a.awaiting_sample || remaining <= 0) continue;
     const bool is_decode_step = a.req.mode == SeqMode::Generate && a.n_fed > 0 && remaining == 1;
     if (is_decode_step && decode_taken >= decode_cap) continue;
     // A first chunk carries its sequence's settings; one that would overflow this micro-batch's share
@@ -106,17 +187,30 @@ bool Scheduler::build(compute::MicroBatch& mb) {
          mb.min_mask.size() + a.req.min_tokens_mask.size() > static_cast<size_t>(compute::kMaxMaskPerMicroBatch)))
       continue;
     compute::Chunk c;
-    c.seq = a.req.seq;
+    c.seq = a.slot;  // unique among admitted sequences (the samples of one prompt share req.seq)
     c.slot = a.slot;
     c.start_pos = a.n_fed;
     c.n_tokens = std::min(remaining, budget);
     c.token_offset = mb.n_tokens();
-    const bool last_chunk = c.n_tokens == remaining;
+    bool last_chunk = c.n_tokens == remaining;
+    // The chunk that draws a prompt's n first tokens: its extra draws must fit this micro-batch's result,
+    // or it ends one token short (that token comes in the next micro-batch).
+    const bool draws_samples = a.req.mode == SeqMode::Generate && last_chunk && a.out.generated.empty() &&
+                               a.req.n_samples > 1;
+    if (draws_samples && extra_samples + a.req.n_samples - 1 > compute::kMaxExtraSamplesPerMicroBatch) {
+      if (remaining == 1) continue;
+      c.n_tokens = remaining - 1;
+      last_chunk = false;
+    }
     if (a.req.mode == SeqMode::Generate) {
       c.output = last_chunk ? compute::OutputKind::Sample : compute::OutputKind::None;
       c.step = static_cast<int32_t>(a.out.generated.size());
       c.prompt_key = a.req.prompt_key;
       c.sampling = a.req.sampling;
+      if (last_chunk && a.out.generated.empty()) {
+        c.n_samples = a.req.n_samples;
+        extra_samples += a.req.n_samples - 1;
+      }
       if (first_generate_chunk) {
         c.first_bias = static_cast<int32_t>(mb.biases.size());
         c.n_biases = static_cast<int32_t>(a.req.logit_bias.size());
@@ -134,32 +228,76 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       mb.targets.push_back(a.req.targets.empty() ? -1 : a.req.targets[a.n_fed + j]);
     }
     mb.chunks.push_back(c);
+    // The prompt's positions (the output tokens fed back are the rest).
+    const int32_t prompt_end = static_cast<int32_t>(a.req.tokens.size() - a.out.generated.size());
+    prompt_tokens_computed_ += std::max(0, std::min(a.n_fed + c.n_tokens, prompt_end) - a.n_fed);
     a.n_fed += c.n_tokens;
     a.chunks_in_flight++;
     budget -= c.n_tokens;
     if (is_decode_step) ++decode_taken;
   }
-  if (mb.chunks.empty()) return false;
+  if (mb.chunks.empty() && mb.copies.empty()) return false;
   mb.id = next_mb_id_++;
   return true;
 }
 
 void Scheduler::finish(Active& a, FinishReason why, std::string error) {
   a.finished = true;
+  a.held = false;
   a.out.finish = why;
   a.out.error = std::move(error);
   a.out.total_time = now_seconds() - a.t_start;
 }
 
+bool Scheduler::take_token(Active& a, int32_t token, float logprob, const compute::ChunkResult& cr,
+                           const compute::MicroBatchResult& r) {
+  a.awaiting_sample = false;
+  if (a.out.generated.empty()) a.out.time_to_first_token = now_seconds() - a.t_start;
+  a.out.generated.push_back(token);
+  a.out.logprobs.push_back(logprob);
+  // The alternatives of the row the token was drawn from (a prompt's samples share their first row's).
+  a.out.top_ids.insert(a.out.top_ids.end(), r.top_ids.begin() + cr.first_top, r.top_ids.begin() + cr.first_top + cr.n_top);
+  a.out.top_logprobs.insert(a.out.top_logprobs.end(), r.top_logprobs.begin() + cr.first_top,
+                            r.top_logprobs.begin() + cr.first_top + cr.n_top);
+  if (should_stop_ && should_stop_(a.out)) {
+    finish(a, FinishReason::Stop);
+  } else if (static_cast<int32_t>(a.out.generated.size()) >= a.req.max_new_tokens) {
+    finish(a, FinishReason::Length);
+  } else {
+    a.req.tokens.push_back(token);  // fed in the next decode step
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::start_siblings(Active& leader, const compute::ChunkResult& cr, const compute::MicroBatchResult& r) {
+  GLACIER_ASSERT(cr.n_extra == leader.req.n_samples - 1 &&
+                     static_cast<size_t>(cr.first_sample + cr.n_extra) <= r.sample_tokens.size(),
+                 "a draw for each further sample of the prompt");
+  const auto n_prompt = static_cast<int32_t>(leader.req.tokens.size());
+  for (Active& s : active_) {
+    if (!s.held || s.leader_slot != leader.slot || !s.out.generated.empty()) continue;
+    const size_t k = static_cast<size_t>(cr.first_sample + s.out.sample - 1);
+    if (take_token(s, r.sample_tokens[k], r.sample_logprobs[k], cr, r)) {
+      pending_copies_.push_back({leader.slot, s.slot, n_prompt});
+      leader.copies_pending++;
+    }
+  }
+}
+
 void Scheduler::apply(const compute::MicroBatchResult& r) {
   for (const compute::ChunkResult& cr : r.chunks) {
-    auto it = std::find_if(active_.begin(), active_.end(), [&](const Active& a) { return a.req.seq == cr.seq; });
-    GLACIER_ASSERT(it != active_.end(), "result for an admitted sequence");
-    Active& a = *it;
+    Active* found = by_slot(cr.seq);
+    GLACIER_ASSERT(found, "result for an admitted sequence");
+    Active& a = *found;
     a.chunks_in_flight--;
     if (a.finished) continue;
     if (cr.non_finite) {
-      finish(a, FinishReason::Error, "the model produced non-finite logits (NaN or Inf) for this prompt");
+      const std::string why = "the model produced non-finite logits (NaN or Inf) for this prompt";
+      if (a.out.generated.empty() && a.req.n_samples > 1)  // the shared prefill: every sample fails
+        for (Active& s : active_)
+          if (s.held && s.leader_slot == a.slot && !s.finished) finish(s, FinishReason::Error, why);
+      finish(a, FinishReason::Error, why);
       continue;
     }
     if (a.req.mode == SeqMode::Score) {
@@ -172,27 +310,15 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
       continue;
     }
     if (cr.token < 0) continue;  // a prefill chunk that needed no output
-    a.awaiting_sample = false;
-    if (a.out.generated.empty()) a.out.time_to_first_token = now_seconds() - a.t_start;
-    a.out.generated.push_back(cr.token);
-    a.out.logprobs.push_back(cr.logprob);
-    a.out.top_ids.insert(a.out.top_ids.end(), r.top_ids.begin() + cr.first_top, r.top_ids.begin() + cr.first_top + cr.n_top);
-    a.out.top_logprobs.insert(a.out.top_logprobs.end(), r.top_logprobs.begin() + cr.first_top,
-                              r.top_logprobs.begin() + cr.first_top + cr.n_top);
-    if (should_stop_ && should_stop_(a.out)) {
-      finish(a, FinishReason::Stop);
-    } else if (static_cast<int32_t>(a.out.generated.size()) >= a.req.max_new_tokens) {
-      finish(a, FinishReason::Length);
-    } else {
-      a.req.tokens.push_back(cr.token);  // fed in the next decode step
-    }
+    if (a.out.generated.empty() && a.req.n_samples > 1) start_siblings(a, cr, r);
+    take_token(a, cr.token, cr.logprob, cr, r);
   }
 }
 
 void Scheduler::retire_finished() {
   for (size_t i = 0; i < active_.size();) {
     Active& a = active_[i];
-    if (a.finished && a.chunks_in_flight == 0) {
+    if (a.finished && a.chunks_in_flight == 0 && a.copies_pending == 0) {
       free_slots_.push_back(a.slot);
       on_finished_(std::move(a.out));
       active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));

@@ -17,7 +17,7 @@ enum class SeqMode { Generate, Score };
 enum class FinishReason { Length, Stop, Error };
 
 struct SequenceRequest {
-  int32_t seq = 0;                // caller's index; results are reported by it
+  int32_t seq = 0;                // caller's index; results are reported by it (with the sample index)
   std::vector<int32_t> tokens;    // the prompt (BOS included), for Score also the continuation
   std::vector<int32_t> targets;   // Score: per position, the token it should predict, or -1
   SeqMode mode = SeqMode::Generate;
@@ -27,10 +27,16 @@ struct SequenceRequest {
   // Generate: sent once, with the first chunk (at most kMaxLogitBiasEntries and kMaxMinTokensMask).
   std::vector<compute::TokenBias> logit_bias;
   std::vector<int32_t> min_tokens_mask;  // ids masked before sampling.min_tokens outputs (empty: none)
+  // Generate: n continuations of one prefill, each in its own KV slot (1..kMaxSamplesPerPrompt, at most
+  // the slots). The prompt is computed once, in sample 0's slot; the first tokens of all n are drawn from
+  // its last row, then its KV (positions of the prompt) is copied into the other samples' slots on every
+  // stage. Sample j draws from the stream sample_stream_key(prompt_key, j).
+  int32_t n_samples = 1;
 };
 
 struct SequenceOutcome {
   int32_t seq = 0;
+  int32_t sample = 0;  // 0..n_samples-1
   std::vector<int32_t> generated;
   std::vector<float> logprobs;
   // Per generated token, sampling.top_logprobs alternatives (fewer only for a smaller vocabulary),
@@ -51,6 +57,9 @@ struct SchedulerOptions {
   int32_t ubatch = 512;         // tokens per micro-batch at most
   int32_t max_in_flight = 1;    // micro-batches in the ring at once
   int32_t decode_groups = 1;    // decode sequences are split into this many groups
+  // n samples of a prompt share its one prefill (KV copied to the others' slots); false: each sample
+  // computes the prompt itself (the same results, for checks and measurements: --n-prefill each).
+  bool share_prompt = true;
 };
 
 class Scheduler {
@@ -60,7 +69,8 @@ class Scheduler {
   Scheduler(SchedulerOptions opts, Ring& ring, std::function<bool(const SequenceOutcome&)> should_stop,
             std::function<void(SequenceOutcome&&)> on_finished);
 
-  // Queues a sequence; a request that cannot fit the context finishes at once with an error.
+  // Queues a sequence; a request that cannot fit the context (or whose samples outnumber the slots)
+  // finishes at once with an error, once per sample.
   void add(SequenceRequest req);
   // Runs until every queued sequence has finished (or, after request_drain(), the admitted ones).
   void run();
@@ -72,6 +82,9 @@ class Scheduler {
   // Sequences queued and not yet admitted (a driver that feeds the scheduler as it goes tops this up).
   size_t queued() const { return waiting_.size(); }
   int64_t micro_batches_sent() const { return next_mb_id_; }
+  // Prompt tokens sent into the ring (prefill and score chunks, not decode steps): a prompt with n
+  // samples counts once.
+  int64_t prompt_tokens_computed() const { return prompt_tokens_computed_; }
 
  private:
   struct Active {
@@ -83,10 +96,20 @@ class Scheduler {
     bool awaiting_sample = false;
     bool finished = false;
     double t_start = 0.0;
+    // Samples 1..n-1 of a prompt: held until their first token is drawn and their copy of the
+    // prompt's KV is in a micro-batch. Sample 0 keeps its slot until every copy from it is sent.
+    bool held = false;
+    int32_t leader_slot = -1;
+    int32_t copies_pending = 0;
   };
   void admit();
   bool build(compute::MicroBatch& mb);
   void apply(const compute::MicroBatchResult& r);
+  // The first tokens of sample 0's siblings, drawn with its prompt's last row.
+  void start_siblings(Active& leader, const compute::ChunkResult& cr, const compute::MicroBatchResult& r);
+  bool take_token(Active& a, int32_t token, float logprob, const compute::ChunkResult& cr,
+                  const compute::MicroBatchResult& r);
+  Active* by_slot(int32_t slot);
   void finish(Active& a, FinishReason why, std::string error = {});
   void retire_finished();
 
@@ -97,6 +120,8 @@ class Scheduler {
   std::deque<SequenceRequest> waiting_;
   std::vector<Active> active_;     // admitted sequences, in admission order
   std::vector<int32_t> free_slots_;
+  std::deque<compute::SlotCopy> pending_copies_;  // sent first in the next micro-batches, in order
+  int64_t prompt_tokens_computed_ = 0;
   int32_t in_flight_ = 0;
   int64_t next_mb_id_ = 0;
   bool draining_ = false;

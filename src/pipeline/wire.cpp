@@ -37,11 +37,17 @@ static_assert(sizeof(Header) == 40 && offsetof(Header, header_crc) == 36, "no pa
 static_assert(std::is_trivially_copyable_v<compute::Chunk>);
 static_assert(std::is_trivially_copyable_v<compute::ChunkResult>);
 static_assert(std::is_trivially_copyable_v<compute::TokenBias>);
+static_assert(std::is_trivially_copyable_v<compute::SlotCopy>);
 
-// Bytes of the first chunks' sequence settings in a forward message: their two counts, then the entries.
-size_t settings_bytes(size_t n_biases, size_t n_mask) {
-  return 2 * sizeof(int32_t) + n_biases * sizeof(compute::TokenBias) + n_mask * sizeof(int32_t);
+// Bytes of the first chunks' sequence settings and the slot copies in a forward message: their three
+// counts, then the entries.
+size_t settings_bytes(size_t n_biases, size_t n_mask, size_t n_copies) {
+  return 3 * sizeof(int32_t) + n_biases * sizeof(compute::TokenBias) + n_mask * sizeof(int32_t) +
+         n_copies * sizeof(compute::SlotCopy);
 }
+
+// Bytes of a back message's extra draws (n samples): their count, then tokens and log-probs.
+size_t samples_bytes(size_t n_extra) { return sizeof(int32_t) + n_extra * (sizeof(int32_t) + sizeof(float)); }
 
 template <typename T>
 void put(std::vector<uint8_t>& out, size_t& at, const T* src, size_t n) {
@@ -108,7 +114,8 @@ size_t payload_bytes(WireCodec c, int64_t n_tokens, int64_t n_embd) {
 size_t max_forward_bytes(int32_t max_tokens, int32_t n_embd) {
   return sizeof(Header) + std::max(kMaxFaultReportBytes,
                                    static_cast<size_t>(max_tokens) * (sizeof(compute::Chunk) + 2 * sizeof(int32_t)) +
-                                       settings_bytes(compute::kMaxBiasesPerMicroBatch, compute::kMaxMaskPerMicroBatch) +
+                                       settings_bytes(compute::kMaxBiasesPerMicroBatch, compute::kMaxMaskPerMicroBatch,
+                                                      compute::kMaxCopiesPerMicroBatch) +
                                        payload_bytes(WireCodec::F32, max_tokens, n_embd));
 }
 
@@ -116,7 +123,8 @@ size_t max_forward_bytes(int32_t max_tokens, int32_t n_embd) {
 size_t max_back_bytes(int32_t max_tokens) {
   const size_t per_token = sizeof(compute::ChunkResult) + sizeof(float) + 1 +
                            static_cast<size_t>(compute::kMaxTopLogprobs) * (sizeof(int32_t) + sizeof(float));
-  return sizeof(Header) + std::max(kMaxFaultReportBytes, sizeof(int32_t) + static_cast<size_t>(max_tokens) * per_token);
+  return sizeof(Header) + std::max(kMaxFaultReportBytes, sizeof(int32_t) + static_cast<size_t>(max_tokens) * per_token +
+                                                             samples_bytes(compute::kMaxExtraSamplesPerMicroBatch));
 }
 
 void encode_activations(WireCodec c, const float* x, int64_t n, int64_t e, uint8_t* out) {
@@ -180,21 +188,24 @@ size_t encode_forward(const compute::MicroBatch& mb, const float* x, int32_t n_e
   h.n_tokens = mb.n_tokens();
   h.n_embd = n_embd;
   GLACIER_ASSERT(mb.biases.size() <= static_cast<size_t>(compute::kMaxBiasesPerMicroBatch) &&
-                     mb.min_mask.size() <= static_cast<size_t>(compute::kMaxMaskPerMicroBatch),
-                 "a micro-batch's sequence settings within the receive buffers' bounds");
+                     mb.min_mask.size() <= static_cast<size_t>(compute::kMaxMaskPerMicroBatch) &&
+                     mb.copies.size() <= static_cast<size_t>(compute::kMaxCopiesPerMicroBatch),
+                 "a micro-batch's sequence settings and slot copies within the receive buffers' bounds");
   const size_t payload = payload_bytes(codec, mb.n_tokens(), n_embd);
   const size_t total = sizeof h + mb.chunks.size() * sizeof(compute::Chunk) + 2 * mb.tokens.size() * sizeof(int32_t) +
-                       settings_bytes(mb.biases.size(), mb.min_mask.size()) + payload;
+                       settings_bytes(mb.biases.size(), mb.min_mask.size(), mb.copies.size()) + payload;
   out.resize(total);
   size_t at = 0;
   put(out, at, &h, 1);
   put(out, at, mb.chunks.data(), mb.chunks.size());
   put(out, at, mb.tokens.data(), mb.tokens.size());
   put(out, at, mb.targets.data(), mb.targets.size());
-  const int32_t counts[2] = {static_cast<int32_t>(mb.biases.size()), static_cast<int32_t>(mb.min_mask.size())};
-  put(out, at, counts, 2);
+  const int32_t counts[3] = {static_cast<int32_t>(mb.biases.size()), static_cast<int32_t>(mb.min_mask.size()),
+                             static_cast<int32_t>(mb.copies.size())};
+  put(out, at, counts, 3);
   put(out, at, mb.biases.data(), mb.biases.size());
   put(out, at, mb.min_mask.data(), mb.min_mask.size());
+  put(out, at, mb.copies.data(), mb.copies.size());
   encode_activations(codec, x, mb.n_tokens(), n_embd, out.data() + at);
   seal(out);
   return payload;
@@ -266,15 +277,18 @@ MessageKind decode_forward(const uint8_t* data, size_t bytes, int32_t n_embd, co
   get(data, bytes, at, mb.chunks.data(), mb.chunks.size());
   get(data, bytes, at, mb.tokens.data(), mb.tokens.size());
   get(data, bytes, at, mb.targets.data(), mb.targets.size());
-  int32_t counts[2] = {0, 0};
-  get(data, bytes, at, counts, 2);
+  int32_t counts[3] = {0, 0, 0};
+  get(data, bytes, at, counts, 3);
   GLACIER_ASSERT(counts[0] >= 0 && counts[0] <= compute::kMaxBiasesPerMicroBatch && counts[1] >= 0 &&
-                     counts[1] <= compute::kMaxMaskPerMicroBatch,
-                 "pipeline message's sequence settings within bounds");
+                     counts[1] <= compute::kMaxMaskPerMicroBatch && counts[2] >= 0 &&
+                     counts[2] <= compute::kMaxCopiesPerMicroBatch,
+                 "pipeline message's sequence settings and slot copies within bounds");
   mb.biases.resize(static_cast<size_t>(counts[0]));
   mb.min_mask.resize(static_cast<size_t>(counts[1]));
+  mb.copies.resize(static_cast<size_t>(counts[2]));
   get(data, bytes, at, mb.biases.data(), mb.biases.size());
   get(data, bytes, at, mb.min_mask.data(), mb.min_mask.size());
+  get(data, bytes, at, mb.copies.data(), mb.copies.size());
   const auto codec = static_cast<WireCodec>(h.codec);
   GLACIER_ASSERT(at + payload_bytes(codec, h.n_tokens, n_embd) == bytes, "pipeline payload size matches");
   decode_activations(codec, data + at, h.n_tokens, n_embd, x);
@@ -287,8 +301,11 @@ void encode_back(const compute::MicroBatchResult& r, std::vector<uint8_t>& out) 
   h.n_tokens = static_cast<int32_t>(r.target_logprobs.size());
   GLACIER_ASSERT(r.top_ids.size() == r.top_logprobs.size(), "one log-prob per top token id");
   const auto n_top = static_cast<int32_t>(r.top_ids.size());
+  GLACIER_ASSERT(r.sample_tokens.size() == r.sample_logprobs.size() &&
+                     r.sample_tokens.size() <= static_cast<size_t>(compute::kMaxExtraSamplesPerMicroBatch),
+                 "a result's extra draws within the receive buffers' bounds");
   out.resize(sizeof h + r.chunks.size() * sizeof(compute::ChunkResult) + r.target_logprobs.size() * (sizeof(float) + 1) +
-             sizeof n_top + r.top_ids.size() * (sizeof(int32_t) + sizeof(float)));
+             sizeof n_top + r.top_ids.size() * (sizeof(int32_t) + sizeof(float)) + samples_bytes(r.sample_tokens.size()));
   size_t at = 0;
   put(out, at, &h, 1);
   put(out, at, r.chunks.data(), r.chunks.size());
@@ -297,6 +314,10 @@ void encode_back(const compute::MicroBatchResult& r, std::vector<uint8_t>& out) 
   put(out, at, &n_top, 1);
   put(out, at, r.top_ids.data(), r.top_ids.size());
   put(out, at, r.top_logprobs.data(), r.top_logprobs.size());
+  const int32_t n_extra = static_cast<int32_t>(r.sample_tokens.size());
+  put(out, at, &n_extra, 1);
+  put(out, at, r.sample_tokens.data(), r.sample_tokens.size());
+  put(out, at, r.sample_logprobs.data(), r.sample_logprobs.size());
   seal(out);
 }
 
@@ -322,6 +343,13 @@ MessageKind decode_back(const uint8_t* data, size_t bytes, compute::MicroBatchRe
   r.top_logprobs.resize(static_cast<size_t>(n_top));
   get(data, bytes, at, r.top_ids.data(), r.top_ids.size());
   get(data, bytes, at, r.top_logprobs.data(), r.top_logprobs.size());
+  int32_t n_extra = 0;
+  get(data, bytes, at, &n_extra, 1);
+  GLACIER_ASSERT(n_extra >= 0 && n_extra <= compute::kMaxExtraSamplesPerMicroBatch, "back message's draws within bounds");
+  r.sample_tokens.resize(static_cast<size_t>(n_extra));
+  r.sample_logprobs.resize(static_cast<size_t>(n_extra));
+  get(data, bytes, at, r.sample_tokens.data(), r.sample_tokens.size());
+  get(data, bytes, at, r.sample_logprobs.data(), r.sample_logprobs.size());
   return kind;
 }
 

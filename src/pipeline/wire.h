@@ -1,8 +1,8 @@
 // The byte layout of pipeline messages. Forward (stage s -> s+1): a fixed header, the chunks
 // (slot, positions, token count, what the last stage must do), the tokens and targets, the first chunks'
-// logit biases and min_tokens ids, then the activations [n_tokens x n_embd] in the wire codec. Back
-// (last stage -> driver): per chunk the sampled token and log-prob, scored log-probs, and the sampled
-// tokens' top alternatives.
+// logit biases and min_tokens ids, the slot copies, then the activations [n_tokens x n_embd] in the wire
+// codec. Back (last stage -> driver): per chunk the sampled token and log-prob, scored log-probs, the
+// sampled tokens' top alternatives, and the draws of a prompt's further samples.
 // All ranks share one architecture (a cluster). Every message is sealed with CRC32C checksums of its
 // header and its body, checked on arrival.
 #pragma once

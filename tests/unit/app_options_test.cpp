@@ -178,3 +178,17 @@ TEST(Options, SamplingControlsAreReadAndRangeChecked) {
 }
 
 }  // namespace
+
+TEST(Options, SamplesPerPromptAreRangeCheckedAndOnlyForGenerate) {
+  const glacier::app::JobOptions o = parse({"--n", "16", "--n-prefill", "each"});
+  EXPECT_EQ(o.n, 16);
+  EXPECT_EQ(o.n_prefill, "each");
+  EXPECT_EQ(parse({}).n, 1);
+  EXPECT_EQ(parse({}).n_prefill, "once");
+  EXPECT_EQ(refusal({"--n", "0"}), "option --n: expected a count in 1..128, found 0");
+  EXPECT_EQ(refusal({"--n", "129"}), "option --n: expected a count in 1..128, found 129");
+  EXPECT_EQ(refusal({"--n", "2", "--mode", "score"}),
+            "option --n: expected 1 with --mode score (a score or a perplexity has one answer), found 2");
+  EXPECT_EQ(refusal({"--n", "5", "--slots", "4"}), "option --n: expected at most --slots (4): each sample holds a KV slot, found 5");
+  EXPECT_EQ(refusal({"--n-prefill", "twice"}), "option --n-prefill: expected once or each, found 'twice'");
+}

@@ -288,6 +288,33 @@ TEST(IoHdf5Results, H5pyCheckRejectsATextColumnThatDisagreesWithTextBytes) {
   EXPECT_NE(check.output.find("row 0"), std::string::npos) << check.output;
 }
 
+// Format 3 added the sample column: a row's sample reads back; a format-2 file (one row a prompt, no
+// sample to match rows by) is refused for --resume, naming both formats.
+TEST(IoHdf5Results, TheSampleColumnRoundTripsAndAFormatTwoFileIsRefused) {
+  if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py not found: needed to make a format-2 file";
+  const std::string path = glacier::testing::scratch_dir("io_h5_format2") + "/results.h5";
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create);
+    for (int i = 0; i < 3; ++i) {
+      ResultRecord r = make_result(i);
+      r.sample = 2 - i;
+      file.append(r);
+    }
+  }
+  const FinishedResults back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(back.rows[static_cast<size_t>(i)].sample, 2 - i);
+  const std::string to_format_two = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
+                                    "del f['results/sample']; f.attrs['glacier_results_format']=2\" " + path;
+  ASSERT_EQ(std::system(to_format_two.c_str()), 0) << to_format_two;
+  try {
+    read_finished(path);
+    ADD_FAILURE() << "a format-2 file was read back";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected results format 3, found 2"), std::string::npos) << e.what();
+  }
+}
+
 // A file of results format 1 (no text_bytes column) stays readable and can be resumed: the column is
 // added, the earlier rows' texts read as their text column holds them.
 // A format-1 file has no prompt digests, so nothing can tell which prompt each of its rows answered:

@@ -43,8 +43,8 @@ TEST(IoJsonlWriter, ResultLineHasExactlyTheDocumentedKeys) {
   EXPECT_EQ(line.back(), '\n');
   EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line per result";
   json j = json::parse(line);
-  EXPECT_EQ(key_list(j), (std::vector<std::string>{"finish_reason", "id", "logprobs", "prompt_tokens", "status",
-                                                    "text", "tokens"}));
+  EXPECT_EQ(key_list(j), (std::vector<std::string>{"finish_reason", "id", "logprobs", "prompt_tokens", "sample",
+                                                    "status", "text", "tokens"}));
   EXPECT_EQ(j["id"], "q1");
   EXPECT_EQ(j["status"], "ok");
   EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), (std::vector<int32_t>{1, 450, 29871}));
