@@ -41,6 +41,9 @@ constexpr const char* kSlowLoadFactor = "100";
 constexpr double kIntoLoadingS = 0.5;
 constexpr double kPhaseWaitS = 60.0;
 constexpr int kLiveLoadStallTimeoutS = 1;
+// The live-load test needs a load of several stall timeouts even on a quiet, fast machine (at 100 a
+// quiet Zen 5 VM loaded in 1.7 s, under the 2 s the test needs), so it slows the load further.
+constexpr const char* kLiveLoadSlowFactor = "200";
 
 // A synthetic f32 model of 87 MiB (8 layers, 768 wide): big enough that a slowed load takes seconds,
 // made in about a second.
@@ -153,7 +156,7 @@ TEST(StartupWatchdog, SlowLoadThatReportsProgressIsNotAStall) {
   ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
                            "/out.jsonl --max-tokens 1 --log-level debug --stall-timeout " +
-                           std::to_string(kLiveLoadStallTimeoutS) + " --slow-rank 1:" + kSlowLoadFactor;
+                           std::to_string(kLiveLoadStallTimeoutS) + " --slow-rank 1:" + kLiveLoadSlowFactor;
   BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
   ASSERT_GE(wait_for_output(job, loading_line(1)), 0.0) << job.output();
   const double load_s = wait_for_output(job, "rank 1: debug: start-up phase: allocating the KV cache");
