@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/sha256.h"
+#include "common/deepseek2_spec.h"
 #include "common/engine_harness.h"
 #include "common/greedy_dump_check.h"
 #include "common/stage_harness.h"
@@ -36,22 +37,7 @@ constexpr const char* kLiteSha256 = "e24fff620dd5ca65b4b7341924cfa50edede6e15dab
 // without the log-multiplier's attention scale by up to 1.0.
 constexpr double kReorderedSumsTolerance = 5e-5;
 
-model::SyntheticModelSpec v3_spec(const std::string& vocab) {
-  model::SyntheticModelSpec s = model::synthetic_preset("tiny");
-  s.arch = "deepseek2";
-  s.n_layer = 4;
-  s.n_head_kv = s.n_head;
-  s.deepseek.sigmoid_gating = true;
-  s.deepseek.exp_probs_b = true;
-  s.deepseek.weights_norm = true;
-  s.deepseek.weights_scale = 2.5f;
-  s.deepseek.yarn_log_multiplier = 0.1f;
-  s.rope_scaling_type = "yarn";
-  s.rope_scaling_factor = 4.0f;
-  s.n_vocab = 0;
-  s.vocab_from = vocab;
-  return s;
-}
+model::SyntheticModelSpec v3_spec(const std::string& vocab) { return glacier::testing::deepseek2_v3_spec(vocab); }
 
 model::SyntheticModelSpec lite_spec(const std::string& vocab) {
   model::SyntheticModelSpec s = model::synthetic_preset("tiny");

@@ -4,6 +4,7 @@
 // split and the memory check work through the pipeline as they do in one process.
 #include <gtest/gtest.h>
 
+#include "common/deepseek2_spec.h"
 #include "common/job_runner.h"
 #include "common/test_env.h"
 #include "model/synthetic_model.h"
@@ -13,19 +14,7 @@ namespace {
 const std::string kPrompts = std::string(GLACIER_SOURCE_DIR) + "/tests/data/stories_prompts.jsonl";
 
 std::string write_model(const std::string& vocab, const std::string& dir) {
-  glacier::model::SyntheticModelSpec s = glacier::model::synthetic_preset("tiny");
-  s.arch = "deepseek2";
-  s.n_layer = 4;
-  s.n_head_kv = s.n_head;
-  s.deepseek.sigmoid_gating = true;
-  s.deepseek.exp_probs_b = true;
-  s.deepseek.weights_norm = true;
-  s.deepseek.weights_scale = 2.5f;
-  s.deepseek.yarn_log_multiplier = 0.1f;
-  s.rope_scaling_type = "yarn";
-  s.rope_scaling_factor = 4.0f;
-  s.n_vocab = 0;
-  s.vocab_from = vocab;
+  const glacier::model::SyntheticModelSpec s = glacier::testing::deepseek2_v3_spec(vocab);
   const std::string path = dir + "/v3.gguf";
   glacier::model::write_synthetic_model(s, path);
   return path;
