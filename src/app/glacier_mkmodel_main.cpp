@@ -34,17 +34,22 @@ std::optional<Request> parse(int argc, char** argv) {
   uint64_t seed = 1;
   int threads = 0;
   glacier::model::SyntheticModelSpec::DeepSeek ds;
+  glacier::model::SyntheticModelSpec::Granite granite;
   std::string expert_gating = "softmax";
   po::options_description opts(
       "usage: glacier_mkmodel [--preset tiny|llama-1b|llama-7b] [--type T] [--seed N] --out PATH\n\n"
-      "Writes a llama (or gemma2, deepseek2) GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
+      "Writes a llama (or granite, gemma2, deepseek2) GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
       "give the same bytes. Explicit shape options override the preset");
   opts.add_options()
       ("help,h", "print this help")
-      ("arch", po::value(&arch)->default_value(arch), "llama | gemma2 (tied head, post-norms, soft-caps; llama.cpp knows only\n  26, 42 and 46 layers) | deepseek2 (latent attention, shared + routed experts)")
+      ("arch", po::value(&arch)->default_value(arch), "llama | granite (llama's tensors, four scale keys) | gemma2 (tied head, post-norms, soft-caps; llama.cpp knows only\n  26, 42 and 46 layers) | deepseek2 (latent attention, shared + routed experts)")
       ("sliding-window", po::value(&sliding_window), "gemma2: attention.sliding_window of the even layers (default: key absent, 4096)")
       ("attn-softcap", po::value(&attn_softcap)->default_value(attn_softcap), "gemma2: attn_logit_softcapping")
       ("final-softcap", po::value(&final_softcap)->default_value(final_softcap), "gemma2: final_logit_softcapping")
+      ("embedding-scale", po::value(&granite.embedding_scale)->default_value(granite.embedding_scale), "granite: embedding_scale")
+      ("residual-scale", po::value(&granite.residual_scale)->default_value(granite.residual_scale), "granite: residual_scale")
+      ("attention-scale", po::value(&granite.attention_scale)->default_value(granite.attention_scale), "granite: attention.scale")
+      ("logit-scale", po::value(&granite.logit_scale)->default_value(granite.logit_scale), "granite: logit_scale (logits divided by it)")
       ("q-lora-rank", po::value(&ds.q_lora_rank)->default_value(ds.q_lora_rank), "deepseek2: attention.q_lora_rank (0: plain attn_q;\n  llama.cpp ties 0 to 27 layers). Latent attention shapes: kv_lora_rank 32, rope 16 + nope 32 per q/k\n  head, v 32; 4 experts of width 64, top 2, 1 shared, 1 leading dense layer")
       ("expert-gating", po::value(&expert_gating)->default_value(expert_gating), "deepseek2: softmax | sigmoid (expert_gating_func)")
       ("expert-weights-norm", po::bool_switch(&ds.weights_norm), "deepseek2: expert_weights_norm = true")
@@ -134,6 +139,11 @@ std::optional<Request> parse(int argc, char** argv) {
     if (ds.weights_norm || ds.exp_probs_b)
       throw glacier::InputError("options --expert-weights-norm / --exp-probs-b: expected only with --arch deepseek2, found --arch " + arch);
   }
+  s.granite = granite;
+  if (arch != "granite")
+    for (const char* o : {"embedding-scale", "residual-scale", "attention-scale", "logit-scale"})
+      if (!vm[o].defaulted())
+        throw glacier::InputError(std::string("option --") + o + ": expected only with --arch granite, found --arch " + arch);
   if (arch != "gemma2" && (!vm["attn-softcap"].defaulted() || !vm["final-softcap"].defaulted()))
     throw glacier::InputError("options --attn-softcap / --final-softcap: expected only with --arch gemma2, found --arch " + arch);
   return r;

@@ -101,6 +101,8 @@ void TransformerStage::embed(const MicroBatch& mb, float* x) {
     kernels::dequantize_row(w_.token_embd, mb.tokens[i], x + static_cast<size_t>(i) * cfg_.n_embd);
   if (cfg_.spec.scale_embedding)
     kernels::scale(std::sqrt(static_cast<float>(cfg_.n_embd)), static_cast<int64_t>(mb.n_tokens()) * cfg_.n_embd, x);
+  if (cfg_.embedding_scale != 0.0f)
+    kernels::scale(cfg_.embedding_scale, static_cast<int64_t>(mb.n_tokens()) * cfg_.n_embd, x);
 }
 
 // q, k, v of every token (biases, per-head q/k norms and RoPE applied); k and v go into the KV cache.
@@ -142,11 +144,14 @@ void TransformerStage::dense_ffn(const model::LayerWeights& L, int32_t n) {
   matmul_(L.w_down, gate_.data(), n, F, tmp_.data());
 }
 
-// A block's output in tmp_ normalised before it joins the residual, where the arch has post-norms.
-void TransformerStage::post_norm(const std::vector<float>& weight, int32_t n) {
-  if (weight.empty()) return;
+// A block's output in tmp_ made ready to join the residual: normalised where the arch has post-norms,
+// scaled where it has a residual scale (granite), then added to x.
+void TransformerStage::add_to_residual(const std::vector<float>& post_norm, int32_t n, float* x) {
   const int32_t E = cfg_.n_embd;
-  for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(tmp_.data() + i * E, weight.data(), E, cfg_.rms_eps, tmp_.data() + i * E);
+  if (!post_norm.empty())
+    for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(tmp_.data() + i * E, post_norm.data(), E, cfg_.rms_eps, tmp_.data() + i * E);
+  if (cfg_.residual_scale != 0.0f) kernels::scale(cfg_.residual_scale, static_cast<int64_t>(n) * E, tmp_.data());
+  for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
 }
 
 void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
@@ -173,16 +178,14 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
       attention(mb, li);
     }
     matmul_(L.wo, attn_out_.data(), n, O, tmp_.data());
-    post_norm(L.attn_post_norm, n);
-    for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
+    add_to_residual(L.attn_post_norm, n, x);
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.ffn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
     if (!cfg_.layer_is_dense(w_.layers.first + li)) {
       moe_->forward(L, xn_.data(), n, tmp_.data(), matmul_);
     } else {
       dense_ffn(L, n);
     }
-    post_norm(L.ffn_post_norm, n);
-    for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
+    add_to_residual(L.ffn_post_norm, n, x);
     if (layer_hook_) layer_hook_();
   }
 }
@@ -301,6 +304,7 @@ void TransformerStage::head(const float* x, const std::vector<int32_t>& rows, fl
   for (int64_t r = 0; r < n; ++r)
     kernels::rmsnorm(x + static_cast<size_t>(rows[r]) * E, w_.output_norm.data(), E, cfg_.rms_eps, xn_.data() + r * E);
   matmul_(w_.output, xn_.data(), n, E, logits);
+  if (cfg_.logit_scale != 0.0f) kernels::scale(1.0f / cfg_.logit_scale, n * cfg_.n_vocab, logits);
   if (cfg_.final_softcap > 0.0f) {
     const float cap = cfg_.final_softcap, inv_cap = 1.0f / cap;
     for (int64_t i = 0; i < n * cfg_.n_vocab; ++i) logits[i] = kernels::softcap_approx(logits[i], cap, inv_cap);

@@ -44,7 +44,7 @@ class TransformerStage {
   // Multi-head latent attention (deepseek2) from xn_ into attn_out_: see transformer_stage.cpp.
   void latent_attention(const model::LayerWeights& L, int32_t n, int32_t layer_local);
   void dense_ffn(const model::LayerWeights& L, int32_t n);
-  void post_norm(const std::vector<float>& weight, int32_t n);
+  void add_to_residual(const std::vector<float>& post_norm, int32_t n, float* x);
 
   model::ModelConfig cfg_;
   model::ShardWeights w_;

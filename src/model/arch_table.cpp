@@ -13,6 +13,8 @@ const std::vector<ArchSpec>& supported_archs() {
   static const std::vector<ArchSpec> table = {
       // llama, and Mixtral-style MoE (arch llama + expert_count): softmax, top-k, renormalized.
       {.name = "llama", .moe = MoeUse::IfExpertCount, .renormalize_expert_weights = true, .rope_freqs = true},
+      // IBM Granite 3.x: llama's blocks with four scalars from the file (arch_table.h, granite_scales).
+      {.name = "granite", .granite_scales = true},
       {.name = "qwen2", .rope_mode = R::NeoX, .qkv_bias = true},
       // Qwen1.5/2-MoE: the top-k probabilities are used as they are, plus the gated shared expert.
       {.name = "qwen2moe", .rope_mode = R::NeoX, .output = O::Required, .qkv_bias = true, .moe = MoeUse::Always,

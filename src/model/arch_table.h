@@ -56,6 +56,11 @@ struct ArchSpec {
   // the KV cache stores instead of per-head keys and values; leading dense layers, then routed experts
   // with an ungated shared expert, gating and weight keys read from the file (expert_gating_func, ...).
   bool mla = false;
+  // IBM Granite's four scalars (ARCH.embedding_scale, residual_scale, attention.scale, logit_scale, each
+  // required, 0 meaning none as in llama.cpp): embedding rows times the first, each block's output times
+  // the second before the residual add, q . k times the third instead of 1 / sqrt(head_dim), logits
+  // divided by the fourth.
+  bool granite_scales = false;
 };
 
 const std::vector<ArchSpec>& supported_archs();

@@ -1,4 +1,4 @@
-// Chat prompt rendering for the ChatML, Llama 3, Llama 2, Mistral and DeepSeek formats, their detection
+// Chat prompt rendering for the ChatML, Llama 3, Llama 2, Mistral, DeepSeek, Gemma and Granite formats, their detection
 // from Jinja template text, and parsing of an OpenAI-style JSON message list.
 #include "model/chat_template.h"
 
@@ -11,7 +11,7 @@
 namespace glacier::model {
 namespace {
 
-constexpr const char* kKnownNames = "chatml (or qwen), llama3, llama2, mistral, deepseek, gemma";
+constexpr const char* kKnownNames = "chatml (or qwen), llama3, llama2, mistral, deepseek, gemma, granite";
 
 // DeepSeek's special tokens use fullwidth vertical bars (U+FF5C) and a lower one-eighth block (U+2581).
 constexpr const char* kDeepSeekUser = "<\xEF\xBD\x9CUser\xEF\xBD\x9C>";
@@ -166,6 +166,17 @@ std::string render_gemma(const std::vector<ChatMessage>& messages, const std::st
   return out;
 }
 
+// IBM Granite 3: every turn <|start_of_role|>ROLE<|end_of_role|>CONTENT<|end_of_text|> and a newline, system
+// turns anywhere, contents as given. The generation prompt ends at <|end_of_role|> as the model's own template
+// (tokenizer.chat_template) writes it; llama.cpp's built-in rendering adds a newline there that the template
+// does not have, and the template is what the model was tuned on.
+std::string render_granite(const std::vector<ChatMessage>& messages) {
+  std::string out;
+  for (const ChatMessage& m : messages) out += "<|start_of_role|>" + m.role + "<|end_of_role|>" + m.content + "<|end_of_text|>\n";
+  out += "<|start_of_role|>assistant<|end_of_role|>";
+  return out;
+}
+
 std::string content_text(const nlohmann::json& content, size_t index) {
   const std::string where = "chat messages JSON: element " + std::to_string(index) + " key \"content\"";
   if (content.is_string()) return content.get<std::string>();
@@ -204,6 +215,7 @@ ChatTemplate parse_chat_template_name(const std::string& name) {
   if (lower == "mistral") return ChatTemplate::Mistral;
   if (lower == "deepseek") return ChatTemplate::DeepSeek;
   if (lower == "gemma") return ChatTemplate::Gemma;
+  if (lower == "granite") return ChatTemplate::Granite;
   throw InputError("chat template name: expected one of " + std::string(kKnownNames) + ", found \"" + name + "\"");
 }
 
@@ -215,6 +227,7 @@ const char* chat_template_name(ChatTemplate t) {
     case ChatTemplate::Mistral: return "mistral";
     case ChatTemplate::DeepSeek: return "deepseek";
     case ChatTemplate::Gemma: return "gemma";
+    case ChatTemplate::Granite: return "granite";
   }
   GLACIER_ASSERT(false, "unhandled ChatTemplate value " + std::to_string(static_cast<int>(t)));
 }
@@ -226,6 +239,7 @@ std::optional<ChatTemplate> detect_chat_template(const std::string& jinja) {
   if (contains(jinja, "<|start_header_id|>")) return ChatTemplate::Llama3;
   if (contains(jinja, kDeepSeekUser) || contains(jinja, kDeepSeekAssistant)) return ChatTemplate::DeepSeek;
   if (contains(jinja, "<start_of_turn>")) return ChatTemplate::Gemma;
+  if (contains(jinja, "<|start_of_role|>")) return ChatTemplate::Granite;
   if (contains(jinja, "[INST]")) {
     return contains(jinja, "<<SYS>>") ? ChatTemplate::Llama2 : ChatTemplate::Mistral;
   }
@@ -241,6 +255,7 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages
     case ChatTemplate::Mistral: return render_mistral(messages, bos_text);
     case ChatTemplate::DeepSeek: return render_deepseek(messages, bos_text);
     case ChatTemplate::Gemma: return render_gemma(messages, bos_text);
+    case ChatTemplate::Granite: return render_granite(messages);
   }
   GLACIER_ASSERT(false, "unhandled ChatTemplate value " + std::to_string(static_cast<int>(t)));
 }

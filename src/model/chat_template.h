@@ -12,9 +12,10 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatTemplate { ChatML, Llama3, Llama2, Mistral, DeepSeek, Gemma };
+enum class ChatTemplate { ChatML, Llama3, Llama2, Mistral, DeepSeek, Gemma, Granite };
 
-// Names: "chatml" (also "qwen"), "llama3", "llama2", "mistral", "deepseek", "gemma" (case-insensitive).
+// Names: "chatml" (also "qwen"), "llama3", "llama2", "mistral", "deepseek", "gemma", "granite"
+// (case-insensitive).
 // Throws InputError listing the known names.
 ChatTemplate parse_chat_template_name(const std::string& name);
 const char* chat_template_name(ChatTemplate t);

@@ -88,6 +88,7 @@ std::set<std::string> known_suffixes(const ArchSpec& spec) {
               "expert_weights_scale", "expert_weights_norm", "expert_gating_func", "rope.scaling.yarn_log_multiplier"});
   if (spec.sliding_window_key) s.insert(spec.sliding_window_key);
   if (spec.logit_softcapping) s.insert({"attn_logit_softcapping", "final_logit_softcapping"});
+  if (spec.granite_scales) s.insert({"embedding_scale", "residual_scale", "attention.scale", "logit_scale"});
   return s;
 }
 

@@ -163,6 +163,22 @@ void read_softcaps_and_query_scale(const gguf::File& f, const std::string& p, Mo
   c.query_scale = 1.0f / std::sqrt(denom);
 }
 
+// Granite's four scalars. llama.cpp requires each key and skips a scale of 0; a negative or non-finite
+// one has no meaning, so it is refused.
+void read_granite_scales(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  auto scale = [&](const std::string& suffix) {
+    const std::string key = p + suffix;
+    const double v = f.get_float(key);
+    if (!std::isfinite(v) || v < 0.0 || v > 1e6)
+      throw InputError(f.path() + ": key '" + key + "': expected a scale in [0, 1e6] (0: none), found " + std::to_string(v));
+    return static_cast<float>(v);
+  };
+  c.embedding_scale = scale("embedding_scale");
+  c.residual_scale = scale("residual_scale");
+  c.logit_scale = scale("logit_scale");
+  if (const float attention_scale = scale("attention.scale"); attention_scale != 0.0f) c.query_scale = attention_scale;
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const gguf::File& f) {
@@ -213,6 +229,7 @@ ModelConfig read_model_config(const gguf::File& f) {
       c.n_swa = static_cast<int32_t>(std::min<uint64_t>(f.get_uint(p + spec.sliding_window_key), 1u << 30));
   }
   read_softcaps_and_query_scale(f, p, c);
+  if (spec.granite_scales) read_granite_scales(f, p, c);
   read_experts(f, p, spec, c);
   read_rope_scaling(f, p, c);
   if (spec.mla) {

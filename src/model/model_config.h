@@ -42,6 +42,10 @@ struct ModelConfig {
   float attn_softcap = 0.0f;  // > 0: attention scores soft-capped (cap * tanh(s / cap)); 0 = none
   float final_softcap = 0.0f; // > 0: output logits soft-capped likewise
   float query_scale = 0.0f;   // q . k is multiplied by this before the softmax
+  // Granite's scalars (spec.granite_scales); 0 = not applied, as llama.cpp treats a zero.
+  float embedding_scale = 0.0f;  // embedding rows multiplied by it
+  float residual_scale = 0.0f;   // each block's output multiplied by it before the residual add
+  float logit_scale = 0.0f;      // logits divided by it (multiplied by 1 / logit_scale, as llama.cpp)
   // Mixture of experts (n_expert == 0: a dense FFN of width n_ff).
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;  // experts each token is routed to (top-k)

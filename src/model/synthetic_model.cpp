@@ -242,8 +242,10 @@ void check_spec(const SyntheticModelSpec& s) {
   auto positive = [](const std::string& option, int64_t v, int64_t max) {
     if (v < 1 || v > max) bad_option(option, "an integer in 1.." + std::to_string(max), std::to_string(v));
   };
-  if (s.arch != "llama" && s.arch != "gemma2" && s.arch != "deepseek2")
-    bad_option("arch", "llama, gemma2 or deepseek2", "'" + s.arch + "'");
+  if (s.arch != "llama" && s.arch != "granite" && s.arch != "gemma2" && s.arch != "deepseek2")
+    bad_option("arch", "llama, granite, gemma2 or deepseek2", "'" + s.arch + "'");
+  for (const float v : {s.granite.embedding_scale, s.granite.residual_scale, s.granite.attention_scale, s.granite.logit_scale})
+    if (!(v >= 0.0f && v <= 1e6f)) bad_option("granite scales", "scales in [0, 1e6] (0: none)", std::to_string(v));
   if (s.arch == "deepseek2") {
     const SyntheticModelSpec::DeepSeek& d = s.deepseek;
     if (d.q_lora_rank < 0 || d.q_lora_rank > (1 << 20)) bad_option("q-lora-rank", "0..2^20", std::to_string(d.q_lora_rank));
@@ -267,7 +269,7 @@ void check_spec(const SyntheticModelSpec& s) {
     bad_option("softcap", "positive finite caps", std::to_string(s.attn_softcap) + ":" + std::to_string(s.final_softcap));
   if (s.rope_freqs && s.arch != "llama") bad_option("rope-freqs", "--arch llama (Llama 3's tensor)", "--arch " + s.arch);
   // llama-quantize gives a tied embedding the output head's type, a rule the mix table (llama files) leaves out.
-  if (s.k_quant_mix != KQuantMix::None && s.arch != "llama")
+  if (s.k_quant_mix != KQuantMix::None && s.arch != "llama" && s.arch != "granite")
     bad_option("type", "a single weight type with --arch " + s.arch + " (the K-quant mixes follow llama-quantize's "
                "rules for llama files)", k_quant_mix_name(s.k_quant_mix));
   positive("n-embd", s.n_embd, 1 << 20);
@@ -380,6 +382,12 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
     w.set_string(a + "rope.scaling.type", s.rope_scaling_type);
     w.set_f32(a + "rope.scaling.factor", s.rope_scaling_factor);
     if (s.rope_scaling_type == "yarn") w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.n_ctx));
+  }
+  if (s.arch == "granite") {
+    w.set_f32(a + "embedding_scale", s.granite.embedding_scale);
+    w.set_f32(a + "residual_scale", s.granite.residual_scale);
+    w.set_f32(a + "attention.scale", s.granite.attention_scale);
+    w.set_f32(a + "logit_scale", s.granite.logit_scale);
   }
   if (s.arch == "gemma2") {
     if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));

@@ -1,4 +1,4 @@
-// Writes llama-, gemma2- or deepseek2-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
+// Writes llama-, granite-, gemma2- or deepseek2-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
 // run on a machine with no downloads, and speed work gets real-sized models. Streams tensor by tensor.
 #pragma once
 #include <cstdint>
@@ -13,12 +13,19 @@ namespace glacier::model {
 
 struct SyntheticModelSpec {
   std::string name = "glacier-synthetic";
-  // "llama", "gemma2" (tied output head, post-attention and post-FFN norms, soft-capping and
+  // "llama", "granite" (llama's tensors and four scale keys), "gemma2" (tied output head, post-attention and post-FFN norms, soft-capping and
   // sliding-window keys below) or "deepseek2" (the `deepseek` shapes below).
   std::string arch = "llama";
   int32_t sliding_window = 0;        // gemma2: ARCH.attention.sliding_window; 0 = key absent (4096 applies)
   float attn_softcap = 50.0f;        // gemma2: ARCH.attn_logit_softcapping
   float final_softcap = 30.0f;       // gemma2: ARCH.final_logit_softcapping
+  // granite: llama's tensors plus its four scalar keys (defaults are Granite 3.0 2B's).
+  struct Granite {
+    float embedding_scale = 12.0f;
+    float residual_scale = 0.22f;
+    float attention_scale = 0.015625f;
+    float logit_scale = 8.0f;
+  } granite;
   // deepseek2 (latent attention, leading dense layers then routed + shared experts); n_head_kv is n_head.
   struct DeepSeek {
     int32_t q_lora_rank = 32;     // 0: plain attn_q (llama.cpp then needs 27 layers)

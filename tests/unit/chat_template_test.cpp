@@ -104,6 +104,21 @@ TEST(ChatTemplate, RendersGemma) {
   EXPECT_NE(message.find("user message"), std::string::npos) << message;
 }
 
+TEST(ChatTemplate, RendersGranite) {
+  // Every role as its own turn, contents untrimmed; the generation prompt ends at <|end_of_role|>, as
+  // granite-3.0-8b-instruct's tokenizer.chat_template writes it.
+  const std::string expected =
+      "<|start_of_role|>system<|end_of_role|>You are terse.<|end_of_text|>\n"
+      "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+      "<|start_of_role|>assistant<|end_of_role|>Hello!<|end_of_text|>\n"
+      "<|start_of_role|>user<|end_of_role|>Name a color.<|end_of_text|>\n"
+      "<|start_of_role|>assistant<|end_of_role|>";
+  EXPECT_EQ(render_chat(ChatTemplate::Granite, kConversation, "<s>"), expected);
+  EXPECT_EQ(render_chat(ChatTemplate::Granite, {{"user", " Hi "}, {"system", "late"}}, ""),
+            "<|start_of_role|>user<|end_of_role|> Hi <|end_of_text|>\n"
+            "<|start_of_role|>system<|end_of_role|>late<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>");
+}
+
 TEST(ChatTemplate, DetectsFormatsFromJinjaMarkers) {
   EXPECT_EQ(detect_chat_template("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
                                  "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"),
@@ -128,6 +143,10 @@ TEST(ChatTemplate, DetectsFormatsFromJinjaMarkers) {
   EXPECT_EQ(detect_chat_template("{% for message in messages %}{{ '<start_of_turn>' + role + '\n' + "
                                  "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"),
             ChatTemplate::Gemma);
+  EXPECT_EQ(detect_chat_template("{%- for message in messages %}{%- if message['role'] == 'user' %}"
+                                 "{{- '<|start_of_role|>user<|end_of_role|>' + message['content'] + "
+                                 "'<|end_of_text|>\n' }}{%- endif %}{%- endfor %}"),
+            ChatTemplate::Granite);
 }
 
 TEST(ChatTemplate, UnknownJinjaIsNotDetected) {
@@ -139,7 +158,7 @@ TEST(ChatTemplate, UnknownJinjaIsNotDetected) {
 
 TEST(ChatTemplate, ParsesNamesAndRoundTrips) {
   for (ChatTemplate t : {ChatTemplate::ChatML, ChatTemplate::Llama3, ChatTemplate::Llama2, ChatTemplate::Mistral,
-                         ChatTemplate::DeepSeek, ChatTemplate::Gemma}) {
+                         ChatTemplate::DeepSeek, ChatTemplate::Gemma, ChatTemplate::Granite}) {
     EXPECT_EQ(parse_chat_template_name(chat_template_name(t)), t);
   }
   EXPECT_EQ(parse_chat_template_name("qwen"), ChatTemplate::ChatML);
