@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "app/sha256.h"
-#include "common/deepseek2_spec.h"
+#include "common/golden_models.h"
 #include "common/engine_harness.h"
 #include "common/greedy_dump_check.h"
 #include "common/stage_harness.h"
@@ -27,7 +27,6 @@ namespace {
 using glacier::testing::EngineHarness;
 namespace model = glacier::model;
 
-constexpr const char* kV3Sha256 = "e35e6f2d371ddf42200f745de577f6f161e851b40ab133c7cb4b2ed27e4af2ae";
 constexpr const char* kLiteSha256 = "e24fff620dd5ca65b4b7341924cfa50edede6e15dab3a74112651e6b0a1a7c9a";
 
 // Both sides compute in f32 throughout; the engine applies attn_kv_b to the query and to the weighted latent
@@ -37,7 +36,7 @@ constexpr const char* kLiteSha256 = "e24fff620dd5ca65b4b7341924cfa50edede6e15dab
 // without the log-multiplier's attention scale by up to 1.0.
 constexpr double kReorderedSumsTolerance = 5e-5;
 
-model::SyntheticModelSpec v3_spec(const std::string& vocab) { return glacier::testing::deepseek2_v3_spec(vocab); }
+model::SyntheticModelSpec v3_spec(const std::string& vocab) { return glacier::testing::deepseek2_v3_golden(vocab).spec; }
 
 model::SyntheticModelSpec lite_spec(const std::string& vocab) {
   model::SyntheticModelSpec s = model::synthetic_preset("tiny");
@@ -81,7 +80,7 @@ TEST(DeepSeek2Golden, V3ShapedTopLogitsAndGreedyTokensMatchLlamaCpp) {
     const double mscale = 1.0 + 0.1 * std::log(4.0);
     EXPECT_NEAR(c.query_scale, mscale * mscale / std::sqrt(48.0), 1e-6);
   }
-  check_golden(path, kV3Sha256, "v3.json", "synth deepseek2 (V3-shaped)");
+  check_golden(path, glacier::testing::deepseek2_v3_golden(vocab).sha256.c_str(), "v3.json", "synth deepseek2 (V3-shaped)");
 }
 
 TEST(DeepSeek2Golden, V2LiteShapedTopLogitsAndGreedyTokensMatchLlamaCpp) {

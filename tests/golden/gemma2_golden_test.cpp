@@ -10,6 +10,7 @@
 
 #include "app/sha256.h"
 #include "common/engine_harness.h"
+#include "common/golden_models.h"
 #include "common/greedy_dump_check.h"
 #include "common/stage_harness.h"
 #include "common/test_env.h"
@@ -23,8 +24,6 @@ namespace {
 using glacier::testing::EngineHarness;
 namespace model = glacier::model;
 
-constexpr const char* kModelSha256 = "77cfba96e9991e5078fadd26447cc40cba268c2446479860f0a202fcd8a4037f";
-
 // Both sides compute in f32 except GELU, which llama.cpp evaluates through an f16 table and the engine
 // reproduces: an input one f16 rounding away moves a logit by ~1e-3 (synthetic_arch_golden_test's gemma
 // bound). Over 26 layers of 128 activations some input sits at a rounding boundary at every position
@@ -33,16 +32,7 @@ constexpr const char* kModelSha256 = "77cfba96e9991e5078fadd26447cc40cba268c2446
 // window, cap or scale moves these logits by 0.1 to 1.
 constexpr double kGeluTableTolerance = 3e-3;
 
-model::SyntheticModelSpec gemma2_spec(const std::string& vocab) {
-  model::SyntheticModelSpec s = model::synthetic_preset("tiny");
-  s.arch = "gemma2";
-  s.n_layer = 26;  // a size llama.cpp knows (Gemma 2 2B), so its attention scale is defined
-  s.sliding_window = 8;
-  s.attn_softcap = 2.0f;  // small enough to bend these scores (at 50 it would not change the results)
-  s.n_vocab = 0;
-  s.vocab_from = vocab;
-  return s;
-}
+model::SyntheticModelSpec gemma2_spec(const std::string& vocab) { return glacier::testing::gemma2_golden(vocab).spec; }
 
 std::string make_model(const std::string& vocab) {
   const std::string path = glacier::testing::scratch_dir("gemma2-golden") + "/model.gguf";
@@ -53,7 +43,7 @@ std::string make_model(const std::string& vocab) {
 TEST(Gemma2Golden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   const std::string path = make_model(vocab);
-  ASSERT_EQ(glacier::app::sha256_file(path), kModelSha256) << "the synthetic model is not the referenced one";
+  ASSERT_EQ(glacier::app::sha256_file(path), glacier::testing::gemma2_golden(vocab).sha256) << "the synthetic model is not the referenced one";
   EngineHarness eng(path);
   EXPECT_EQ(eng.cfg.n_swa, 8);
   EXPECT_TRUE(eng.cfg.layer_slides(0));

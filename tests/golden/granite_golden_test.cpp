@@ -10,6 +10,7 @@
 
 #include "app/sha256.h"
 #include "common/engine_harness.h"
+#include "common/golden_models.h"
 #include "common/greedy_dump_check.h"
 #include "common/stage_harness.h"
 #include "common/test_env.h"
@@ -25,32 +26,20 @@ using glacier::testing::EngineHarness;
 namespace model = glacier::model;
 namespace gguf = glacier::gguf;
 
-constexpr const char* kModelSha256 = "f0d24c5548cd7e5d56a4dd287933e9666bcdf0f9a701d41f2997a657c401bd47";
-
 // F32 weights on both sides: float rounding of a 3-layer pass (synthetic_arch_golden_test's F32 bound). A
 // scale left out moves llama.cpp's top logit by 0.1 (attention) to 5.4 (logit), far outside it.
 constexpr double kF32Tolerance = 1e-4;
 
-model::SyntheticModelSpec granite_spec(const std::string& vocab) {
-  model::SyntheticModelSpec s = model::synthetic_preset("tiny");
-  s.arch = "granite";
-  s.n_layer = 3;
-  s.granite = {.embedding_scale = 4.0f, .residual_scale = 0.5f, .attention_scale = 0.2f, .logit_scale = 0.5f};
-  s.n_vocab = 0;
-  s.vocab_from = vocab;
-  return s;
-}
-
 std::string make_model(const std::string& vocab) {
   const std::string path = glacier::testing::scratch_dir("granite-golden") + "/model.gguf";
-  model::write_synthetic_model(granite_spec(vocab), path);
+  model::write_synthetic_model(glacier::testing::granite_golden(vocab).spec, path);
   return path;
 }
 
 TEST(GraniteGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   const std::string path = make_model(vocab);
-  ASSERT_EQ(glacier::app::sha256_file(path), kModelSha256) << "the synthetic model is not the referenced one";
+  ASSERT_EQ(glacier::app::sha256_file(path), glacier::testing::granite_golden(vocab).sha256) << "the synthetic model is not the referenced one";
   EngineHarness eng(path);
   EXPECT_EQ(eng.cfg.embedding_scale, 4.0f);
   EXPECT_EQ(eng.cfg.residual_scale, 0.5f);

@@ -4,7 +4,7 @@
 // split and the memory check work through the pipeline as they do in one process.
 #include <gtest/gtest.h>
 
-#include "common/deepseek2_spec.h"
+#include "common/golden_models.h"
 #include "common/job_runner.h"
 #include "common/test_env.h"
 #include "model/synthetic_model.h"
@@ -14,7 +14,7 @@ namespace {
 const std::string kPrompts = std::string(GLACIER_SOURCE_DIR) + "/tests/data/stories_prompts.jsonl";
 
 std::string write_model(const std::string& vocab, const std::string& dir) {
-  const glacier::model::SyntheticModelSpec s = glacier::testing::deepseek2_v3_spec(vocab);
+  const glacier::model::SyntheticModelSpec s = glacier::testing::deepseek2_v3_golden(vocab).spec;
   const std::string path = dir + "/v3.gguf";
   glacier::model::write_synthetic_model(s, path);
   return path;
