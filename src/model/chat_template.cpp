@@ -1,4 +1,4 @@
-// Chat prompt rendering for the ChatML, Llama 3, Llama 2, Mistral, DeepSeek, Gemma and Granite formats, their detection
+// Chat prompt rendering for the ChatML, Llama 3, Llama 2, Mistral, DeepSeek (V3 and V2), Gemma and Granite formats, their detection
 // from Jinja template text, and parsing of an OpenAI-style JSON message list.
 #include "model/chat_template.h"
 
@@ -11,7 +11,7 @@
 namespace glacier::model {
 namespace {
 
-constexpr const char* kKnownNames = "chatml (or qwen), llama3, llama2, mistral, deepseek, gemma, granite";
+constexpr const char* kKnownNames = "chatml (or qwen), llama3, llama2, mistral, deepseek, deepseek2, gemma, granite";
 
 // DeepSeek's special tokens use fullwidth vertical bars (U+FF5C) and a lower one-eighth block (U+2581).
 constexpr const char* kDeepSeekUser = "<\xEF\xBD\x9CUser\xEF\xBD\x9C>";
@@ -141,6 +141,23 @@ std::string render_deepseek(const std::vector<ChatMessage>& messages, const std:
   return out;
 }
 
+// DeepSeek V2 and V2.5 (the deepseek2 files before V3): "User: " and "Assistant: " turns, a system text as
+// its own paragraph, end-of-sentence after each answer, as the model's template writes them.
+std::string render_deepseek2(const std::vector<ChatMessage>& messages, const std::string& bos_text) {
+  std::string out = bos_text;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      out += m.content + "\n\n";
+    } else if (m.role == "user") {
+      out += "User: " + m.content + "\n\n";
+    } else {
+      out += "Assistant: " + m.content + kDeepSeekEnd;
+    }
+  }
+  out += "Assistant:";
+  return out;
+}
+
 // Gemma (1 and 2): <start_of_turn>user|model turns. Gemma has no system role: a system message 0 opens
 // the first user turn, separated by a blank line, as llama.cpp renders it; contents are trimmed.
 std::string render_gemma(const std::vector<ChatMessage>& messages, const std::string& bos_text) {
@@ -214,6 +231,7 @@ ChatTemplate parse_chat_template_name(const std::string& name) {
   if (lower == "llama2") return ChatTemplate::Llama2;
   if (lower == "mistral") return ChatTemplate::Mistral;
   if (lower == "deepseek") return ChatTemplate::DeepSeek;
+  if (lower == "deepseek2") return ChatTemplate::DeepSeek2;
   if (lower == "gemma") return ChatTemplate::Gemma;
   if (lower == "granite") return ChatTemplate::Granite;
   throw InputError("chat template name: expected one of " + std::string(kKnownNames) + ", found \"" + name + "\"");
@@ -226,6 +244,7 @@ const char* chat_template_name(ChatTemplate t) {
     case ChatTemplate::Llama2: return "llama2";
     case ChatTemplate::Mistral: return "mistral";
     case ChatTemplate::DeepSeek: return "deepseek";
+    case ChatTemplate::DeepSeek2: return "deepseek2";
     case ChatTemplate::Gemma: return "gemma";
     case ChatTemplate::Granite: return "granite";
   }
@@ -238,6 +257,7 @@ std::optional<ChatTemplate> detect_chat_template(const std::string& jinja) {
   if (contains(jinja, "<|im_start|>")) return ChatTemplate::ChatML;
   if (contains(jinja, "<|start_header_id|>")) return ChatTemplate::Llama3;
   if (contains(jinja, kDeepSeekUser) || contains(jinja, kDeepSeekAssistant)) return ChatTemplate::DeepSeek;
+  if (contains(jinja, "'Assistant: ' + message['content'] + eos_token")) return ChatTemplate::DeepSeek2;
   if (contains(jinja, "<start_of_turn>")) return ChatTemplate::Gemma;
   if (contains(jinja, "<|start_of_role|>")) return ChatTemplate::Granite;
   if (contains(jinja, "[INST]")) {
@@ -254,6 +274,7 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages
     case ChatTemplate::Llama2: return render_llama2(messages, bos_text);
     case ChatTemplate::Mistral: return render_mistral(messages, bos_text);
     case ChatTemplate::DeepSeek: return render_deepseek(messages, bos_text);
+    case ChatTemplate::DeepSeek2: return render_deepseek2(messages, bos_text);
     case ChatTemplate::Gemma: return render_gemma(messages, bos_text);
     case ChatTemplate::Granite: return render_granite(messages);
   }

@@ -12,9 +12,10 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatTemplate { ChatML, Llama3, Llama2, Mistral, DeepSeek, Gemma, Granite };
+enum class ChatTemplate { ChatML, Llama3, Llama2, Mistral, DeepSeek, DeepSeek2, Gemma, Granite };
 
-// Names: "chatml" (also "qwen"), "llama3", "llama2", "mistral", "deepseek", "gemma", "granite"
+// Names: "chatml" (also "qwen"), "llama3", "llama2", "mistral", "deepseek" (V3/R1), "deepseek2" (V2/V2.5),
+// "gemma", "granite"
 // (case-insensitive).
 // Throws InputError listing the known names.
 ChatTemplate parse_chat_template_name(const std::string& name);

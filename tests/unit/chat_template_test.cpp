@@ -104,6 +104,17 @@ TEST(ChatTemplate, RendersGemma) {
   EXPECT_NE(message.find("user message"), std::string::npos) << message;
 }
 
+TEST(ChatTemplate, RendersDeepSeekV2) {
+  // DeepSeek-V2-Chat's template: the system text as a paragraph, "User: " / "Assistant: " turns.
+  const std::string expected =
+      "<｜begin▁of▁sentence｜>You are terse.\n\n"
+      "User: Hi\n\n"
+      "Assistant: Hello!<｜end▁of▁sentence｜>"
+      "User: Name a color.\n\n"
+      "Assistant:";
+  EXPECT_EQ(render_chat(ChatTemplate::DeepSeek2, kConversation, "<｜begin▁of▁sentence｜>"), expected);
+}
+
 TEST(ChatTemplate, RendersGranite) {
   // Every role as its own turn, contents untrimmed; the generation prompt ends at <|end_of_role|>, as
   // granite-3.0-8b-instruct's tokenizer.chat_template writes it.
@@ -147,6 +158,10 @@ TEST(ChatTemplate, DetectsFormatsFromJinjaMarkers) {
                                  "{{- '<|start_of_role|>user<|end_of_role|>' + message['content'] + "
                                  "'<|end_of_text|>\n' }}{%- endif %}{%- endfor %}"),
             ChatTemplate::Granite);
+  EXPECT_EQ(detect_chat_template("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+                                 "{{ 'User: ' + message['content'] + '\\n\\n' }}{% elif message['role'] == 'assistant' %}"
+                                 "{{ 'Assistant: ' + message['content'] + eos_token }}{% endif %}{% endfor %}"),
+            ChatTemplate::DeepSeek2);
 }
 
 TEST(ChatTemplate, UnknownJinjaIsNotDetected) {
@@ -158,7 +173,8 @@ TEST(ChatTemplate, UnknownJinjaIsNotDetected) {
 
 TEST(ChatTemplate, ParsesNamesAndRoundTrips) {
   for (ChatTemplate t : {ChatTemplate::ChatML, ChatTemplate::Llama3, ChatTemplate::Llama2, ChatTemplate::Mistral,
-                         ChatTemplate::DeepSeek, ChatTemplate::Gemma, ChatTemplate::Granite}) {
+                         ChatTemplate::DeepSeek, ChatTemplate::DeepSeek2, ChatTemplate::Gemma,
+                         ChatTemplate::Granite}) {
     EXPECT_EQ(parse_chat_template_name(chat_template_name(t)), t);
   }
   EXPECT_EQ(parse_chat_template_name("qwen"), ChatTemplate::ChatML);
