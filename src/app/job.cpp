@@ -36,6 +36,7 @@
 #include "io/prompt_reader.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "model/shard_set.h"
 #include "model/tokenizer.h"
 #include "pipeline/local_ring.h"
 #include "pipeline/pipeline_ring.h"
@@ -70,7 +71,8 @@ struct HostMemory {
 
 // What every rank sets up before the ring starts.
 struct RankSetup {
-  std::unique_ptr<gguf::File> file;
+  std::optional<model::ShardSet> shards;  // --model DIR: one file a stage (glacier_shard); the split is the set's
+  std::unique_ptr<gguf::File> file;       // the whole model, or this rank's stage of the shard set
   model::ModelConfig cfg;
   model::WeightBytes bytes;
   int replicas = 1;
@@ -111,6 +113,37 @@ MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
   return {s.cfg, s.bytes, std::max(o.slots > 0 ? o.slots : 1, o.decode_groups), s.n_ctx, s.ubatch, o.decode_groups};
 }
 
+// A shard set fixes the split and so the replicas (ranks / stages): options that would choose them
+// otherwise are refused rather than ignored.
+void check_shard_set_options(const JobOptions& o, const model::ShardSet& set, int world) {
+  const std::string what = o.model + " (a shard set of " + std::to_string(set.n_stages()) + " stages)";
+  if (world % set.n_stages() != 0)
+    throw InputError("option --model " + what + ": expected a rank count that is a multiple of its stages, found " +
+                     std::to_string(world) + " ranks");
+  const int replicas = world / set.n_stages();
+  if (o.replicas != 0 && o.replicas != replicas)
+    throw InputError("option --replicas: expected " + std::to_string(replicas) + " or auto (" + std::to_string(world) +
+                     " ranks over the " + std::to_string(set.n_stages()) + " stages of " + o.model + "), found " +
+                     std::to_string(o.replicas));
+  if (!o.layers.empty() || !o.partition_from.empty() || o.partition != "bytes")
+    throw InputError("options --layers / --partition / --partition-from: expected none with --model " + what +
+                     ", whose split is fixed when it is cut (glacier_shard), found them given");
+}
+
+// Opens the rank's model file: the whole file, or its stage's file of a shard set.
+void open_model(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
+  if (model::is_shard_set_path(o.model)) {
+    s.shards = model::read_shard_set(o.model);
+    check_shard_set_options(o, *s.shards, ch.size());
+    s.file = model::open_shard(*s.shards, ch.rank() % s.shards->n_stages());
+    return;
+  }
+  s.file = gguf::File::open(o.model);
+  if (const std::string key = model::shard_key_of(*s.file); !key.empty())
+    throw InputError(o.model + ": key '" + key + "': expected a whole model file, found one stage of a shard set "
+                     "(glacier_shard): pass the set's directory to --model");
+}
+
 // Reads the model's metadata; no weight is read yet.
 RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
   RankSetup s;
@@ -118,10 +151,13 @@ RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
   check_threads(o, sys::host_hardware_thread_count(), ch.host_name());
   const PromptFileFacts prompts = ch.rank() == 0 ? check_prompt_file(o) : PromptFileFacts{};
   if (ch.rank() == 0) s.output_locks = lock_outputs(o);  // before anything is written; held until the trace is in
-  s.file = gguf::File::open(o.model);
+  open_model(o, ch, s);
   if (ch.rank() == 0) check_chat_template(o, prompts, s.file->find_string("tokenizer.chat_template"));
   s.cfg = model::read_model_config(*s.file);
-  s.bytes = model::weight_bytes(*s.file, s.cfg);
+  if (s.shards && s.shards->n_layer != s.cfg.n_layer)
+    throw InputError(s.shards->manifest_path + ": field \"n_layer\": expected the block_count of its files (" +
+                     std::to_string(s.cfg.n_layer) + "), found " + std::to_string(s.shards->n_layer));
+  s.bytes = s.shards ? s.shards->bytes : model::weight_bytes(*s.file, s.cfg);
   s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
   s.ubatch = std::min(o.ubatch, s.n_ctx);
   s.decode_groups = o.decode_groups;
@@ -169,6 +205,11 @@ int auto_replicas(const JobOptions& o, const RankSetup& s, const HostMemory& mem
 // Rank 0's line about a split that needed no measurement.
 void log_split(const JobOptions& o, const RankSetup& s) {
   const std::string split = pipeline::format_layer_split(s.split);
+  if (s.shards) {
+    GLACIER_LOG_INFO("layer split %s (the shard set %s, cut from %s)", split.c_str(), s.shards->manifest_path.c_str(),
+                     s.shards->source_name.c_str());
+    return;
+  }
   if (!o.layers.empty()) {
     GLACIER_LOG_INFO("layer split %s (by hand, --layers)", split.c_str());
     return;
@@ -202,14 +243,18 @@ void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   s.memory = gather_host_memory(o, ch);
   const HostMemory& mem = s.memory;
   s.memory_budget = mem.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
-  s.replicas = o.replicas == 0 ? auto_replicas(o, s, mem, ch.size()) : o.replicas;
+  if (s.shards) {
+    s.replicas = ch.size() / s.shards->n_stages();
+  } else {
+    s.replicas = o.replicas == 0 ? auto_replicas(o, s, mem, ch.size()) : o.replicas;
+  }
   if (ch.size() % s.replicas != 0)
     throw InputError("option --replicas: expected a divisor of the " + std::to_string(ch.size()) +
                      " ranks in the job, found " + std::to_string(s.replicas));
   s.n_stages = ch.size() / s.replicas;
   s.replica = ch.rank() / s.n_stages;
   s.stage_index = ch.rank() % s.n_stages;
-  s.split = layer_split(o, s, s.n_stages, mem);
+  s.split = s.shards ? s.shards->split : layer_split(o, s, s.n_stages, mem);
   if (auto error = check_memory_fit(o.model, memory_shape(o, s), s.split, mem.hosts, mem.available))
     throw InputError(*error);
   if (ch.rank() == 0 && o.partition != "measured") log_split(o, s);
@@ -661,7 +706,8 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   if (!o.h5_out.empty()) {
     comm::startup::phase("rank 0 hashing the model (SHA-256, cached for later runs)");
     agreed_step([&] {
-      if (ch.rank() == 0) model_sha256 = model_sha256_reporting(o.model);
+      // A shard set records its source's digest: its results resume and compare with the whole file's.
+      if (ch.rank() == 0) model_sha256 = s.shards ? s.shards->source_sha256 : model_sha256_reporting(o.model);
     });
   }
   comm::startup::finish();  // every rank is ready: the ring's stall watchdog takes over

@@ -127,7 +127,7 @@ void parse_slow_rank(const std::string& v, JobOptions& o) {
 po::options_description describe(JobOptions& o) {
   po::options_description job("Job");
   job.add_options()
-      ("model,m", po::value(&o.model), "GGUF model file")
+      ("model,m", po::value(&o.model), "GGUF model file, or the directory of a shard set (glacier_shard: each rank opens only its stage's file)")
       ("prompts,p", po::value(&o.prompts), "prompt file: .txt (one prompt a line) or .jsonl (records or OpenAI batch lines); "
                                            "for --mode perplexity, a text file")
       ("jsonl", po::value(&o.jsonl_out), "write results as JSON lines here, in input order")

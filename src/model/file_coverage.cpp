@@ -27,6 +27,7 @@ constexpr HarmlessPrefix kHarmlessPrefixes[] = {
     {"general.", "provenance (name, license, file type, quantization version)"},
     {"tokenizer.", "read by the tokenizer, which checks what it uses"},
     {"quantize.", "llama-quantize's importance-matrix provenance"},
+    {"glacier.shard.", "a shard file's place in its set (shard_set.h), checked against the manifest when the set is opened"},
 };
 
 // `<arch>.` keys every supported architecture understands.
