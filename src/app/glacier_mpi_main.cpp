@@ -1,7 +1,5 @@
-// glacier_mpi: the batch job's entry point. Initializes MPI, parses options, runs the job, and is the
-// single error boundary: input errors end every rank cleanly with one message and a non-zero code.
-#include <mpi.h>
-
+// glacier_mpi: the batch job's entry point. Starts the MPI session, parses options, runs the job, and is
+// the single error boundary: input errors end every rank cleanly with one message and a non-zero code.
 #include <cstdio>
 #include <exception>
 
@@ -9,19 +7,17 @@
 #include "app/options.h"
 #include "app/signals.h"
 #include "comm/mpi_channel.h"
+#include "comm/mpi_session.h"
 #include "comm/startup_watchdog.h"
 #include "util/error.h"
 #include "util/log.h"
 
 int main(int argc, char** argv) {
-  // Before MPI_Init: a stop signal during start-up is a request to drain, not the end of the rank.
+  // Before MPI starts: a stop signal during start-up is a request to drain, not the end of the rank.
   glacier::app::install_stop_signals();
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size > 1) glacier::log::set_rank(rank);
+  const glacier::comm::MpiSession mpi(argc, argv);
+  const int rank = mpi.world_rank();
+  if (mpi.world_size() > 1) glacier::log::set_rank(rank);
   int code = glacier::app::kExitOk;
   try {
     auto options = glacier::app::parse_options(argc, argv);
@@ -43,8 +39,7 @@ int main(int argc, char** argv) {
     code = glacier::app::kExitInputError;
   } catch (const std::exception& e) {
     GLACIER_LOG_ERROR("%s", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    glacier::comm::abort_job(1);
   }
-  MPI_Finalize();
-  return code;
+  return code;  // the session finalizes MPI
 }

@@ -1,14 +1,16 @@
-// Trace output: the row offsets come from an allgather over the channel; the parallel HDF5 write takes
-// the world communicator, which HDF5's own header declares (this file makes no MPI calls).
+// Trace output: every rank's timed intervals gathered over the channel to rank 0, which writes the
+// results file's /trace table.
 #include "app/trace_output.h"
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <cstring>
 
+#include "comm/message_tags.h"
 #include "io/hdf5_trace.h"
 #include "io/result_record.h"
 #include "util/clock.h"
+#include "util/error.h"
 #include "util/log.h"
 
 namespace glacier::app {
@@ -22,6 +24,59 @@ void start_trace_clock(comm::Channel& ch, const comm::ClockOffset& clock, pipeli
     GLACIER_LOG_DEBUG("trace clock: %+.1f us from rank 0's, aligned within %.1f us", clock.offset_s * 1e6,
                       clock.error_s * 1e6);
 }
+
+namespace {
+
+// A trace row on the wire: its fields one after the other in host byte order (the ranks of a job run one
+// build, so they agree on it).
+constexpr size_t kRowBytes = sizeof(int32_t) + sizeof(int64_t) + sizeof(int32_t) + 2 * sizeof(double) +
+                             sizeof(int32_t) + sizeof(int64_t);
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+template <typename T>
+T take(const uint8_t*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  p += sizeof v;
+  return v;
+}
+
+std::vector<uint8_t> encode_rows(const std::vector<io::TraceRow>& rows) {
+  std::vector<uint8_t> out;
+  out.reserve(rows.size() * kRowBytes);
+  for (const io::TraceRow& r : rows) {
+    put(out, r.rank);
+    put(out, r.microbatch);
+    put(out, static_cast<int32_t>(r.phase));
+    put(out, r.start);
+    put(out, r.end);
+    put(out, r.tokens);
+    put(out, r.bytes);
+  }
+  return out;
+}
+
+void decode_rows(const std::vector<uint8_t>& bytes, std::vector<io::TraceRow>& rows) {
+  const uint8_t* p = bytes.data();
+  for (size_t i = 0; i < bytes.size() / kRowBytes; ++i) {
+    io::TraceRow r;
+    r.rank = take<int32_t>(p);
+    r.microbatch = take<int64_t>(p);
+    r.phase = static_cast<io::TracePhase>(take<int32_t>(p));
+    r.start = take<double>(p);
+    r.end = take<double>(p);
+    r.tokens = take<int32_t>(p);
+    r.bytes = take<int64_t>(p);
+    rows.push_back(r);
+  }
+}
+
+}  // namespace
 
 void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace) {
   std::vector<io::TraceRow> rows;
@@ -40,18 +95,23 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
   // The worst rank's alignment, in nanoseconds (allgather carries integers); rounded up.
   const std::vector<int64_t> errors_ns = ch.allgather(static_cast<int64_t>(std::ceil(trace.origin_error_s() * 1e9)));
   const double clock_error_s = static_cast<double>(*std::max_element(errors_ns.begin(), errors_ns.end())) * 1e-9;
-  if (ch.size() == 1) {
-    io::write_trace_serial(h5_path, rows, clock_error_s);
-    return;
-  }
+  // Every rank's rows reach rank 0 over the channel, in rank order, and rank 0 alone writes the file.
   const std::vector<int64_t> counts = ch.allgather(static_cast<int64_t>(rows.size()));
-  const int64_t offset = std::accumulate(counts.begin(), counts.begin() + ch.rank(), int64_t{0});
-  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  if (total == 0) {  // parallel HDF5 cannot write a zero-length selection into an empty dataset
-    if (ch.rank() == 0) io::write_trace_serial(h5_path, rows, clock_error_s);
+  if (ch.rank() != 0) {
+    const std::vector<uint8_t> bytes = encode_rows(rows);
+    comm::Request sent = ch.isend(bytes.data(), bytes.size(), 0, comm::tags::kTraceRows);
+    ch.wait(sent);
     return;
   }
-  io::write_trace_parallel(h5_path, MPI_COMM_WORLD, rows, offset, total, clock_error_s);
+  for (int r = 1; r < ch.size(); ++r) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(counts[r]) * kRowBytes);
+    comm::Request received = ch.irecv(bytes.data(), bytes.size(), r, comm::tags::kTraceRows);
+    size_t got = 0;
+    ch.wait(received, &got);
+    GLACIER_ASSERT(got == bytes.size(), "rank " + std::to_string(r) + "'s trace rows arrived whole");
+    decode_rows(bytes, rows);
+  }
+  io::write_trace(h5_path, rows, clock_error_s);
 }
 
 }  // namespace glacier::app

@@ -1,5 +1,5 @@
 // Every rank's trace on one time axis: the common origin the job's run starts from, and the end-of-job
-// write into the results file's /trace table (each rank its own rows, in parallel through MPI-IO).
+// write into the results file's /trace table (gathered over the channel, written by rank 0).
 #pragma once
 #include <string>
 

@@ -3,6 +3,7 @@
 // Results travel as encode_result() bytes; the coordinator learns their size by probing.
 #include "app/work_queue.h"
 
+#include "comm/message_tags.h"
 #include "io/prompt_record.h"
 
 #include <algorithm>
@@ -15,9 +16,9 @@ namespace glacier::app {
 namespace {
 
 // Tags of the world channel (the pipelines run on their own replica channels).
-constexpr int kTagWantWork = 31;
-constexpr int kTagWork = 32;
-constexpr int kTagResult = 33;
+constexpr int kTagWantWork = comm::tags::kWantWork;
+constexpr int kTagWork = comm::tags::kWork;
+constexpr int kTagResult = comm::tags::kResult;
 // Indices one request may ask for: a replica's KV slots keep it busy; more would starve the others.
 constexpr int32_t kMaxIndicesPerRequest = 4096;
 

@@ -4,11 +4,12 @@
 #include <functional>
 
 #include "comm/channel.h"
+#include "comm/message_tags.h"
 
 namespace glacier::comm {
 
 // Tag of the alignment's messages; they are exchanged before any other point-to-point traffic.
-constexpr int kTagClockSync = 41;
+constexpr int kTagClockSync = tags::kClockSync;
 
 struct ClockOffset {
   double offset_s = 0.0;  // rank 0's clock minus this rank's (0 on rank 0)

@@ -15,6 +15,7 @@
 #include <list>
 #include <thread>
 
+#include "comm/message_tags.h"
 #include "comm/startup_watchdog.h"
 #include "comm/stop_relay.h"
 #include "util/clock.h"
@@ -25,8 +26,8 @@ namespace glacier::comm {
 namespace {
 
 // Watchdog messages travel on their own communicator, so their tags never meet the pipeline's.
-constexpr int kTagPing = 1;
-constexpr int kTagPong = 2;
+constexpr int kTagPing = tags::kPing;
+constexpr int kTagPong = tags::kPong;
 // A pong: the ping's sequence number, the rank the answering rank waits for (-1: it is computing),
 // and how long it has waited, in milliseconds.
 struct Pong {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/channel.h"
+#include "comm/message_tags.h"
 #include "comm/stop_relay.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -21,9 +22,9 @@
 namespace glacier::comm::startup {
 namespace {
 
-constexpr int kTagReport = 902;   // rank -> 0: phase and progress
-constexpr int kTagBeat = 903;     // 0 -> rank: rank 0's phase
-constexpr int kTagVerdict = 904;  // 0 -> rank: the stall that ends the job
+constexpr int kTagReport = tags::kStartupReport;
+constexpr int kTagBeat = tags::kStartupBeat;
+constexpr int kTagVerdict = tags::kStartupVerdict;
 // Waits look at the watchdog's messages at most this often (an MPI call that finds nothing yields the
 // core on an oversubscribed node); long next to the call, short next to any stall timeout.
 constexpr double kServiceIntervalS = 0.01;

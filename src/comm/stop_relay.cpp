@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "comm/message_tags.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/stop_request.h"
@@ -13,7 +14,7 @@
 namespace glacier::comm {
 namespace {
 
-constexpr int kTagStopNotice = 901;
+constexpr int kTagStopNotice = tags::kStopNotice;
 // Rank 0 looks for notices at most this often: a drain is not hurried by milliseconds, and an MPI call
 // that finds nothing yields the core on an oversubscribed node.
 constexpr double kStopPollIntervalS = 0.01;

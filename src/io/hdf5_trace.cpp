@@ -1,5 +1,5 @@
-// /trace: seven fixed-size 1-D datasets (rank, microbatch, phase, start, end, tokens, bytes) that each
-// writer fills at its own offset; phase names are an attribute of /trace/phase.
+// /trace: seven 1-D datasets (rank, microbatch, phase, start, end, tokens, bytes), one row per timed
+// interval; phase names are an attribute of /trace/phase.
 #include "io/hdf5_trace.h"
 
 #include <algorithm>
@@ -56,48 +56,33 @@ TraceBuffers to_buffers(const std::vector<TraceRow>& rows) {
   return b;
 }
 
-Handle open_or_create(const std::string& path, hid_t fapl) {
-  hid_t file = std::filesystem::exists(path) ? H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl)
-                                             : H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+Handle open_or_create(const std::string& path) {
+  hid_t file = std::filesystem::exists(path) ? H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)
+                                             : H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) throw InputError("cannot open " + path + " to write its trace" + h5::error_detail());
   return Handle(file, H5Fclose);
 }
 
-// Every writer calls this with the same path and total (collective under MPI-IO); each writes its rows.
-void write_trace_table(hid_t file, const std::string& path, const std::vector<TraceRow>& rows, int64_t offset,
-                       int64_t total_rows, double clock_error_s, hid_t dxpl) {
-  GLACIER_ASSERT(offset >= 0 && offset + static_cast<int64_t>(rows.size()) <= total_rows,
-                 "trace rows outside the table: offset " + std::to_string(offset) + " + " +
-                     std::to_string(rows.size()) + " > " + std::to_string(total_rows));
+void write_trace_table(hid_t file, const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s) {
   const std::string what = "cannot write /trace to " + path;
   if (h5::link_exists(file, "trace")) check_status(H5Ldelete(file, "trace", H5P_DEFAULT), what);
   Handle group(check(H5Gcreate2(file, "trace", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), what), H5Gclose);
   h5::write_attribute(group.get(), "clock_error_s", clock_error_s);
 
-  const hsize_t total = static_cast<hsize_t>(total_rows);
-  Handle file_space(check(H5Screate_simple(1, &total, nullptr), what), H5Sclose);
-  const hsize_t start = static_cast<hsize_t>(offset), count = rows.size();
-  if (count > 0)
-    check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), what);
-  else
-    check_status(H5Sselect_none(file_space.get()), what);
-  const hsize_t mem_count = std::max<hsize_t>(count, 1);  // a rank without rows still takes part
-  Handle mem_space(check(H5Screate_simple(1, &mem_count, nullptr), what), H5Sclose);
-  if (count == 0) check_status(H5Sselect_none(mem_space.get()), what);
-
+  const hsize_t count = rows.size();
   Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what), H5Pclose);
   check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), what);  // every row gets written
   TraceBuffers buffers = to_buffers(rows);
   const auto columns = trace_columns();
   for (size_t c = 0; c < columns.size(); ++c) {
-    Handle full_space(check(H5Screate_simple(1, &total, nullptr), what), H5Sclose);
-    Handle dataset(check(H5Dcreate2(group.get(), columns[c].name, columns[c].file_type, full_space.get(), H5P_DEFAULT,
+    Handle space(check(H5Screate_simple(1, &count, nullptr), what), H5Sclose);
+    Handle dataset(check(H5Dcreate2(group.get(), columns[c].name, columns[c].file_type, space.get(), H5P_DEFAULT,
                                     dcpl.get(), H5P_DEFAULT),
                          what + " (/trace/" + columns[c].name + ")"),
                    H5Dclose);
-    check_status(H5Dwrite(dataset.get(), columns[c].memory_type, mem_space.get(), file_space.get(), dxpl,
-                          buffers.column(c)),
-                 what + " (/trace/" + columns[c].name + ")");
+    if (count > 0)
+      check_status(H5Dwrite(dataset.get(), columns[c].memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffers.column(c)),
+                   what + " (/trace/" + columns[c].name + ")");
     if (std::string(columns[c].name) == "phase") {
       std::vector<std::string> names;
       for (int p = 0; p < kTracePhaseCount; ++p) names.emplace_back(trace_phase_name(static_cast<TracePhase>(p)));
@@ -108,22 +93,10 @@ void write_trace_table(hid_t file, const std::string& path, const std::vector<Tr
 
 }  // namespace
 
-void write_trace_parallel(const std::string& path, MPI_Comm comm, const std::vector<TraceRow>& my_rows,
-                          int64_t my_offset, int64_t total_rows, double clock_error_s) {
+void write_trace(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s) {
   h5::silence_errors();
-  Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
-  check_status(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), path + ": cannot select the MPI-IO driver");
-  Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate"), H5Pclose);
-  check_status(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE), path + ": cannot select collective writes");
-  Handle file = open_or_create(path, fapl.get());
-  write_trace_table(file.get(), path, my_rows, my_offset, total_rows, clock_error_s, dxpl.get());
-  if (!file.reset()) throw std::runtime_error("cannot close " + path + " after writing its trace" + h5::error_detail());
-}
-
-void write_trace_serial(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s) {
-  h5::silence_errors();
-  Handle file = open_or_create(path, H5P_DEFAULT);
-  write_trace_table(file.get(), path, rows, 0, static_cast<int64_t>(rows.size()), clock_error_s, H5P_DEFAULT);
+  Handle file = open_or_create(path);
+  write_trace_table(file.get(), path, rows, clock_error_s);
   if (!file.reset()) throw std::runtime_error("cannot close " + path + " after writing its trace" + h5::error_detail());
 }
 

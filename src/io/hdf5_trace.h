@@ -1,8 +1,6 @@
 // The /trace table of a results file: one row per timed interval of every rank. Written once at the
-// end of a job, by all ranks together through MPI-IO (or serially for one-rank jobs and tests).
+// end of a job by rank 0, which has gathered the other ranks' rows.
 #pragma once
-#include <hdf5.h>  // brings MPI_Comm with the parallel HDF5 build; io never calls MPI itself
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,16 +9,8 @@
 
 namespace glacier::io {
 
-// Collective over `comm`: opens the closed results file at `path` (creates it when missing) with the
-// MPI-IO driver, replaces /trace by datasets of `total_rows` rows and writes `my_rows` at `my_offset`.
-// Offsets and total come from the caller (an allgather of row counts in src/comm). `clock_error_s`, the
-// same on every rank, becomes /trace's attribute of that name: how far apart two ranks' times may be
-// for one instant (the worst rank's clock alignment).
-void write_trace_parallel(const std::string& path, MPI_Comm comm, const std::vector<TraceRow>& my_rows,
-                          int64_t my_offset, int64_t total_rows, double clock_error_s = 0.0);
-
-// The same table from one process: opens (or creates) `path` with the default driver.
-void write_trace_serial(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s = 0.0);
+// Opens (or creates) `path` and replaces its /trace by `rows`.
+void write_trace(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s = 0.0);
 
 // Every /trace row in file order; throws InputError naming the path when there is no /trace table.
 std::vector<TraceRow> read_trace(const std::string& path);

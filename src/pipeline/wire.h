@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/message_tags.h"
 #include "compute/microbatch.h"
 
 namespace glacier::pipeline {
@@ -25,8 +26,8 @@ size_t payload_bytes(WireCodec c, int64_t n_tokens, int64_t n_embd);
 // passed on to the driver so the job ends cleanly on every rank.
 enum class MessageKind : uint8_t { MicroBatch = 0, Shutdown = 1, Fault = 2 };
 
-constexpr int kTagForward = 11;
-constexpr int kTagBack = 12;
+constexpr int kTagForward = comm::tags::kForward;
+constexpr int kTagBack = comm::tags::kBack;
 
 // A fault report longer than this is cut (the receive buffers have room for it).
 constexpr size_t kMaxFaultReportBytes = 1024;

@@ -128,7 +128,7 @@ TEST(PartitionChoice, EarlierRunIsReadFromAResultsFileAndAMissingTraceIsNamed) {
               0u)
         << e.what();
   }
-  glacier::io::write_trace_serial(path, two_rank_run().rows);
+  glacier::io::write_trace(path, two_rank_run().rows);
   const EarlierRun run = glacier::app::read_earlier_run(path);
   EXPECT_EQ(run.layer_split, "0:2,2:4");
   EXPECT_EQ(run.ranks, 2);
@@ -136,7 +136,7 @@ TEST(PartitionChoice, EarlierRunIsReadFromAResultsFileAndAMissingTraceIsNamed) {
             speeds_from_trace(path, two_rank_run(), four_layer_model().bytes, 2));
 
   const std::string bare = dir + "/bare.h5";
-  glacier::io::write_trace_serial(bare, two_rank_run().rows);  // a trace without the run's attributes
+  glacier::io::write_trace(bare, two_rank_run().rows);  // a trace without the run's attributes
   EXPECT_THROW(glacier::app::read_earlier_run(bare), InputError);
 }
 

@@ -76,8 +76,8 @@ TEST(IoTrace, SerialWriteReadBackIntoAResultsFile) {
     results.append(r);
   }
   const auto rows = hand_made_trace();
-  write_trace_serial(path, rows);
-  write_trace_serial(path, rows, 3.5e-6);  // a second write replaces /trace
+  write_trace(path, rows);
+  write_trace(path, rows, 3.5e-6);  // a second write replaces /trace
   EXPECT_EQ(read_trace_clock_error(path), 3.5e-6);
   auto back = read_trace(path);
   ASSERT_EQ(back.size(), rows.size());
@@ -103,7 +103,7 @@ TEST(IoTrace, SerialWriteReadBackIntoAResultsFile) {
 
 TEST(IoTrace, SerialWriteCreatesAMissingFileAndEmptyTablesWork) {
   const std::string path = glacier::testing::scratch_dir("io_trace_new") + "/trace.h5";
-  write_trace_serial(path, {});
+  write_trace(path, {});
   EXPECT_TRUE(read_trace(path).empty());
   EXPECT_EQ(read_trace_clock_error(path), 0.0);
 }
