@@ -1,6 +1,7 @@
-"""Merges the HDF5 results of array_shard.sbatch (shard-K-of-N.h5 files) into one file laid out as one
-job's: the /results columns with each row's index in the whole prompt file, in input order, and root
-attributes. Traces stay in the shard files. Usage: merge_shards.py --out merged.h5 DIR/shard-*-of-N.h5"""
+"""Merges the results of array_shard.sbatch (shard-K-of-N.h5 and .jsonl files) into one HDF5 file laid out
+as one job's (the /results columns with each row's index in the whole prompt file, in input order, and
+root attributes; traces stay in the shard files) and one JSONL file in input order, as one job writes it.
+Usage: merge_shards.py --out merged.h5 [--jsonl merged.jsonl] DIR/shard-*-of-N.h5"""
 import argparse
 import collections
 import hashlib
@@ -67,6 +68,7 @@ def merge(paths, out_path, prompts_path):
     rows = {}  # column -> list of values, in global index (then sample) order after sorting
     widths = {}  # wide column -> per row, the width its shard wrote it at
     order = []
+    shard_keys = []  # per shard, its rows' (index in the whole file, sample), in input order
     total_prompts, resumes, hosts, runs = 0, 0, [], []
     for k, path in enumerate(paths):
         with h5py.File(path, "r") as f:
@@ -112,6 +114,7 @@ def merge(paths, out_path, prompts_path):
                     values = local_index * n + k  # see array_shard.sbatch: prompt c is in shard c mod n
                 rows[c].extend(values)
             order.extend(zip(local_index * n + k, samples))
+            shard_keys.append(sorted(zip((int(i) * n + k for i in local_index), (int(s) for s in samples))))
     if len(set(order)) != len(order):
         fail("two shards hold the same prompt index: were they cut from different prompt files?")
     sort = sorted(range(len(order)), key=lambda i: order[i])  # input order, then sample order
@@ -143,15 +146,64 @@ def merge(paths, out_path, prompts_path):
                 dataset.attrs["width"] = np.int64(to_width)
     os.replace(tmp, out_path)  # a reader never sees a half-written merge
     print(f"merge_shards: {total_prompts} results from {n} shards -> {out_path}")
+    return shard_keys
+
+
+def shard_jsonl_path(h5_path):
+    return h5_path[: -len(".h5")] + ".jsonl"
+
+
+def merge_jsonl(paths, shard_keys, out_path):
+    """The shards' JSONL lines in the whole file's input order. A shard writes its lines in its own input
+    order: one a result row (glacier's records: a prompt's n samples in sample order) or one a prompt
+    (OpenAI batch lines hold every sample); its HDF5 rows, already checked finished, say which is which."""
+    keyed = []
+    for path, keys in zip(paths, shard_keys):
+        jsonl = shard_jsonl_path(path)
+        if not os.path.exists(jsonl):
+            fail(f"{jsonl}: expected the JSONL results beside {path}, found no such file")
+        with open(jsonl, encoding="utf-8") as f:
+            text = f.read()
+        if text and not text.endswith("\n"):
+            fail(f"{jsonl}: expected whole lines, found a last line without its newline (was the task killed?)")
+        lines = text.splitlines(keepends=True)
+        prompts = sorted({(index, 0) for index, _ in keys})
+        if len(lines) == len(keys):
+            line_keys = keys
+        elif len(lines) == len(prompts):
+            line_keys = prompts
+        else:
+            fail(f"{jsonl}: expected {len(keys)} lines (one a result row) or {len(prompts)} (one a prompt), "
+                 f"as in {path}, found {len(lines)}")
+        for number, line in enumerate(lines, 1):
+            try:
+                json.loads(line)
+            except json.JSONDecodeError as e:
+                fail(f"{jsonl}:{number}: expected one JSON value a line, found invalid JSON ({e.msg})")
+        keyed.extend(zip(line_keys, lines))
+    keyed.sort(key=lambda kv: kv[0])
+    tmp = out_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.writelines(line for _, line in keyed)
+    os.replace(tmp, out_path)
+    print(f"merge_shards: {len(keyed)} JSON lines from {len(paths)} shards -> {out_path}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="merged HDF5 file to write")
+    parser.add_argument("--jsonl", help="merged JSONL file to write from each shard's shard-K-of-N.jsonl")
     parser.add_argument("--prompts", help="the whole prompt file, recorded as prompts_path")
     parser.add_argument("shards", nargs="+", help="shard-K-of-N.h5 files, every K from 0 to N-1")
     args = parser.parse_args()
-    merge(read_shards(args.shards), args.out, args.prompts)
+    paths = read_shards(args.shards)
+    if args.jsonl:  # every shard's JSONL must be there before anything is written
+        for path in paths:
+            if not os.path.exists(shard_jsonl_path(path)):
+                fail(f"{shard_jsonl_path(path)}: expected the JSONL results beside {path}, found no such file")
+    shard_keys = merge(paths, args.out, args.prompts)
+    if args.jsonl:
+        merge_jsonl(paths, shard_keys, args.jsonl)
 
 
 if __name__ == "__main__":
