@@ -153,12 +153,28 @@ def shard_jsonl_path(h5_path):
     return h5_path[: -len(".h5")] + ".jsonl"
 
 
+def renumber_openai_line(line, value, local, number, where):
+    """An OpenAI batch line numbers its request by its place in the prompt file the shard read (batch_req_N,
+    req_N, cmpl-N or chatcmpl-N): renumbered as the whole file's request `number`, text left as written."""
+    for old, new in ((f'"id":"batch_req_{local}"', f'"id":"batch_req_{number}"'),
+                     (f'"request_id":"req_{local}"', f'"request_id":"req_{number}"'),
+                     (f'"id":"cmpl-{local}"', f'"id":"cmpl-{number}"'),
+                     (f'"id":"chatcmpl-{local}"', f'"id":"chatcmpl-{number}"')):
+        line = line.replace(old, new, 1)
+    if f'"id":"batch_req_{number}"' not in line:
+        fail(f"{where}: expected an OpenAI batch line with id batch_req_{local} (request {local} of the shard), "
+             f"found id {value.get('id')!r}")
+    return line
+
+
 def merge_jsonl(paths, shard_keys, out_path):
     """The shards' JSONL lines in the whole file's input order. A shard writes its lines in its own input
-    order: one a result row (glacier's records: a prompt's n samples in sample order) or one a prompt
-    (OpenAI batch lines hold every sample); its HDF5 rows, already checked finished, say which is which."""
+    order: a glacier record line for each of a prompt's rows (its n samples, in sample order), an OpenAI
+    batch line (custom_id) once a prompt with every sample in it; its HDF5 rows (already checked finished)
+    give each prompt's rows, so every line gets its prompt's index in the whole file."""
+    n = len(paths)
     keyed = []
-    for path, keys in zip(paths, shard_keys):
+    for k, (path, keys) in enumerate(zip(paths, shard_keys)):
         jsonl = shard_jsonl_path(path)
         if not os.path.exists(jsonl):
             fail(f"{jsonl}: expected the JSONL results beside {path}, found no such file")
@@ -167,26 +183,41 @@ def merge_jsonl(paths, shard_keys, out_path):
         if text and not text.endswith("\n"):
             fail(f"{jsonl}: expected whole lines, found a last line without its newline (was the task killed?)")
         lines = text.splitlines(keepends=True)
-        prompts = sorted({(index, 0) for index, _ in keys})
-        if len(lines) == len(keys):
-            line_keys = keys
-        elif len(lines) == len(prompts):
-            line_keys = prompts
-        else:
-            fail(f"{jsonl}: expected {len(keys)} lines (one a result row) or {len(prompts)} (one a prompt), "
-                 f"as in {path}, found {len(lines)}")
-        for number, line in enumerate(lines, 1):
+        samples_of = collections.defaultdict(list)  # index in the whole file -> its rows' samples
+        for index, sample in keys:
+            samples_of[index].append(sample)
+        at = 0
+        for index in sorted(samples_of):
+            if at >= len(lines):
+                fail(f"{jsonl}: expected lines for {len(samples_of)} prompts (as in {path}), found {len(lines)} lines")
             try:
-                json.loads(line)
+                value = json.loads(lines[at])
             except json.JSONDecodeError as e:
-                fail(f"{jsonl}:{number}: expected one JSON value a line, found invalid JSON ({e.msg})")
-        keyed.extend(zip(line_keys, lines))
+                fail(f"{jsonl}:{at + 1}: expected one JSON value a line, found invalid JSON ({e.msg})")
+            if isinstance(value, dict) and "custom_id" in value:  # one OpenAI line for the prompt
+                local = (index - k) // n + 1
+                keyed.append(((index, 0), renumber_openai_line(lines[at], value, local, index + 1, f"{jsonl}:{at + 1}")))
+                at += 1
+                continue
+            for sample in samples_of[index]:
+                where = f"{jsonl}:{at + 1}"
+                try:
+                    value = json.loads(lines[at]) if at < len(lines) else None
+                except json.JSONDecodeError as e:
+                    fail(f"{where}: expected one JSON value a line, found invalid JSON ({e.msg})")
+                if not isinstance(value, dict) or value.get("sample") != sample:
+                    fail(f"{where}: expected the record of sample {sample} of prompt {index} (as in {path}), "
+                         f"found {'no line' if value is None else repr(lines[at][:80])}")
+                keyed.append(((index, sample), lines[at]))
+                at += 1
+        if at != len(lines):
+            fail(f"{jsonl}: expected {at} lines (the results in {path}), found {len(lines)}")
     keyed.sort(key=lambda kv: kv[0])
     tmp = out_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as out:
         out.writelines(line for _, line in keyed)
     os.replace(tmp, out_path)
-    print(f"merge_shards: {len(keyed)} JSON lines from {len(paths)} shards -> {out_path}")
+    print(f"merge_shards: {len(keyed)} JSON lines from {n} shards -> {out_path}")
 
 
 def main():
