@@ -1,6 +1,7 @@
-"""Merges the HDF5 results of array_shard.sbatch (shard-K-of-N.h5 files) into one file laid out as one
-job's: the /results columns with each row's index in the whole prompt file, in input order, and root
-attributes. Traces stay in the shard files. Usage: merge_shards.py --out merged.h5 DIR/shard-*-of-N.h5"""
+"""Merges the results of array_shard.sbatch (shard-K-of-N.h5 and .jsonl files) into one HDF5 file laid out
+as one job's (the /results columns with each row's index in the whole prompt file, in input order, and
+root attributes; traces stay in the shard files) and one JSONL file in input order, as one job writes it.
+Usage: merge_shards.py --out merged.h5 [--jsonl merged.jsonl] DIR/shard-*-of-N.h5"""
 import argparse
 import collections
 import hashlib
@@ -67,6 +68,7 @@ def merge(paths, out_path, prompts_path):
     rows = {}  # column -> list of values, in global index (then sample) order after sorting
     widths = {}  # wide column -> per row, the width its shard wrote it at
     order = []
+    shard_keys = []  # per shard, its rows' (index in the whole file, sample), in input order
     total_prompts, resumes, hosts, runs = 0, 0, [], []
     for k, path in enumerate(paths):
         with h5py.File(path, "r") as f:
@@ -112,6 +114,7 @@ def merge(paths, out_path, prompts_path):
                     values = local_index * n + k  # see array_shard.sbatch: prompt c is in shard c mod n
                 rows[c].extend(values)
             order.extend(zip(local_index * n + k, samples))
+            shard_keys.append(sorted(zip((int(i) * n + k for i in local_index), (int(s) for s in samples))))
     if len(set(order)) != len(order):
         fail("two shards hold the same prompt index: were they cut from different prompt files?")
     sort = sorted(range(len(order)), key=lambda i: order[i])  # input order, then sample order
@@ -143,15 +146,95 @@ def merge(paths, out_path, prompts_path):
                 dataset.attrs["width"] = np.int64(to_width)
     os.replace(tmp, out_path)  # a reader never sees a half-written merge
     print(f"merge_shards: {total_prompts} results from {n} shards -> {out_path}")
+    return shard_keys
+
+
+def shard_jsonl_path(h5_path):
+    return h5_path[: -len(".h5")] + ".jsonl"
+
+
+def renumber_openai_line(line, value, local, number, where):
+    """An OpenAI batch line numbers its request by its place in the prompt file the shard read (batch_req_N,
+    req_N, cmpl-N or chatcmpl-N): renumbered as the whole file's request `number`, text left as written."""
+    for old, new in ((f'"id":"batch_req_{local}"', f'"id":"batch_req_{number}"'),
+                     (f'"request_id":"req_{local}"', f'"request_id":"req_{number}"'),
+                     (f'"id":"cmpl-{local}"', f'"id":"cmpl-{number}"'),
+                     (f'"id":"chatcmpl-{local}"', f'"id":"chatcmpl-{number}"')):
+        line = line.replace(old, new, 1)
+    if f'"id":"batch_req_{number}"' not in line:
+        fail(f"{where}: expected an OpenAI batch line with id batch_req_{local} (request {local} of the shard), "
+             f"found id {value.get('id')!r}")
+    return line
+
+
+def merge_jsonl(paths, shard_keys, out_path):
+    """The shards' JSONL lines in the whole file's input order. A shard writes its lines in its own input
+    order: a glacier record line for each of a prompt's rows (its n samples, in sample order), an OpenAI
+    batch line (custom_id) once a prompt with every sample in it; its HDF5 rows (already checked finished)
+    give each prompt's rows, so every line gets its prompt's index in the whole file."""
+    n = len(paths)
+    keyed = []
+    for k, (path, keys) in enumerate(zip(paths, shard_keys)):
+        jsonl = shard_jsonl_path(path)
+        if not os.path.exists(jsonl):
+            fail(f"{jsonl}: expected the JSONL results beside {path}, found no such file")
+        with open(jsonl, encoding="utf-8") as f:
+            text = f.read()
+        if text and not text.endswith("\n"):
+            fail(f"{jsonl}: expected whole lines, found a last line without its newline (was the task killed?)")
+        lines = text.splitlines(keepends=True)
+        samples_of = collections.defaultdict(list)  # index in the whole file -> its rows' samples
+        for index, sample in keys:
+            samples_of[index].append(sample)
+        at = 0
+        for index in sorted(samples_of):
+            if at >= len(lines):
+                fail(f"{jsonl}: expected lines for {len(samples_of)} prompts (as in {path}), found {len(lines)} lines")
+            try:
+                value = json.loads(lines[at])
+            except json.JSONDecodeError as e:
+                fail(f"{jsonl}:{at + 1}: expected one JSON value a line, found invalid JSON ({e.msg})")
+            if isinstance(value, dict) and "custom_id" in value:  # one OpenAI line for the prompt
+                local = (index - k) // n + 1
+                keyed.append(((index, 0), renumber_openai_line(lines[at], value, local, index + 1, f"{jsonl}:{at + 1}")))
+                at += 1
+                continue
+            for sample in samples_of[index]:
+                where = f"{jsonl}:{at + 1}"
+                try:
+                    value = json.loads(lines[at]) if at < len(lines) else None
+                except json.JSONDecodeError as e:
+                    fail(f"{where}: expected one JSON value a line, found invalid JSON ({e.msg})")
+                if not isinstance(value, dict) or value.get("sample") != sample:
+                    fail(f"{where}: expected the record of sample {sample} of prompt {index} (as in {path}), "
+                         f"found {'no line' if value is None else repr(lines[at][:80])}")
+                keyed.append(((index, sample), lines[at]))
+                at += 1
+        if at != len(lines):
+            fail(f"{jsonl}: expected {at} lines (the results in {path}), found {len(lines)}")
+    keyed.sort(key=lambda kv: kv[0])
+    tmp = out_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.writelines(line for _, line in keyed)
+    os.replace(tmp, out_path)
+    print(f"merge_shards: {len(keyed)} JSON lines from {n} shards -> {out_path}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="merged HDF5 file to write")
+    parser.add_argument("--jsonl", help="merged JSONL file to write from each shard's shard-K-of-N.jsonl")
     parser.add_argument("--prompts", help="the whole prompt file, recorded as prompts_path")
     parser.add_argument("shards", nargs="+", help="shard-K-of-N.h5 files, every K from 0 to N-1")
     args = parser.parse_args()
-    merge(read_shards(args.shards), args.out, args.prompts)
+    paths = read_shards(args.shards)
+    if args.jsonl:  # every shard's JSONL must be there before anything is written
+        for path in paths:
+            if not os.path.exists(shard_jsonl_path(path)):
+                fail(f"{shard_jsonl_path(path)}: expected the JSONL results beside {path}, found no such file")
+    shard_keys = merge(paths, args.out, args.prompts)
+    if args.jsonl:
+        merge_jsonl(paths, shard_keys, args.jsonl)
 
 
 if __name__ == "__main__":

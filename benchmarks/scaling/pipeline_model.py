@@ -790,13 +790,17 @@ def calibrate_sharing(groups, workloads, shape, costs, args, link):
         return jobs
 
     for workload, runs in runs_of(is_contention_run).items():
+        if workload not in costs:
+            continue  # not calibrated: nothing to fit against
         sharing.contention[workload] = fit_speed_factor(runs, lambda c: costs[workload].node(args.cores, c), link)
     for workload, runs in runs_of(is_oversubscription_run).items():
+        if workload not in costs:
+            continue
         c = sharing.contention.get(workload, 1.0)
         sharing.oversubscribed[workload] = fit_speed_factor(
             runs, lambda f: costs[workload].node(args.cores, c, 0.0, f), link)
     wake_runs = [(key, rows) for key, rows in groups.items() if is_wake_run(key)]
-    if wake_runs:
+    if wake_runs and wake_runs[0][0][0] in costs:
         (key, rows), = wake_runs
         workload = key[0]
         job, tokens, measured = sweep_job(key, rows, workloads, shape)
@@ -820,14 +824,29 @@ def config_key(row):
             float(row["latency_ms"]), int(row["slots"]))
 
 
+class Uncalibrated(Exception):
+    """The sweep has no clean one-rank run to calibrate a workload on (a busy machine flagged them all)."""
+
+
 def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, link, verbose=False):
     """What the sweep calibrates: tau (and the head's tau) per workload from its one-rank runs, and how
-    ranks share the cores (calibrate_sharing) from its designated multi-rank runs (whose ranks talk over link)."""
+    ranks share the cores (calibrate_sharing) from its designated multi-rank runs (whose ranks talk over link).
+    Workloads it cannot calibrate (no clean one-rank micro-batch) are missing from the costs; raises
+    Uncalibrated when that is every workload."""
     costs = {}
-    (decode_tau, kv_tau), decode_samples = calibrate(sweep, calib_rows, workloads, shape, "decode")
+    _, decode_samples = calibrate(sweep, calib_rows, workloads, shape, "decode", fit=False)
+    if not decode_samples:
+        # Every workload's head rows are priced by the decode fit, so without it nothing can be calibrated.
+        raise Uncalibrated("no clean one-rank decode or ramp run to calibrate on (the decode fit also prices "
+                           "prefill's head rows)")
+    decode_tau, kv_tau = fit_decode_cost(decode_samples, shape)
     for workload in sorted(workloads):
         if workload == "prefill":
             _, samples = calibrate(sweep, calib_rows, workloads, shape, workload, fit=False)
+            if not samples:
+                print(f"cannot calibrate {workload}: no clean one-rank {workload} run; its configurations are "
+                      "shown measured only")
+                continue
             cost = Cost(fit_prefill_tau(samples, shape, decode_tau), decode_tau, 0.0)
         else:
             cost, samples = Cost(decode_tau, None, kv_tau), decode_samples
@@ -852,48 +871,89 @@ def calibrated_model(sweep, groups, calib_rows, workloads, shape, args, link, ve
     return costs, sharing
 
 
+PREDICTED_COLUMNS = ("kind", "workload", "np", "replicas", "stages", "ubatch", "wire", "latency_ms", "slots", "runs",
+                     "clean", "measured_tok_per_s", "measured_min", "measured_max", "predicted_tok_per_s",
+                     "error_pct", "formula_tok_per_s", "formula_error_pct")
+
+
 def predict_sweep(args):
+    """Predicts every configuration the sweep measured cleanly. Configurations with only disturbed runs
+    are kept measured only (clean 0, no prediction), those without any measurement are listed; a sweep
+    on a busy machine still gives a table and plots of what it has."""
     shape = Shape.parse(args.shape)
     every = read_csv(args.sweep)
     # Runs during which other processes took CPU time are left out: no model of this job can know them.
+    # Failed runs (status failed, no measurement) are never clean.
     sweep = [r for r in every if r.get("clean", "1") == "1" and float(r.get("other_cores", 0)) <= args.max_other_cores]
     if len(sweep) < len(every):
-        print(f"left out {len(every) - len(sweep)} of {len(every)} runs during which other work used more than "
-              f"{args.max_other_cores:g} cores")
+        print(f"left out {len(every) - len(sweep)} of {len(every)} runs that failed or during which other work "
+              f"used more than {args.max_other_cores:g} cores")
     workloads = load_workloads(args.workloads)
     groups = defaultdict(list)
     for row in sweep:
         groups[config_key(row)].append(row)
+    unclean = defaultdict(list)  # configurations measured only while disturbed
+    unmeasured = set()  # configurations whose every run failed
+    for row in every:
+        key = config_key(row)
+        if key in groups:
+            continue
+        if row.get("status", "ok") != "failed" and row["tok_per_s"]:
+            unclean[key].append(row)
+        else:
+            unmeasured.add(key)
+    unmeasured -= set(unclean)
     sweep_link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
-    costs, sharing = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args,
-                                      sweep_link, verbose=True)
+    try:
+        costs, sharing = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args,
+                                          sweep_link, verbose=True)
+    except Uncalibrated as e:
+        print(f"cannot calibrate the model: {e}; every configuration is shown measured only")
+        costs, sharing = {}, Sharing()
     out = []
-    for key, rows in groups.items():
+    for key, rows in list(groups.items()) + list(unclean.items()):
         workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+        if workload not in workloads:
+            unmeasured.add(key)  # no finished run gave its token counts
+            continue
         job, tokens, measured = sweep_job(key, rows, workloads, shape)
-        node = sharing.node(costs, workload, args.cores)
-        link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, latency_ms / 1000.0)
-        pred = tokens / predict_job(job, node, link)
-        formula = tokens / formula_job(job, node, link)
+        pred = formula = None
+        if key in groups and workload in costs:
+            node = sharing.node(costs, workload, args.cores)
+            link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, latency_ms / 1000.0)
+            pred = tokens / predict_job(job, node, link)
+            formula = tokens / formula_job(job, node, link)
         kind = ("contention" if is_contention_run(key) else "oversubscribed" if is_oversubscription_run(key)
                 else "wake" if is_wake_run(key) else rows[0]["kind"])
         out.append({"kind": kind, "workload": workload, "np": np_, "replicas": replicas,
                     "stages": np_ // replicas, "ubatch": ubatch, "wire": wire, "latency_ms": latency_ms,
-                    "slots": slots, "runs": len(rows), "measured_tok_per_s": measured,
+                    "slots": slots, "runs": len(rows), "clean": int(key in groups), "measured_tok_per_s": measured,
                     "measured_min": min(float(r["tok_per_s"]) for r in rows),
                     "measured_max": max(float(r["tok_per_s"]) for r in rows),
-                    "predicted_tok_per_s": pred, "error_pct": 100 * (pred - measured) / measured,
-                    "formula_tok_per_s": formula, "formula_error_pct": 100 * (formula - measured) / measured})
+                    "predicted_tok_per_s": pred, "error_pct": None if pred is None else 100 * (pred - measured) / measured,
+                    "formula_tok_per_s": formula,
+                    "formula_error_pct": None if formula is None else 100 * (formula - measured) / measured})
     kind_order = {"layout": 0, "contention": 0, "oversubscribed": 0, "wake": 0, "ubatch": 1, "wire": 2, "latency": 3, "calib": 4}
     out.sort(key=lambda o: (o["workload"] != "prefill", kind_order.get(o["kind"], 9), o["np"], -o["stages"],
                             o["ubatch"], o["wire"], o["latency_ms"], o["slots"]))
     if args.out:
         with open(args.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(out[0].keys()))
+            w = csv.DictWriter(f, fieldnames=PREDICTED_COLUMNS)
             w.writeheader()
             for o in out:
-                w.writerow({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in o.items()})
+                w.writerow({k: ("" if v is None else f"{v:.2f}" if isinstance(v, float) else v) for k, v in o.items()})
     print_table(out, args.tolerance_pct)
+    if unclean:
+        print(f"\n{len(unclean)} configurations measured only while other work used the machine (unclean: no "
+              "prediction): " + "; ".join(describe_key(k) for k in sorted(unclean)))
+    if unmeasured:
+        print(f"\n{len(unmeasured)} configurations with no measurement (every run failed): "
+              + "; ".join(describe_key(k) for k in sorted(unmeasured)))
+
+
+def describe_key(key):
+    workload, np_, replicas, ubatch, wire, latency_ms, slots = key
+    return f"{workload} np {np_} = {replicas} x {np_ // replicas} ubatch {ubatch} {wire} {latency_ms:g} ms slots {slots}"
 
 
 # The kinds of predict_sweep's rows that calibrate the model rather than test it.
@@ -905,12 +965,17 @@ def print_table(out, tolerance):
           "model tok/s | error | closed form | error |")
     print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for o in out:
+        measured = (f"{o['measured_tok_per_s']:.0f} ({o['measured_min']:.0f}-{o['measured_max']:.0f})"
+                    + ("" if o["clean"] else " unclean"))
+        if o["predicted_tok_per_s"] is None:
+            print(f"| {o['workload']} | {o['np']} | {o['replicas']} x {o['stages']} | {o['ubatch']} | {o['wire']} | "
+                  f"{o['latency_ms']:g} | {o['slots']} | {measured} | - | - | - | - |")
+            continue
         flag = " (fit)" if o["kind"] in CALIBRATION_KINDS else "" if abs(o["error_pct"]) <= tolerance else " **"
         print(f"| {o['workload']} | {o['np']} | {o['replicas']} x {o['stages']} | {o['ubatch']} | {o['wire']} | "
-              f"{o['latency_ms']:g} | {o['slots']} | {o['measured_tok_per_s']:.0f} ({o['measured_min']:.0f}-"
-              f"{o['measured_max']:.0f}) | {o['predicted_tok_per_s']:.0f} | {o['error_pct']:+.1f}%{flag} | "
+              f"{o['latency_ms']:g} | {o['slots']} | {measured} | {o['predicted_tok_per_s']:.0f} | {o['error_pct']:+.1f}%{flag} | "
               f"{o['formula_tok_per_s']:.0f} | {o['formula_error_pct']:+.1f}% |")
-    errs = [abs(o["error_pct"]) for o in out if o["kind"] not in CALIBRATION_KINDS]
+    errs = [abs(o["error_pct"]) for o in out if o["kind"] not in CALIBRATION_KINDS and o["error_pct"] is not None]
     if errs:
         within = sum(e <= tolerance for e in errs)
         print(f"\nmodel vs measured over {len(errs)} predicted configurations (calibration runs, marked fit, excluded): "
@@ -950,7 +1015,10 @@ def predict_hop(args):
     for row in sweep:
         groups[config_key(row)].append(row)
     shm = Link(SHM_LATENCY_US * 1e-6, SHM_GBYTES * 1e9)  # the sweep ran over shared memory
-    costs, sharing = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, shm)
+    try:
+        costs, sharing = calibrated_model(sweep, groups, read_csv(args.calibration), workloads, shape, args, shm)
+    except Uncalibrated as e:
+        raise SystemExit(f"pipeline_model hop: cannot calibrate on {args.sweep}: {e}")
     node = sharing.node(costs, "decode", args.cores)
     prompts = hop_workload(workloads["decode"])
     rates = defaultdict(list)

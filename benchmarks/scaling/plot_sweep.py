@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Plots of the scaling sweep (sweep.sh): throughput per configuration (measured and modelled), pipeline
-efficiency against one rank, and Gantt charts of two runs' /trace (per rank compute/send/recv/wait)."""
+efficiency against one rank, and Gantt charts of two runs' /trace (per rank compute/send/recv/wait).
+A sweep with gaps (failed or disturbed runs, a model it could not calibrate) is drawn as far as it goes,
+and the plots and the printout say what is missing."""
 import argparse
 import csv
 import os
@@ -26,6 +28,15 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def number(text):
+    """A CSV cell as a float; NaN (not drawn) where the sweep or the model left it empty."""
+    return float(text) if text not in ("", None) else float("nan")
+
+
+def is_clean(row):
+    return row.get("clean", "1") == "1" and row.get("status", "ok") == "ok"
+
+
 def label(o):
     parts = [f"{o['replicas']}x{o['stages']}"]
     if o["ubatch"] != "128":
@@ -39,32 +50,42 @@ def label(o):
     return " ".join(parts)
 
 
-def plot_throughput(pred, path):
+def plot_throughput(pred, path, missing):
     fig, axes = plt.subplots(2, 1, figsize=(13, 9))
     for ax, workload in zip(axes, ("prefill", "decode")):
         rows = [o for o in pred if o["workload"] == workload]
+        unit = "prompt" if workload == "prefill" else "generated"
+        ax.set_ylabel(f"{unit} tok/s")
+        ax.set_title(f"{workload}: replicas x stages, ubatch, wire, injected ms a hop (gray: calibration runs; "
+                     "hatched: measured while other work ran, no prediction)")
+        if not rows:
+            ax.text(0.5, 0.5, f"no {workload} configuration was measured", ha="center", va="center",
+                    transform=ax.transAxes)
+            continue
         x = np.arange(len(rows))
         med = np.array([float(o["measured_tok_per_s"]) for o in rows])
         lo = med - np.array([float(o["measured_min"]) for o in rows])
         hi = np.array([float(o["measured_max"]) for o in rows]) - med
         colors = ["tab:gray" if o["kind"] in CALIBRATION_KINDS else "tab:blue" for o in rows]
-        ax.bar(x, med, color=colors, yerr=[lo, hi], capsize=2, label="measured (median, min-max)")
-        ax.plot(x, [float(o["predicted_tok_per_s"]) for o in rows], "o", color="tab:red", label="pipeline model")
-        ax.plot(x, [float(o["formula_tok_per_s"]) for o in rows], "x", color="black", label="closed form")
+        bars = ax.bar(x, med, color=colors, yerr=[lo, hi], capsize=2, label="measured (median, min-max)")
+        for bar, o in zip(bars, rows):
+            if o.get("clean", "1") != "1":
+                bar.set_hatch("//")
+                bar.set_alpha(0.5)
+        ax.plot(x, [number(o["predicted_tok_per_s"]) for o in rows], "o", color="tab:red", label="pipeline model")
+        ax.plot(x, [number(o["formula_tok_per_s"]) for o in rows], "x", color="black", label="closed form")
         ax.set_xticks(x, [label(o) for o in rows], rotation=60, ha="right", fontsize=8)
-        unit = "prompt" if workload == "prefill" else "generated"
-        ax.set_ylabel(f"{unit} tok/s")
-        ax.set_title(f"{workload}: replicas x stages, ubatch, wire, injected ms a hop (gray: calibration runs)")
         ax.legend(fontsize=8)
     fig.tight_layout()
+    footnote_missing(fig, missing)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_efficiency(sweep, path):
+def plot_efficiency(sweep, path, missing):
     """Efficiency = throughput / (one-rank throughput at the same ubatch x min(np, CORES))."""
     med = defaultdict(list)
-    for r in sweep:
+    for r in filter(is_clean, sweep):
         med[(r["workload"], r["np"], r["replicas"], r["ubatch"], r["wire"], r["latency_ms"], r["slots"])].append(
             float(r["tok_per_s"]))
     med = {k: statistics.median(v) for k, v in med.items()}
@@ -97,9 +118,14 @@ def plot_efficiency(sweep, path):
         ax.axhline(1.0, color="black", lw=0.5)
         ax.set_title(f"{workload}: throughput / (1 rank x min(np, {CORES} cores))")
         ax.set_xlabel("ranks, replicas x stages")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        else:  # no one-rank base measured cleanly
+            ax.text(0.5, 0.5, f"no clean one-rank {workload} run to compare with", ha="center", va="center",
+                    transform=ax.transAxes)
     axes[0].set_ylabel("pipeline efficiency")
     fig.tight_layout()
+    footnote_missing(fig, missing)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -132,6 +158,25 @@ def gantt(ax, h5, window=None, title=""):
     ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="upper right", ncol=4)
 
 
+def missing_configurations(sweep):
+    """Configurations of the sweep without a clean run (every try failed or was disturbed), as labels."""
+    clean, seen = set(), {}
+    for r in sweep:
+        key = (r["workload"], r["np"], r["replicas"], r["ubatch"], r["wire"], r["latency_ms"], r["slots"])
+        seen.setdefault(key, r)
+        if is_clean(r):
+            clean.add(key)
+    return [f"{r['workload']} {label(r)}" for key, r in seen.items() if key not in clean]
+
+
+def footnote_missing(fig, missing):
+    """Names, under the figure, the configurations that had no clean run (so a gap is not read as a result)."""
+    if missing:
+        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.12))
+        fig.text(0.01, 0.005, "no clean run (left out): " + "; ".join(missing), fontsize=7, color="tab:red", wrap=True,
+                 va="bottom")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sweep", required=True)
@@ -139,8 +184,9 @@ def main():
     ap.add_argument("--results", required=True, help="directory for the PNGs (and where gantt_*.h5 are)")
     args = ap.parse_args()
     sweep, pred = read_csv(args.sweep), read_csv(args.predicted)
-    plot_throughput(pred, os.path.join(args.results, "throughput.png"))
-    plot_efficiency(sweep, os.path.join(args.results, "efficiency.png"))
+    missing = missing_configurations(sweep)
+    plot_throughput(pred, os.path.join(args.results, "throughput.png"), missing)
+    plot_efficiency(sweep, os.path.join(args.results, "efficiency.png"), missing)
     runs = [("prefill", None, "prefill, 1 x 4 stages, ubatch 128: the whole run"),
             ("decode", DECODE_WINDOW_S, f"decode, 1 x 4 stages, 1 ms injected a hop: {DECODE_WINDOW_S} s mid-run")]
     have = [(w, win, title) for w, win, title in runs if os.path.exists(os.path.join(args.results, f"gantt_{w}.h5"))]
@@ -151,7 +197,13 @@ def main():
         fig.tight_layout()
         fig.savefig(os.path.join(args.results, "gantt.png"), dpi=110)
         plt.close(fig)
-    print("plots: " + ", ".join(os.path.join(args.results, p) for p in ("throughput.png", "efficiency.png", "gantt.png")))
+    else:
+        print("plot_sweep: no gantt_*.h5 in " + args.results + " (those runs failed or were not in the sweep): no gantt.png")
+    drawn = [p for p in ("throughput.png", "efficiency.png") + (("gantt.png",) if have else ())]
+    print("plots: " + ", ".join(os.path.join(args.results, p) for p in drawn))
+    if missing:
+        print(f"plot_sweep: {len(missing)} configurations had no clean run and are left out of the efficiency plot "
+              "(hatched in the throughput plot when measured while disturbed): " + "; ".join(missing))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 # for a prefill-heavy and a decode-heavy workload, interleaved over REPS repetitions. Writes the raw runs,
 # the one-rank runs' micro-batch timings (the pipeline model's calibration) and the workloads' token counts
 # to results/*.csv, then predicts every run with pipeline_model.py and draws the plots (plot_sweep.py).
-# Usage: benchmarks/scaling/sweep.sh [BUILD_DIR] [MODEL.gguf]   (QUICK=1: one rep of a few configurations)
+# A run that fails, or that other work disturbed, is reported, repeated up to MAX_TRIES times and then kept
+# flagged; the sweep carries on, and the model and plots use what was measured cleanly and list the rest.
+# Usage: benchmarks/scaling/sweep.sh [BUILD_DIR] [MODEL.gguf]   (QUICK=1: one rep of a few configurations,
+# smaller workloads and shorter waits: a few minutes on a 2-core machine; RESULTS=DIR to write elsewhere)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" && pwd)
@@ -11,20 +14,24 @@ MODEL=${2:-}
 PY=${PY:-/usr/bin/python3}          # the system python has numpy, h5py and matplotlib (machine-notes.md)
 REPS=${REPS:-3}                     # the machine is shared and noisy: medians of REPS interleaved runs
 QUICK=${QUICK:-0}
+# QUICK=1 checks the sweep end to end, not the model: fewer prompts, and a busy machine is waited for
+# briefly and retried once (its runs are then flagged, not waited out).
+if [ "$QUICK" = 1 ]; then QUICK_WAIT_S=15 QUICK_TRIES=2; else QUICK_WAIT_S=300 QUICK_TRIES=4; fi
 RESULTS=${RESULTS:-$HERE/results}
 SLOTS=32                            # glacier_mpi's default cap, given explicitly so every run has the same
 BASE_UBATCH=128                     # the pipeline benchmark's micro-batch; the ubatch sweep varies it
 PREFILL_PROMPTS=64                  # 30-70 words each (about 4000 tokens), 1 new token: prefill-heavy
 DECODE_PROMPTS=32                   # 8 words each (about 11 tokens), DECODE_TOKENS new: decode-heavy
 DECODE_TOKENS=64
+if [ "$QUICK" = 1 ]; then PREFILL_PROMPTS=16 DECODE_PROMPTS=16 DECODE_TOKENS=32; fi
 RAMP_STEP=4                         # calibration: prompt i generates RAMP_STEP (i + 1) tokens (below)
 RUN_LIMIT_S=300                     # one job; the slowest configuration takes about 15 s here
 NICE=5                              # the machine is shared with other work
 QUIET_CORES=${QUIET_CORES:-0.5}     # a run starts once other work has used less CPU than this (cores) ...
 QUIET_SECONDS=${QUIET_SECONDS:-3}   # ... for this many seconds in a row (a neighbour's gap between its runs is shorter) ...
-QUIET_WAIT_S=${QUIET_WAIT_S:-300}   # ... or after waiting this long; each run records what others used
+QUIET_WAIT_S=${QUIET_WAIT_S:-$QUICK_WAIT_S}  # ... or after waiting this long; each run records what others used
 MAX_OTHER_CORES=${MAX_OTHER_CORES:-0.25}  # a run during which others used more is repeated (and flagged) ...
-MAX_TRIES=${MAX_TRIES:-4}                 # ... up to this many times
+MAX_TRIES=${MAX_TRIES:-$QUICK_TRIES}      # ... up to this many times (a failed run too)
 CLK_TCK=$(getconf CLK_TCK)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -138,11 +145,12 @@ wait_quiet() {
   echo $((waited - quiet))
 }
 
-# One job; prints "seconds prompt_tok_per_s generated_tok_per_s micro_batches layer_split other_cores".
+# One job; prints "seconds prompt_tok_per_s generated_tok_per_s micro_batches layer_split other_cores", or
+# says on stderr why the job failed (the last lines of its log) and returns 1.
 # other_cores: the CPU competing processes used during the job (busy_ticks minus the job's own system
 # time, which /usr/bin/time reports for mpirun and the ranks it waits for), in cores.
 run_job() {  # workload np replicas ubatch wire latency slots h5
-  local workload=$1 np=$2 replicas=$3 ubatch=$4 wire=$5 latency=$6 slots=$7 h5=$8 log=$WORK/run.log
+  local workload=$1 np=$2 replicas=$3 ubatch=$4 wire=$5 latency=$6 slots=$7 h5=$8 log=${8%.h5}.log
   local max=1 prompts=$WORK/prefill.jsonl
   if [ "$workload" = decode ]; then max=$DECODE_TOKENS; prompts=$WORK/decode.jsonl; fi
   if [ "$workload" = ramp ]; then max=$((RAMP_STEP * DECODE_PROMPTS)); prompts=$WORK/ramp.jsonl; fi  # per-prompt max_tokens
@@ -152,9 +160,9 @@ run_job() {  # workload np replicas ubatch wire latency slots h5
       "${MPIRUN[@]}" -np "$np" "$GLACIER" --model "$MODEL" \
       --prompts "$prompts" --out "$h5" --max-tokens "$max" --threads 1 --bind none --slots "$slots" \
       --ubatch "$ubatch" --wire "$wire" --inject-latency-ms "$latency" --replicas "$replicas" > "$log" 2>&1; then
-    echo "sweep: job failed ($workload np $np replicas $replicas ubatch $ubatch wire $wire latency $latency ms):" >&2
-    cat "$log" >&2
-    exit 1
+    echo "sweep: job failed ($workload np $np replicas $replicas ubatch $ubatch wire $wire latency $latency ms; limit $RUN_LIMIT_S s); its last lines:" >&2
+    tail -n 5 "$log" >&2
+    return 1
   fi
   local line split
   line=$(sed -n 's/^done: .* (\([0-9]*\) failed), .* in \([0-9.]*\) s: \([0-9.]*\) prompt tok\/s, \([0-9.]*\) generated tok\/s, \([0-9]*\) micro-batches$/\1 \2 \3 \4 \5/p' "$log")
@@ -163,8 +171,8 @@ run_job() {  # workload np replicas ubatch wire latency slots h5
   read -r failed seconds prompt_rate gen_rate mbs <<< "$line"
   if [ -z "${mbs:-}" ] || [ "$failed" != 0 ]; then
     echo "sweep: expected a 'done:' line with 0 failed prompts from the job ($workload np $np replicas $replicas), found:" >&2
-    grep -E '^done:|error' "$log" >&2 || cat "$log" >&2
-    exit 1
+    grep -E '^done:|error' "$log" >&2 || tail -n 5 "$log" >&2
+    return 1
   fi
   busy1=$(busy_ticks); t1=$(date +%s.%N)
   local other
@@ -175,14 +183,18 @@ run_job() {  # workload np replicas ubatch wire latency slots h5
 CSV=$RESULTS/sweep.csv
 CALIB=$RESULTS/calibration.csv
 WORKLOADS=$RESULTS/workloads.csv
-echo "run,rep,kind,workload,np,replicas,stages,ubatch,wire,latency_ms,slots,layer_split,seconds,prompt_tok_per_s,generated_tok_per_s,tok_per_s,micro_batches,other_cores,waited_s,clean" > "$CSV"
+# status: ok, unclean (others used more than MAX_OTHER_CORES: clean 0) or failed (no measurement: clean 0).
+echo "run,rep,kind,workload,np,replicas,stages,ubatch,wire,latency_ms,slots,layer_split,seconds,prompt_tok_per_s,generated_tok_per_s,tok_per_s,micro_batches,other_cores,waited_s,clean,status" > "$CSV"
 echo "run,microbatch,tokens,compute_s" > "$CALIB"
+rm -f "$RESULTS"/gantt_*.h5  # an earlier sweep's: this one's Gantt runs may fail
 echo "$(basename "$MODEL") ($(du -h "$MODEL" | cut -f1)); ${#CONFIGS[@]} configurations x $REPS reps, 1 thread a rank, nice $NICE;" \
   "glacier_mpi built $(date -r "$BUILD/glacier_mpi" '+%F %T') at $(git -C "$HERE" rev-parse --short HEAD 2> /dev/null || echo '?')"
 # Warm-up: page cache and first touch, so the first measured run is not the slowest.
-run_job prefill 1 1 $BASE_UBATCH f32 0 $SLOTS "$WORK/warm.h5" > /dev/null
+run_job prefill 1 1 $BASE_UBATCH f32 0 $SLOTS "$WORK/warm.h5" > /dev/null ||
+  echo "sweep: the warm-up run failed (above); carrying on" >&2
 
 run=0
+UNMEASURED=()  # configurations whose last try failed or was disturbed
 for rep in $(seq "$REPS"); do
   # Odd repetitions run the list backwards, so drifting load on the machine does not always hit the same
   # configurations first.
@@ -194,32 +206,56 @@ for rep in $(seq "$REPS"); do
       run=$((run + 1))
       h5=$WORK/run$run.h5
       waited=$(wait_quiet)
-      read -r seconds prate grate mbs split other <<< "$(run_job "$workload" "$np" "$replicas" "$ubatch" "$wire" "$latency" "$slots" "$h5")"
-      rate=$prate; [ "$workload" = prefill ] || rate=$grate
-      clean=$(awk -v o="$other" -v m="$MAX_OTHER_CORES" 'BEGIN {print (o <= m) ? 1 : 0}')
-      echo "$run,$rep,$kind,$workload,$np,$replicas,$((np / replicas)),$ubatch,$wire,$latency,$slots,\"$split\",$seconds,$prate,$grate,$rate,$mbs,$other,$waited,$clean" >> "$CSV"
-      printf '%4d rep %d %-8s %-8s np %d = %d x %d ubatch %4d %-4s %s ms slots %2d: %8.1f tok/s (others used %s cores%s; waited %s s)\n' \
-        "$run" "$rep" "$kind" "$workload" "$np" "$replicas" "$((np / replicas))" "$ubatch" "$wire" "$latency" "$slots" "$rate" \
-        "$other" "$([ "$clean" = 1 ] || echo ': repeated')" "$waited"
+      describe="$kind $workload np $np = $replicas x $((np / replicas)) ubatch $ubatch $wire $latency ms slots $slots"
+      if measured=$(run_job "$workload" "$np" "$replicas" "$ubatch" "$wire" "$latency" "$slots" "$h5"); then
+        read -r seconds prate grate mbs split other <<< "$measured"
+        rate=$prate; [ "$workload" = prefill ] || rate=$grate
+        clean=$(awk -v o="$other" -v m="$MAX_OTHER_CORES" 'BEGIN {print (o <= m) ? 1 : 0}')
+        status=ok; [ "$clean" = 1 ] || status=unclean
+        printf '%4d rep %d %-8s %-8s np %d = %d x %d ubatch %4d %-4s %s ms slots %2d: %8.1f tok/s (others used %s cores; waited %s s)\n' \
+          "$run" "$rep" "$kind" "$workload" "$np" "$replicas" "$((np / replicas))" "$ubatch" "$wire" "$latency" "$slots" "$rate" \
+          "$other" "$waited"
+      else
+        seconds='' prate='' grate='' rate='' mbs='' split='' other='' clean=0 status=failed
+        rm -f "$h5"
+      fi
+      echo "$run,$rep,$kind,$workload,$np,$replicas,$((np / replicas)),$ubatch,$wire,$latency,$slots,\"$split\",$seconds,$prate,$grate,$rate,$mbs,$other,$waited,$clean,$status" >> "$CSV"
       [ "$clean" = 1 ] && break
-      [ "$try" -lt "$MAX_TRIES" ] && rm -f "$h5"  # the last try is kept, flagged
+      if [ "$status" = unclean ]; then
+        why="judged unclean: others used $other cores during it (more than MAX_OTHER_CORES=$MAX_OTHER_CORES)"
+      else
+        why="failed (above)"
+      fi
+      if [ "$try" -lt "$MAX_TRIES" ]; then
+        echo "sweep: run $run ($describe) $why; repeating it (try $((try + 1)) of $MAX_TRIES)" >&2
+        rm -f "$h5"
+      else
+        echo "sweep: run $run ($describe) $why, the last of $MAX_TRIES tries: kept flagged $status, left out of the model; carrying on" >&2
+        UNMEASURED+=("$describe ($status)")
+      fi
     done
-    [ "$clean" = 1 ] || echo "sweep: others kept using the machine through $MAX_TRIES tries; the runs are flagged unclean" >&2
+    # Any finished run gives its workload's token counts (the same for every layout).
+    if [ -f "$h5" ] && [ ! -s "$WORKLOADS.$workload" ]; then
+      "$PY" "$HERE/trace_tools.py" workload "$h5" "$workload" > "$WORKLOADS.$workload"
+    fi
     if [ "$np" = 1 ]; then
-      [ -s "$WORKLOADS.$workload" ] || "$PY" "$HERE/trace_tools.py" workload "$h5" "$workload" > "$WORKLOADS.$workload"
       # A disturbed one-rank run must not calibrate the model.
       if [ "$clean" = 1 ]; then "$PY" "$HERE/trace_tools.py" microbatches "$h5" "$run" >> "$CALIB"; fi
     fi
     # The Gantt charts' runs: four stages at the base settings (and 1 ms a hop for decode).
     if [ "$np/$replicas/$ubatch/$wire" = 4/1/$BASE_UBATCH/f32 ] && { [ "$workload/$latency" = prefill/0 ] || [ "$workload/$latency" = decode/1 ]; }; then
-      cp "$h5" "$RESULTS/gantt_$workload.h5"
+      [ ! -f "$h5" ] || cp "$h5" "$RESULTS/gantt_$workload.h5"
     fi
     rm -f "$h5"
   done
 done
-{ echo "workload,index,prompt_tokens,generated"; cat "$WORKLOADS".*; } > "$WORKLOADS"
+{ echo "workload,index,prompt_tokens,generated"; cat "$WORKLOADS".* 2> /dev/null || true; } > "$WORKLOADS"
 rm -f "$WORKLOADS".*
 echo "raw runs: $CSV; calibration: $CALIB; workloads: $WORKLOADS"
+if [ ${#UNMEASURED[@]} -gt 0 ]; then
+  echo "sweep: ${#UNMEASURED[@]} configuration run(s) without a clean measurement (the model and plots leave them out or mark them):" >&2
+  printf '  %s\n' "${UNMEASURED[@]}" >&2
+fi
 
 "$PY" "$HERE/pipeline_model.py" predict --sweep "$CSV" --calibration "$CALIB" --workloads "$WORKLOADS" \
   --shape "$SHAPE" --out "$RESULTS/predicted.csv" | tee "$RESULTS/predicted.md"

@@ -1,7 +1,10 @@
-// Slurm on one machine (a throw-away cluster from tests/system/slurm_cluster.sh): jobs/single_node.sbatch,
-// the sharded array with its dependent merge (jobs/submit_sharded.sh), and a job signalled mid-run that
-// glacier_step.sh requeues and resumes each give the results of a plain `mpirun -np 1` run, bit for bit.
+// Slurm on one machine (a throw-away cluster from tests/system/slurm_cluster.sh, one node of this machine's
+// 2 CPUs): jobs/single_node.sbatch, the sharded array with its dependent merge of HDF5 and JSONL
+// (jobs/submit_sharded.sh, with a GLACIER_ENV that activates a venv), and a job signalled mid-run that
+// glacier_step.sh requeues and resumes each give the results of a plain `mpirun -np 1` run, bit for bit;
+// a sharded job refuses shared outputs, and the merge a PYTHON without h5py.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
@@ -37,8 +40,11 @@ const std::string kStoriesPrompts = kSourceDir + "/tests/data/stories_prompts.js
 constexpr size_t kStoriesPromptCount = 27;  // lines of tests/data/stories_prompts.jsonl
 constexpr int kSkipExitCode = 77;           // slurm_cluster.sh check: not root, or Slurm/munge missing
 constexpr int kMaxTokens = 64;
-// The job scripts ask for 8 CPUs a task, for real nodes; this machine has 2 cores: one a rank.
-const std::string kTwoRanks = "--ntasks=2 --cpus-per-task=1";
+// The job scripts ask for no CPU count (a node of 2 CPUs must do): 2 ranks get one CPU each.
+const std::string kTwoRanks = "--ntasks=2";
+// The sharded test's array tasks: one rank given both CPUs, which the script must pass on as --threads 2.
+const std::string kOneRankTwoCpus = "--ntasks=1 --cpus-per-task=2";
+constexpr int64_t kTwoCpus = 2;
 // The cluster is up in ~2 s; slurm_cluster.sh gives each of its 3 daemons 60 s on a loaded machine.
 constexpr int kClusterStartLimitS = 200;
 // Any scontrol/sbatch/scancel call answers in milliseconds; one that hangs must not hang the test.
@@ -50,6 +56,8 @@ constexpr double kJobLimitS = 90;
 constexpr int kReferenceLimitS = 60;
 // Characters of the test's name in its scratch directory: enough to tell the tests apart.
 constexpr size_t kDirNameChars = 12;
+// A job refused by its script (a shared output, a Python without h5py) fails with this exit code.
+const std::string kRefusedExit = "2:0";
 // How often the job's state and output are looked at while waiting.
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
 
@@ -202,6 +210,20 @@ std::string write_prompts(const std::string& dir, int count) {
   return path;
 }
 
+// A venv of the system Python (which has h5py): with its site packages, as a cluster's module or venv
+// provides h5py, or without them, a Python the merge must refuse. "" (and a failure) if it cannot be made.
+std::string make_venv(const std::string& dir, bool system_site_packages) {
+  const auto made = run_shell("/usr/bin/python3 -m venv --without-pip " +
+                              std::string(system_site_packages ? "--system-site-packages " : "") + dir);
+  EXPECT_EQ(made.exit_code, 0) << "python3 -m venv " << dir << ":\n" << made.output;
+  return made.exit_code == 0 ? dir + "/bin/python3" : "";
+}
+
+// The --threads a results file's run used (its "options" attribute, every option as JSON).
+int64_t threads_of(const glacier::io::FinishedResults& results) {
+  return nlohmann::json::parse(std::get<std::string>(results.attributes.at("options"))).at("threads").get<int64_t>();
+}
+
 class Slurm : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -279,33 +301,45 @@ TEST_F(Slurm, SingleNodeJobMatchesOneRankRun) {
   const auto results = glacier::io::read_finished(out);
   // srun started one job of two ranks (over PMIx), not two single-rank jobs writing the same file.
   EXPECT_EQ(std::get<int64_t>(results.attributes.at("ranks")), 2);
+  // No --cpus-per-task: the job's CPUs on the node (SLURM_CPUS_ON_NODE, 2) shared by its 2 ranks.
+  EXPECT_EQ(threads_of(results), 1) << out;
   EXPECT_EQ(std::get<int64_t>(results.attributes.at("prompt_count")), static_cast<int64_t>(kStoriesPromptCount));
   glacier::testing::expect_same_results(results.rows, want, out);
 }
 
 TEST_F(Slurm, ShardedArrayAndMergeMatchOneRankRun) {
   constexpr int kShards = 2;
-  const RowsById want = reference(kStoriesPrompts, kStoriesPromptCount, "");
+  const std::string ref_jsonl = work_ + "/reference.jsonl";
+  const RowsById want = reference(kStoriesPrompts, kStoriesPromptCount, " --jsonl " + ref_jsonl);
   ASSERT_FALSE(HasFailure()) << "the reference run failed";
-  const std::string shards = work_ + "/shards", merged = work_ + "/merged.h5";
-  // No GLACIER_JOBS_DIR here: submit_sharded.sh must tell the array and the merge where jobs/ is.
-  const auto submit = run_shell("cd " + work_ + " && " + job_env(kStoriesPrompts) + "SHARDS=" + std::to_string(kShards) +
-                                " OUT_DIR=" + shards + " MERGED=" + merged + " timeout " + std::to_string(kClientLimitS) +
-                                " bash " + kJobsDir + "/submit_sharded.sh " + kTwoRanks + " --output=" + work_ +
+  // The site's environment hook: activates a venv (as `module load` or a lab's venv would) and sets
+  // GLACIER_BIN, which the test does not pass itself: the jobs run only if they source it.
+  const std::string venv = work_ + "/venv";
+  const std::string venv_python = make_venv(venv, true);
+  ASSERT_FALSE(venv_python.empty());
+  const std::string env_file = work_ + "/site-env.sh";
+  std::ofstream(env_file) << "source " << venv << "/bin/activate\nexport GLACIER_BIN=" << kGlacierBin << "\n";
+  const std::string shards = work_ + "/shards", merged = work_ + "/merged.h5", merged_jsonl = work_ + "/merged.jsonl";
+  // No GLACIER_JOBS_DIR here: submit_sharded.sh must tell the array and the merge where jobs/ is. No
+  // PYTHON either: the merge must find the venv's, which has h5py.
+  const auto submit = run_shell("cd " + work_ + " && env MODEL=" + model_ + " PROMPTS=" + kStoriesPrompts +
+                                " GLACIER_ENV=" + env_file + " SHARDS=" + std::to_string(kShards) + " OUT_DIR=" +
+                                shards + " MERGED=" + merged + " timeout " + std::to_string(kClientLimitS) + " bash " +
+                                kJobsDir + "/submit_sharded.sh " + kOneRankTwoCpus + " --output=" + work_ +
                                 "/shard-%A_%a.log -- --max-tokens " + std::to_string(kMaxTokens));
   std::smatch m;
-  static const std::regex kSubmitted(R"(array job (\d+) .*, merge job (\d+) -> )");
+  static const std::regex kSubmitted(R"(array job (\d+) .*, merge job (\d+) -> (\S+), (\S+))");
   ASSERT_TRUE(submit.exit_code == 0 && std::regex_search(submit.output, m, kSubmitted))
-      << "submit_sharded.sh: expected 'array job N (...), merge job M -> ...', found exit " << submit.exit_code << ":\n"
-      << submit.output;
+      << "submit_sharded.sh: expected 'array job N (...), merge job M -> H5, JSONL', found exit " << submit.exit_code
+      << ":\n" << submit.output;
   const std::string array_id = m[1].str(), merge_id = m[2].str();
+  EXPECT_EQ(m[3].str(), merged);
+  EXPECT_EQ(m[4].str(), merged_jsonl) << "MERGED_JSONL defaults to MERGED with .jsonl";
   const std::string merge_log = work_ + "/glacier-merge-" + merge_id + ".log";  // merge_shards.sbatch's --output
+  const auto shard_log = [&](int k) { return work_ + "/shard-" + array_id + "_" + std::to_string(k) + ".log"; };
   const auto shard_logs = [&] {
     std::string logs;
-    for (int k = 0; k < kShards; ++k) {
-      const std::string shard_log = work_ + "/shard-" + array_id + "_" + std::to_string(k) + ".log";
-      logs += "----- " + shard_log + "\n" + read_or_empty(shard_log) + "\n";
-    }
+    for (int k = 0; k < kShards; ++k) logs += "----- " + shard_log(k) + "\n" + read_or_empty(shard_log(k)) + "\n";
     return logs;
   };
 
@@ -322,16 +356,26 @@ TEST_F(Slurm, ShardedArrayAndMergeMatchOneRankRun) {
   }
   ASSERT_EQ(merge->front().state, "COMPLETED") << describe(*merge) << diagnostics(merge_log);
   EXPECT_EQ(merge->front().exit_code, "0:0") << describe(*merge) << diagnostics(merge_log);
+  for (int k = 0; k < kShards; ++k)
+    EXPECT_NE(read_or_empty(shard_log(k)).find("glacier: sourced GLACIER_ENV=" + env_file), std::string::npos)
+        << shard_logs();
+  EXPECT_NE(read_or_empty(merge_log).find("merge_shards: python " + venv_python + "\n"), std::string::npos)
+      << "the merge should run the venv's python (first on PATH after GLACIER_ENV)\n" << read_or_empty(merge_log);
 
-  // Each shard ran its own part (every prompt whose number is k mod 2), and together they hold them all.
-  size_t shard_rows = 0;
+  // Each shard ran its own part (every prompt whose number is k mod 2) into its own HDF5 and JSONL, with
+  // the CPUs Slurm gave its rank as threads; together they hold every prompt.
+  size_t shard_rows = 0, shard_lines = 0;
   for (int k = 0; k < kShards; ++k) {
-    const std::string shard = shards + "/shard-" + std::to_string(k) + "-of-" + std::to_string(kShards) + ".h5";
-    const size_t rows = glacier::io::read_finished(shard).rows.size();
-    EXPECT_GT(rows, 0u) << shard;
-    shard_rows += rows;
+    const std::string shard = shards + "/shard-" + std::to_string(k) + "-of-" + std::to_string(kShards);
+    const auto results = glacier::io::read_finished(shard + ".h5");
+    EXPECT_GT(results.rows.size(), 0u) << shard << ".h5";
+    EXPECT_EQ(threads_of(results), kTwoCpus) << shard << ".h5: --threads should be --cpus-per-task";
+    EXPECT_EQ(static_cast<size_t>(line_count(shard + ".jsonl")), results.rows.size()) << shard << ".jsonl";
+    shard_rows += results.rows.size();
+    shard_lines += static_cast<size_t>(line_count(shard + ".jsonl"));
   }
   EXPECT_EQ(shard_rows, kStoriesPromptCount);
+  EXPECT_EQ(shard_lines, kStoriesPromptCount);
   const auto results = glacier::io::read_finished(merged);
   EXPECT_EQ(std::get<int64_t>(results.attributes.at("shards")), kShards);
   EXPECT_EQ(std::get<int64_t>(results.attributes.at("prompt_count")), static_cast<int64_t>(kStoriesPromptCount));
@@ -339,6 +383,66 @@ TEST_F(Slurm, ShardedArrayAndMergeMatchOneRankRun) {
   // The merged file is in input order, as one job's JSONL would be.
   for (size_t i = 0; i < results.rows.size(); ++i)
     EXPECT_EQ(results.rows[i].index, static_cast<int64_t>(i)) << merged << " row " << i;
+  // The merged JSONL is, byte for byte, what one job writes for the whole prompt file.
+  const std::string merged_text = read_or_empty(merged_jsonl);
+  EXPECT_FALSE(merged_text.empty()) << merged_jsonl << " is missing or empty\n" << read_or_empty(merge_log);
+  EXPECT_TRUE(merged_text == read_or_empty(ref_jsonl)) << merged_jsonl << " differs from " << ref_jsonl;
+}
+
+// The sharded job's refusals: --out or --jsonl among glacier_mpi's options (one file for every shard) at
+// submission and in an array submitted by hand, and a merge whose PYTHON has no h5py.
+TEST_F(Slurm, ShardedJobRefusesSharedOutputsAndPythonWithoutH5py) {
+  const std::string shared = work_ + "/shared";
+  for (const std::string& option : {std::string("--jsonl ") + shared + ".jsonl", "-o " + shared + ".h5"}) {
+    const auto submit = run_shell("cd " + work_ + " && " + job_env(kStoriesPrompts) + "SHARDS=2 timeout " +
+                                  std::to_string(kClientLimitS) + " bash " + kJobsDir + "/submit_sharded.sh " +
+                                  kTwoRanks + " -- --max-tokens 8 " + option);
+    EXPECT_EQ(submit.exit_code, 2) << option << ":\n" << submit.output;
+    const std::string name = option.substr(0, option.find(' ')) == "-o" ? "out" : "jsonl";
+    EXPECT_NE(submit.output.find("submit_sharded: expected no --" + name + " in the glacier_mpi options"),
+              std::string::npos)
+        << submit.output;
+  }
+  const auto queued = run_shell("timeout " + std::to_string(kClientLimitS) + " squeue -h -o %i");
+  EXPECT_EQ(queued.exit_code, 0) << queued.output;
+  EXPECT_EQ(queued.output, "") << "a refused submission must queue nothing";
+
+  // By hand, past submit_sharded.sh: every array task refuses before running anything.
+  const std::string array_id =
+      sbatch(job_env(kStoriesPrompts) + "GLACIER_JOBS_DIR=" + kJobsDir + " OUT_DIR=" + work_ + "/shards ",
+             "--array=0-1 " + kTwoRanks + " --output=" + work_ + "/refused-%A_%a.log " + kJobsDir +
+                 "/array_shard.sbatch --max-tokens 8 --out=" + shared + ".h5");
+  ASSERT_FALSE(array_id.empty());
+  const auto array = wait_for_job_end(array_id, kJobLimitS);
+  ASSERT_TRUE(array.has_value()) << "array job " << array_id << " did not end within " << kJobLimitS << " s";
+  EXPECT_EQ(array->size(), 2u) << describe(*array);
+  for (int k = 0; k < 2; ++k) {
+    const std::string log = work_ + "/refused-" + array_id + "_" + std::to_string(k) + ".log";
+    EXPECT_NE(read_or_empty(log).find("array_shard: expected no --out in the glacier_mpi options"), std::string::npos)
+        << diagnostics(log);
+  }
+  for (const JobRecord& task : *array) {
+    EXPECT_EQ(task.state, "FAILED") << describe(*array);
+    EXPECT_EQ(task.exit_code, kRefusedExit) << describe(*array);
+  }
+  EXPECT_FALSE(fs::exists(shared + ".h5")) << "a refused shard wrote the shared file";
+
+  // The merge with a PYTHON that lacks h5py stops, naming it, before it reads any shard.
+  const std::string bare_python = make_venv(work_ + "/bare-venv", false);
+  ASSERT_FALSE(bare_python.empty());
+  const std::string merge_id = sbatch("env GLACIER_JOBS_DIR=" + kJobsDir + " OUT_DIR=" + work_ + "/shards PYTHON=" +
+                                          bare_python + " ",
+                                      "--output=" + work_ + "/merge-%j.log " + kJobsDir + "/merge_shards.sbatch");
+  ASSERT_FALSE(merge_id.empty());
+  const std::string merge_log = work_ + "/merge-" + merge_id + ".log";
+  const auto merge = wait_for_job_end(merge_id, kJobLimitS);
+  ASSERT_TRUE(merge.has_value()) << "merge job " << merge_id << " did not end within " << kJobLimitS << " s";
+  EXPECT_EQ(merge->front().state, "FAILED") << describe(*merge) << diagnostics(merge_log);
+  EXPECT_EQ(merge->front().exit_code, kRefusedExit) << describe(*merge) << diagnostics(merge_log);
+  EXPECT_NE(read_or_empty(merge_log).find("glacier: PYTHON=" + bare_python + " (" + bare_python +
+                                          "): expected an interpreter with h5py and numpy, found one without"),
+            std::string::npos)
+      << diagnostics(merge_log);
 }
 
 // What Slurm does near a time limit (--signal=B:USR1@SECONDS: the signal to the batch shell), sent now:
