@@ -4,7 +4,6 @@
 #include "app/job.h"
 
 #include <algorithm>
-#include <chrono>
 #include <deque>
 #include <cstdio>
 #include <fstream>
@@ -13,7 +12,6 @@
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "app/input_checks.h"
 #include "app/measured_split.h"
@@ -46,6 +44,7 @@
 #include "pipeline/wire.h"
 #include "sys/binding.h"
 #include "sys/memory.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -427,7 +426,7 @@ int32_t queue_room(const pipeline::SchedulerOptions& sopt, const pipeline::Sched
   return sopt.n_slots - static_cast<int32_t>(sched.queued());
 }
 
-void idle_pause() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
+void idle_pause() { Backoff(backoff::kIdleDriver).pause(); }
 
 // World rank 0's part of a generate or score job: the driver of replica 0, the one queue of prompts for
 // every replica (`clients`: the other replicas' drivers) and the writer of the results.

@@ -5,12 +5,12 @@
 
 #include "comm/message_tags.h"
 #include "io/prompt_record.h"
+#include "util/backoff.h"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 namespace glacier::app {
 namespace {
@@ -88,7 +88,7 @@ class ByteReader {
 
 // Sleeps between polls of an idle wait: a coordinator or client with nothing to do must not spin a
 // core a stage computes on.
-void idle_pause() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
+void idle_pause() { Backoff(backoff::kIdleCoordinator).pause(); }
 
 }  // namespace
 

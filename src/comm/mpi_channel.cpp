@@ -8,16 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <list>
-#include <thread>
 
 #include "comm/message_tags.h"
 #include "comm/startup_watchdog.h"
 #include "comm/stop_relay.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -114,18 +113,14 @@ class MpiChannel final : public Channel {
     return true;
   }
   void wait(Request& r, size_t* received) override {
-    int idle = 0;
+    Backoff backoff(backoff::kMessage);
     const double started = now_seconds();
     double quiet_since = started;  // the watchdog's clock: restarted when a check finds every rank alive
     waiting_on_ = peer_[static_cast<size_t>(r.id)];
     wait_started_ = started;
     while (!test(r, received)) {
-      if (++idle < 64) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(std::min(200, idle)));
-      }
-      if (faults_.stall_timeout_s > 0 && idle % 256 == 0) watch(quiet_since);
+      backoff.pause();
+      if (faults_.stall_timeout_s > 0 && backoff.pauses() % 256 == 0) watch(quiet_since);
       startup::tick();
     }
     waiting_on_ = -1;
@@ -233,11 +228,12 @@ class MpiChannel final : public Channel {
   void wait_collective(Start start) {
     MPI_Request req;
     start(&req);
-    int done = 0, idle = 0;
+    int done = 0;
+    Backoff backoff(backoff::kCollective);
     while (MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done) {
       startup::tick();
       relay_stop_requests();
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * ++idle)));
+      backoff.pause();
     }
   }
 

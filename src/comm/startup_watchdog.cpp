@@ -6,16 +6,15 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <list>
-#include <thread>
 #include <vector>
 
 #include "comm/channel.h"
 #include "comm/message_tags.h"
 #include "comm/stop_relay.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -158,13 +157,14 @@ struct Watch {
                 &verdicts.back().req);
     }
     const double until = now_seconds() + kVerdictDeliveryS;
+    Backoff backoff(backoff::kCollective);
     while (now_seconds() < until && !verdicts.empty()) {
       std::erase_if(verdicts, [](Outgoing<Verdict>& o) {
         int done = 0;
         MPI_Test(&o.req, &done, MPI_STATUS_IGNORE);
         return done != 0;
       });
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      backoff.pause();
     }
     throw StallError(text);
   }
@@ -190,10 +190,11 @@ Watch& watch() {
 void watched_barrier() {
   MPI_Request req;
   MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  int done = 0, idle = 0;
+  int done = 0;
+  Backoff backoff(backoff::kCollective);
   while (MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done) {
     tick();
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * ++idle)));
+    backoff.pause();
   }
 }
 
