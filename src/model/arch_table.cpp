@@ -15,6 +15,8 @@ const std::vector<ArchSpec>& supported_archs() {
       {.name = "llama", .moe = MoeUse::IfExpertCount, .renormalize_expert_weights = true, .rope_freqs = true},
       // IBM Granite 3.x: llama's blocks with four scalars from the file (arch_table.h, granite_scales).
       {.name = "granite", .granite_scales = true},
+      // Granite 3.x MoE: the same scalars over Mixtral-style experts (softmax, top-k, renormalized).
+      {.name = "granitemoe", .moe = MoeUse::Always, .renormalize_expert_weights = true, .granite_scales = true},
       {.name = "qwen2", .rope_mode = R::NeoX, .qkv_bias = true},
       // Qwen1.5/2-MoE: the top-k probabilities are used as they are, plus the gated shared expert.
       {.name = "qwen2moe", .rope_mode = R::NeoX, .output = O::Required, .qkv_bias = true, .moe = MoeUse::Always,

@@ -1,0 +1,83 @@
+// IBM Granite MoE against llama.cpp: the shared synthetic Mixtral model (3 layers, 4 experts, top 2)
+// rewritten as a granitemoe file (its llama.* keys renamed, the four Granite scales added), pinned by
+// SHA-256 and compared with llama.cpp's top-5 logits and greedy tokens on that file
+// (tests/golden/data/granite/README.md has the commands); a 3-stage split must give the same bits.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "app/sha256.h"
+#include "common/engine_harness.h"
+#include "common/golden_models.h"
+#include "common/greedy_dump_check.h"
+#include "common/stage_harness.h"
+#include "common/test_env.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "model/model_config.h"
+
+namespace {
+
+namespace gguf = glacier::gguf;
+
+constexpr const char* kModelSha256 = "0cc5e68774e7c26702f4709123431aac54d7fa1ea534dde9c12d589db4f09620";
+
+// F32 weights on both sides: float rounding of a 3-layer pass with expert routing (the f32 bound of
+// synthetic_arch_golden_test, where the same Mixtral file runs as llama).
+constexpr double kF32Tolerance = 1e-4;
+
+// The Mixtral file as granitemoe: same tensors, llama.* keys under granitemoe.*, and the scales.
+std::string write_granitemoe(const std::string& mixtral) {
+  const auto base = gguf::File::open(mixtral);
+  gguf::Writer w;
+  for (const auto& [key, value] : base->metadata()) {
+    if (key == "general.architecture") {
+      w.set_string(key, "granitemoe");
+    } else if (key.rfind("llama.", 0) == 0) {
+      w.set("granitemoe." + key.substr(6), value);
+    } else {
+      w.set(key, value);
+    }
+  }
+  w.set_f32("granitemoe.embedding_scale", 4.0f);
+  w.set_f32("granitemoe.residual_scale", 0.5f);
+  w.set_f32("granitemoe.attention.scale", 0.2f);
+  w.set_f32("granitemoe.logit_scale", 0.5f);
+  for (const gguf::TensorInfo& t : base->tensors())
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  const std::string path = glacier::testing::scratch_dir("granitemoe-golden") + "/granitemoe.gguf";
+  w.write(path);
+  return path;
+}
+
+TEST(GraniteMoeGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
+  GLACIER_REQUIRE_SHARED(mixtral, "models/synthetic/synth-mixtral-f32.gguf");
+  const std::string path = write_granitemoe(mixtral);
+  ASSERT_EQ(glacier::app::sha256_file(path), kModelSha256) << "the rewritten model is not the referenced one";
+  glacier::testing::EngineHarness eng(path);
+  EXPECT_EQ(eng.cfg.n_expert, 4);
+  EXPECT_EQ(eng.cfg.n_expert_used, 2);
+  EXPECT_EQ(eng.cfg.embedding_scale, 4.0f);
+  EXPECT_EQ(eng.cfg.logit_scale, 0.5f);
+  const auto cases = glacier::testing::read_json(glacier::testing::golden_data_dir() + "/granite/granitemoe.json");
+  ASSERT_EQ(cases.size(), 4u);
+  glacier::testing::check_against_greedy_dump(eng, cases, "synth granitemoe", {kF32Tolerance, kF32Tolerance});
+}
+
+TEST(GraniteMoeGolden, ThreeStageSplitGivesTheSameLogitsBitForBit) {
+  GLACIER_REQUIRE_SHARED(mixtral, "models/synthetic/synth-mixtral-f32.gguf");
+  const std::string path = write_granitemoe(mixtral);
+  std::vector<std::vector<int32_t>> prompts = {{1}, {1}};
+  for (int32_t i = 0; i < 25; ++i) prompts[0].push_back(100 + 13 * i);
+  for (int32_t i = 0; i < 11; ++i) prompts[1].push_back(500 - 11 * i);
+  const auto mb = glacier::testing::prompts_batch(prompts);
+  glacier::testing::StageHarness one(path);
+  glacier::testing::StageHarness three(path, {{0, 1}, {1, 2}, {2, 3}});
+  const std::vector<float> a = one.logits(mb), b = three.logits(mb);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+}  // namespace
