@@ -31,18 +31,31 @@ class Shape:
     n_ff: int
     n_vocab: int
     type: str
+    # Optional (0: llama's formulas): the bytes of one layer's weights as the file holds them (MoE and
+    # latent-attention layers differ from the dense formula), and DeepSeek's latent KV cache, which keeps
+    # kv_lora_rank + rope_dim floats a position and layer instead of every KV head's key and value.
+    layer_bytes_override: int = 0
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
 
     @staticmethod
     def parse(text):
-        """'n_embd=512 n_layer=8 ... type=q8_0' (the string sweep.sh passes)."""
+        """'n_embd=512 n_layer=8 ... type=q8_0 [layer_bytes=N] [kv_lora_rank=R rope_dim=D]' (sweep.sh passes
+        the required part)."""
         kv = dict(item.split("=", 1) for item in text.split())
         want = ("n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_vocab", "type")
+        optional = ("layer_bytes", "kv_lora_rank", "rope_dim")
         missing = [k for k in want if k not in kv]
         if missing:
             raise SystemExit(f"pipeline_model: --shape: expected {' '.join(k + '=' for k in want)}, missing {missing}")
+        unknown = [k for k in kv if k not in want and k not in optional]
+        if unknown:
+            raise SystemExit(f"pipeline_model: --shape: expected only {' '.join(want + optional)}, found {unknown}")
         if kv["type"] not in BYTES_PER_WEIGHT:
             raise SystemExit(f"pipeline_model: --shape type: expected one of {sorted(BYTES_PER_WEIGHT)}, found {kv['type']}")
-        return Shape(*(int(kv[k]) for k in want[:-1]), kv["type"])
+        if ("kv_lora_rank" in kv) != ("rope_dim" in kv):
+            raise SystemExit("pipeline_model: --shape: expected kv_lora_rank= and rope_dim= together (a latent KV cache)")
+        return Shape(*(int(kv[k]) for k in want[:-1]), kv["type"], *(int(kv.get(k, 0)) for k in optional))
 
     @property
     def kv_dim(self):
@@ -53,10 +66,15 @@ class Shape:
         return 2 * self.n_embd * self.n_embd + 2 * self.n_embd * self.kv_dim + 3 * self.n_embd * self.n_ff
 
     def layer_bytes(self):
+        if self.layer_bytes_override:
+            return self.layer_bytes_override
         return self.layer_params() * BYTES_PER_WEIGHT[self.type]
 
     def kv_bytes_per_position(self):
-        """K and V of one position in one layer: glacier's KV cache is f32."""
+        """K and V of one position in one layer (glacier's KV cache is f32), or the latent and the rope key
+        under multi-head latent attention (compute::KvCache, ModelConfig::kv_cache_row_floats)."""
+        if self.kv_lora_rank:
+            return (self.kv_lora_rank + self.rope_dim) * 4
         return 2 * self.kv_dim * 4
 
     def head_bytes(self):
