@@ -259,6 +259,7 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
   opt.n_ctx = s.n_ctx;
   opt.ubatch = s.ubatch;
   opt.share_prompt = o.n_prefill == "once";
+  opt.prefix_sharing = o.prefix_sharing == "on" && o.mode != "perplexity";  // a perplexity's chunks share nothing
   // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
   // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
   // decode steps into two cohorts (each reading every weight) where one micro-batch can hold them all.
@@ -388,7 +389,7 @@ void idle_pause() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
 // every replica (`clients`: the other replicas' drivers) and the writer of the results.
 int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
                   const pipeline::SchedulerOptions& sopt, const Provenance& provenance, comm::Channel& world,
-                  const std::vector<int>& clients) {
+                  const std::vector<int>& clients, io::TraceCounters& counters) {
   PromptBook book(o, tok, chat);
   const std::vector<io::PromptRecord>& records = book.records();
   ResultSink sink(o, provenance, records);
@@ -522,8 +523,11 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
               static_cast<long long>(total - sink.done()), static_cast<long long>(already),
               static_cast<long long>(prompt_tokens), static_cast<long long>(generated_tokens), seconds,
               prompt_tokens / seconds, generated_tokens / seconds, static_cast<long long>(sched.micro_batches_sent()));
-  // What the ring computed of the prompts (this replica's share): a prompt's n samples share one prefill.
-  std::printf("prefill: %lld prompt tokens computed\n", static_cast<long long>(sched.prompt_tokens_computed()));
+  // What the ring computed of the prompts (this replica's share): a prompt's n samples share one prefill,
+  // and prompts take the rows of a prefix some slot holds (/trace@prompt_tokens_reused sums the replicas).
+  std::printf("prefill: %lld prompt tokens computed, %lld taken from the prefix cache\n",
+              static_cast<long long>(sched.prompt_tokens_computed()), static_cast<long long>(sched.prompt_tokens_reused()));
+  counters = {sched.prompt_tokens_computed(), sched.prompt_tokens_reused()};
   if (sink.done() < total) {
     if (!stopping)
       throw std::runtime_error("internal error: " + std::to_string(total - sink.done()) + " prompts got no result");
@@ -542,7 +546,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
 
 // The driver of replica k > 0: runs the prompts world rank 0 hands out and sends their results back.
 int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
-                  const pipeline::SchedulerOptions& sopt, comm::Channel& world) {
+                  const pipeline::SchedulerOptions& sopt, comm::Channel& world, io::TraceCounters& counters) {
   PromptBook book(o, tok, chat);
   WorkClient client(world, 0);
   pipeline::Scheduler sched(
@@ -580,6 +584,7 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     throw;
   }
   client.finish();
+  counters = {sched.prompt_tokens_computed(), sched.prompt_tokens_reused()};
   return stopping ? kExitInterrupted : kExitOk;
 }
 
@@ -668,6 +673,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(o, s, s.n_stages);
   int code = kExitOk;
+  io::TraceCounters counters;  // this replica driver's (a perplexity run's chunks are not counted)
   std::optional<std::string> driver_error;
   if (driver) {
     std::unique_ptr<pipeline::Ring> ring;
@@ -692,13 +698,13 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
                                          started_at, model_sha256});
       };
       if (ch.rank() != 0) {
-        code = serve_replica(o, *tok, chat, *ring, sopt, ch);
+        code = serve_replica(o, *tok, chat, *ring, sopt, ch, counters);
       } else if (o.mode == "perplexity") {
         code = drive_perplexity(o, *tok, *ring, sopt, provenance());
       } else {
         std::vector<int> clients;
         for (int k = 1; k < s.replicas; ++k) clients.push_back(k * s.n_stages);
-        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(), ch, clients);
+        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(), ch, clients, counters);
       }
     } catch (const comm::StallError&) {
       throw;  // the ring cannot be shut down through a stalled rank: main aborts the job
@@ -718,7 +724,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   const std::vector<int64_t> codes = ch.allgather(code);
   if (auto failed = ch.agree_on_error(driver_error)) throw JobFailed(*failed, static_cast<int>(codes[0]));
   ch.barrier();
-  if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace);
+  if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace, counters);
   return static_cast<int>(codes[0]);  // the job's outcome is rank 0's: it holds the results
 }
 

@@ -23,7 +23,8 @@ void start_trace_clock(comm::Channel& ch, const comm::ClockOffset& clock, pipeli
                       clock.error_s * 1e6);
 }
 
-void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace) {
+void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace,
+                 const io::TraceCounters& mine) {
   std::vector<io::TraceRow> rows;
   rows.reserve(trace.events().size());
   for (const pipeline::TraceEvent& e : trace.events()) {
@@ -40,18 +41,21 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
   // The worst rank's alignment, in nanoseconds (allgather carries integers); rounded up.
   const std::vector<int64_t> errors_ns = ch.allgather(static_cast<int64_t>(std::ceil(trace.origin_error_s() * 1e9)));
   const double clock_error_s = static_cast<double>(*std::max_element(errors_ns.begin(), errors_ns.end())) * 1e-9;
+  io::TraceCounters counters;
+  for (int64_t n : ch.allgather(mine.prompt_tokens_computed)) counters.prompt_tokens_computed += n;
+  for (int64_t n : ch.allgather(mine.prompt_tokens_reused)) counters.prompt_tokens_reused += n;
   if (ch.size() == 1) {
-    io::write_trace_serial(h5_path, rows, clock_error_s);
+    io::write_trace_serial(h5_path, rows, clock_error_s, counters);
     return;
   }
   const std::vector<int64_t> counts = ch.allgather(static_cast<int64_t>(rows.size()));
   const int64_t offset = std::accumulate(counts.begin(), counts.begin() + ch.rank(), int64_t{0});
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   if (total == 0) {  // parallel HDF5 cannot write a zero-length selection into an empty dataset
-    if (ch.rank() == 0) io::write_trace_serial(h5_path, rows, clock_error_s);
+    if (ch.rank() == 0) io::write_trace_serial(h5_path, rows, clock_error_s, counters);
     return;
   }
-  io::write_trace_parallel(h5_path, MPI_COMM_WORLD, rows, offset, total, clock_error_s);
+  io::write_trace_parallel(h5_path, MPI_COMM_WORLD, rows, offset, total, clock_error_s, counters);
 }
 
 }  // namespace glacier::app

@@ -65,7 +65,7 @@ Handle open_or_create(const std::string& path, hid_t fapl) {
 
 // Every writer calls this with the same path and total (collective under MPI-IO); each writes its rows.
 void write_trace_table(hid_t file, const std::string& path, const std::vector<TraceRow>& rows, int64_t offset,
-                       int64_t total_rows, double clock_error_s, hid_t dxpl) {
+                       int64_t total_rows, double clock_error_s, const TraceCounters& counters, hid_t dxpl) {
   GLACIER_ASSERT(offset >= 0 && offset + static_cast<int64_t>(rows.size()) <= total_rows,
                  "trace rows outside the table: offset " + std::to_string(offset) + " + " +
                      std::to_string(rows.size()) + " > " + std::to_string(total_rows));
@@ -73,6 +73,8 @@ void write_trace_table(hid_t file, const std::string& path, const std::vector<Tr
   if (h5::link_exists(file, "trace")) check_status(H5Ldelete(file, "trace", H5P_DEFAULT), what);
   Handle group(check(H5Gcreate2(file, "trace", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), what), H5Gclose);
   h5::write_attribute(group.get(), "clock_error_s", clock_error_s);
+  h5::write_attribute(group.get(), "prompt_tokens_computed", counters.prompt_tokens_computed);
+  h5::write_attribute(group.get(), "prompt_tokens_reused", counters.prompt_tokens_reused);
 
   const hsize_t total = static_cast<hsize_t>(total_rows);
   Handle file_space(check(H5Screate_simple(1, &total, nullptr), what), H5Sclose);
@@ -109,21 +111,24 @@ void write_trace_table(hid_t file, const std::string& path, const std::vector<Tr
 }  // namespace
 
 void write_trace_parallel(const std::string& path, MPI_Comm comm, const std::vector<TraceRow>& my_rows,
-                          int64_t my_offset, int64_t total_rows, double clock_error_s) {
+                          int64_t my_offset, int64_t total_rows, double clock_error_s,
+                          const TraceCounters& counters) {
   h5::silence_errors();
   Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
   check_status(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), path + ": cannot select the MPI-IO driver");
   Handle dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate"), H5Pclose);
   check_status(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE), path + ": cannot select collective writes");
   Handle file = open_or_create(path, fapl.get());
-  write_trace_table(file.get(), path, my_rows, my_offset, total_rows, clock_error_s, dxpl.get());
+  write_trace_table(file.get(), path, my_rows, my_offset, total_rows, clock_error_s, counters, dxpl.get());
   if (!file.reset()) throw std::runtime_error("cannot close " + path + " after writing its trace" + h5::error_detail());
 }
 
-void write_trace_serial(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s) {
+void write_trace_serial(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s,
+                        const TraceCounters& counters) {
   h5::silence_errors();
   Handle file = open_or_create(path, H5P_DEFAULT);
-  write_trace_table(file.get(), path, rows, 0, static_cast<int64_t>(rows.size()), clock_error_s, H5P_DEFAULT);
+  write_trace_table(file.get(), path, rows, 0, static_cast<int64_t>(rows.size()), clock_error_s, counters,
+                    H5P_DEFAULT);
   if (!file.reset()) throw std::runtime_error("cannot close " + path + " after writing its trace" + h5::error_detail());
 }
 
@@ -149,6 +154,19 @@ double read_trace_clock_error(const std::string& path) {
   if (it == attrs.end()) return 0.0;
   if (const double* v = std::get_if<double>(&it->second)) return *v;
   throw InputError("trace file " + path + ": expected /trace attribute clock_error_s to be a float");
+}
+
+TraceCounters read_trace_counters(const std::string& path) {
+  Handle file = open_trace_file(path);
+  Handle group(check(H5Gopen2(file.get(), "trace", H5P_DEFAULT), path + ": cannot open /trace"), H5Gclose);
+  const auto attrs = h5::read_attributes(group.get());
+  const auto count = [&](const char* name) -> int64_t {
+    const auto it = attrs.find(name);
+    if (it == attrs.end()) return 0;
+    if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+    throw InputError("trace file " + path + ": expected /trace attribute " + name + " to be an integer");
+  };
+  return {count("prompt_tokens_computed"), count("prompt_tokens_reused")};
 }
 
 std::vector<TraceRow> read_trace(const std::string& path) {
