@@ -21,6 +21,7 @@
 #include "app/partition_choice.h"
 #include "app/perplexity.h"
 #include "app/progress.h"
+#include "app/prompt_sampling.h"
 #include "app/result_sink.h"
 #include "app/output_guard.h"
 #include "app/provenance.h"
@@ -334,6 +335,7 @@ class PromptBook {
   std::vector<io::ResultRecord> add(int32_t i, pipeline::Scheduler& sched) {
     const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
     if (!rec.ok) return {make_error_result(rec, rec.error)};
+    if (rec.continuations) return add_continuations(i, sched);
     pipeline::SequenceRequest req;
     PromptPlan& plan = plans_[static_cast<size_t>(i)];
     if (auto err = build_request(rec, o_, tok_, chat_, i, req, plan)) {
@@ -354,7 +356,9 @@ class PromptBook {
   // order (empty until then).
   std::vector<io::ResultRecord> result(const pipeline::SequenceOutcome& out) {
     const PromptPlan& plan = plans_[static_cast<size_t>(out.seq)];
-    io::ResultRecord r = make_result(tok_, plan, out);
+    const auto choices = choice_plans_.find(out.seq);
+    io::ResultRecord r = make_result(
+        tok_, choices == choice_plans_.end() ? plan : choices->second.at(static_cast<size_t>(out.sample)), out);
     if (r.status == "error") r.error = where(plan.record) + r.error;
     if (plan.n_samples == 1) return {std::move(r)};
     std::vector<io::ResultRecord>& rows = unfinished_[out.seq];
@@ -362,6 +366,7 @@ class PromptBook {
     if (rows.size() < static_cast<size_t>(plan.n_samples)) return {};
     std::vector<io::ResultRecord> done = std::move(rows);
     unfinished_.erase(out.seq);
+    choice_plans_.erase(out.seq);
     std::sort(done.begin(), done.end(), [](const io::ResultRecord& a, const io::ResultRecord& b) { return a.sample < b.sample; });
     return done;
   }
@@ -373,7 +378,50 @@ class PromptBook {
   const model::Tokenizer& tok_;
   const ChatSetup& chat_;
   std::vector<io::PromptRecord> records_;
+  // A `continuations` line: each continuation is a score sequence of its own (row k of the line, its
+  // `sample`), planned as the line with that one continuation; they share the context's KV rows through
+  // the scheduler's prefix sharing. All k run, or the line fails as a whole.
+  std::vector<io::ResultRecord> add_continuations(int32_t i, pipeline::Scheduler& sched) {
+    const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
+    const size_t n = rec.continuations->size();
+    std::vector<PromptPlan> plans(n);
+    std::vector<pipeline::SequenceRequest> reqs(n);
+    const auto fail_all = [&](const std::string& message) {
+      std::vector<io::ResultRecord> rows;
+      for (size_t j = 0; j < n; ++j) {
+        rows.push_back(make_error_result(rec, where(rec) + message));
+        rows.back().sample = static_cast<int64_t>(j);
+      }
+      return rows;
+    };
+    // One row a continuation: samples would multiply them.
+    if (const int32_t samples = sampling_for(rec, o_).n; samples != 1)
+      return fail_all("n of " + std::to_string(samples) + ": expected 1 for a \"continuations\" line (a score has one answer)");
+    for (size_t k = 0; k < n; ++k) {
+      io::PromptRecord one = rec;
+      one.continuations.reset();
+      one.continuation = (*rec.continuations)[k];
+      if (auto err = build_request(one, o_, tok_, chat_, i, reqs[k], plans[k])) {
+        // Built with += (GCC 12 warns falsely on long operator+ chains of std::string).
+        std::string message = "\"continuations[";
+        message += std::to_string(k);
+        message += "]\": ";
+        message += *err;
+        return fail_all(message);
+      }
+      reqs[k].row = static_cast<int32_t>(k);
+    }
+    PromptPlan& plan = plans_[static_cast<size_t>(i)];
+    plan = plans[0];
+    plan.record = rec;
+    plan.n_samples = static_cast<int32_t>(n);
+    choice_plans_[i] = std::move(plans);
+    for (pipeline::SequenceRequest& req : reqs) sched.add(std::move(req));
+    return {};
+  }
+
   std::vector<PromptPlan> plans_;
+  std::map<int32_t, std::vector<PromptPlan>> choice_plans_;  // per `continuations` line, one per continuation
   std::map<int32_t, std::vector<io::ResultRecord>> unfinished_;  // prompts with some samples finished
 };
 

@@ -31,7 +31,7 @@ void Scheduler::add(SequenceRequest req) {
   auto report = [&](SequenceOutcome&& o) {
     for (int32_t j = 0; j < samples; ++j) {
       SequenceOutcome copy = o;
-      copy.sample = j;
+      copy.sample = req.row + j;
       on_finished_(std::move(copy));
     }
   };
@@ -221,6 +221,7 @@ void Scheduler::admit() {
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
     place(a);
     a.out.seq = a.req.seq;
+    a.out.sample = a.req.row;
     a.t_start = now_seconds();
     if (a.req.mode == SeqMode::Generate) {
       a.req.tokens.reserve(a.req.tokens.size() + static_cast<size_t>(a.req.max_new_tokens));

@@ -81,8 +81,9 @@ def _column(dataset, n):
 
 
 def load_results(path):
-    """/results as a DataFrame, one row per prompt (per sample when the file has a `sample` column), in
-    input order (sorted by `index`, then `sample`). Decoded text; "no value" markers become NA:
+    """/results as a DataFrame, one row per prompt (per sample when the file has a `sample` column, per
+    continuation of a `continuations` score line: its index is in `sample`), in input order (sorted by
+    `index`, then `sample`). Decoded text; "no value" markers become NA:
     `error` "" on ok rows, `sum_logprob` NaN and `greedy` -1 on rows that are not scores, `text_bytes`
     empty when `text` already holds the exact bytes, `sampling` "null" for a line that could not be
     read, the timings of error rows and the time to first token of score rows, `top_logprob_ids` and
