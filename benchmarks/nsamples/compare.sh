@@ -29,6 +29,6 @@ run() {  # label prompts extra-options
 }
 for ((r = 0; r < reps; ++r)); do
   run "n=$n (one prefill)" n.jsonl ""
-  run "$n copies, n=1" copies.jsonl ""
+  run "$n copies, n=1" copies.jsonl "--prefix-sharing off"  # each copy computes the prompt
   run "n=$n, --n-prefill each" n.jsonl "--n-prefill each"
 done

@@ -19,6 +19,7 @@
 #include "app/partition_choice.h"
 #include "app/perplexity.h"
 #include "app/progress.h"
+#include "app/prompt_sampling.h"
 #include "app/result_sink.h"
 #include "app/output_guard.h"
 #include "app/provenance.h"
@@ -303,6 +304,7 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
   opt.n_ctx = s.n_ctx;
   opt.ubatch = s.ubatch;
   opt.share_prompt = o.n_prefill == "once";
+  opt.prefix_sharing = o.prefix_sharing == "on" && o.mode != "perplexity";  // a perplexity's chunks share nothing
   // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
   // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
   // decode steps into two cohorts (each reading every weight) where one micro-batch can hold them all.
@@ -377,6 +379,7 @@ class PromptBook {
   std::vector<io::ResultRecord> add(int32_t i, pipeline::Scheduler& sched) {
     const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
     if (!rec.ok) return {make_error_result(rec, rec.error)};
+    if (rec.continuations) return add_continuations(i, sched);
     pipeline::SequenceRequest req;
     PromptPlan& plan = plans_[static_cast<size_t>(i)];
     if (auto err = build_request(rec, o_, tok_, chat_, i, req, plan)) {
@@ -397,7 +400,9 @@ class PromptBook {
   // order (empty until then).
   std::vector<io::ResultRecord> result(const pipeline::SequenceOutcome& out) {
     const PromptPlan& plan = plans_[static_cast<size_t>(out.seq)];
-    io::ResultRecord r = make_result(tok_, plan, out);
+    const auto choices = choice_plans_.find(out.seq);
+    io::ResultRecord r = make_result(
+        tok_, choices == choice_plans_.end() ? plan : choices->second.at(static_cast<size_t>(out.sample)), out);
     if (r.status == "error") r.error = where(plan.record) + r.error;
     if (plan.n_samples == 1) return {std::move(r)};
     std::vector<io::ResultRecord>& rows = unfinished_[out.seq];
@@ -405,6 +410,7 @@ class PromptBook {
     if (rows.size() < static_cast<size_t>(plan.n_samples)) return {};
     std::vector<io::ResultRecord> done = std::move(rows);
     unfinished_.erase(out.seq);
+    choice_plans_.erase(out.seq);
     std::sort(done.begin(), done.end(), [](const io::ResultRecord& a, const io::ResultRecord& b) { return a.sample < b.sample; });
     return done;
   }
@@ -416,7 +422,50 @@ class PromptBook {
   const model::Tokenizer& tok_;
   const ChatSetup& chat_;
   std::vector<io::PromptRecord> records_;
+  // A `continuations` line: each continuation is a score sequence of its own (row k of the line, its
+  // `sample`), planned as the line with that one continuation; they share the context's KV rows through
+  // the scheduler's prefix sharing. All k run, or the line fails as a whole.
+  std::vector<io::ResultRecord> add_continuations(int32_t i, pipeline::Scheduler& sched) {
+    const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
+    const size_t n = rec.continuations->size();
+    std::vector<PromptPlan> plans(n);
+    std::vector<pipeline::SequenceRequest> reqs(n);
+    const auto fail_all = [&](const std::string& message) {
+      std::vector<io::ResultRecord> rows;
+      for (size_t j = 0; j < n; ++j) {
+        rows.push_back(make_error_result(rec, where(rec) + message));
+        rows.back().sample = static_cast<int64_t>(j);
+      }
+      return rows;
+    };
+    // One row a continuation: samples would multiply them.
+    if (const int32_t samples = sampling_for(rec, o_).n; samples != 1)
+      return fail_all("n of " + std::to_string(samples) + ": expected 1 for a \"continuations\" line (a score has one answer)");
+    for (size_t k = 0; k < n; ++k) {
+      io::PromptRecord one = rec;
+      one.continuations.reset();
+      one.continuation = (*rec.continuations)[k];
+      if (auto err = build_request(one, o_, tok_, chat_, i, reqs[k], plans[k])) {
+        // Built with += (GCC 12 warns falsely on long operator+ chains of std::string).
+        std::string message = "\"continuations[";
+        message += std::to_string(k);
+        message += "]\": ";
+        message += *err;
+        return fail_all(message);
+      }
+      reqs[k].row = static_cast<int32_t>(k);
+    }
+    PromptPlan& plan = plans_[static_cast<size_t>(i)];
+    plan = plans[0];
+    plan.record = rec;
+    plan.n_samples = static_cast<int32_t>(n);
+    choice_plans_[i] = std::move(plans);
+    for (pipeline::SequenceRequest& req : reqs) sched.add(std::move(req));
+    return {};
+  }
+
   std::vector<PromptPlan> plans_;
+  std::map<int32_t, std::vector<PromptPlan>> choice_plans_;  // per `continuations` line, one per continuation
   std::map<int32_t, std::vector<io::ResultRecord>> unfinished_;  // prompts with some samples finished
 };
 
@@ -432,7 +481,7 @@ void idle_pause() { Backoff(backoff::kIdleDriver).pause(); }
 // every replica (`clients`: the other replicas' drivers) and the writer of the results.
 int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
                   const pipeline::SchedulerOptions& sopt, const Provenance& provenance, comm::Channel& world,
-                  const std::vector<int>& clients) {
+                  const std::vector<int>& clients, io::TraceCounters& counters) {
   PromptBook book(o, tok, chat);
   const std::vector<io::PromptRecord>& records = book.records();
   ResultSink sink(o, provenance, records);
@@ -566,8 +615,11 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
               static_cast<long long>(total - sink.done()), static_cast<long long>(already),
               static_cast<long long>(prompt_tokens), static_cast<long long>(generated_tokens), seconds,
               prompt_tokens / seconds, generated_tokens / seconds, static_cast<long long>(sched.micro_batches_sent()));
-  // What the ring computed of the prompts (this replica's share): a prompt's n samples share one prefill.
-  std::printf("prefill: %lld prompt tokens computed\n", static_cast<long long>(sched.prompt_tokens_computed()));
+  // What the ring computed of the prompts (this replica's share): a prompt's n samples share one prefill,
+  // and prompts take the rows of a prefix some slot holds (/trace@prompt_tokens_reused sums the replicas).
+  std::printf("prefill: %lld prompt tokens computed, %lld taken from the prefix cache\n",
+              static_cast<long long>(sched.prompt_tokens_computed()), static_cast<long long>(sched.prompt_tokens_reused()));
+  counters = {sched.prompt_tokens_computed(), sched.prompt_tokens_reused()};
   if (sink.done() < total) {
     if (!stopping)
       throw std::runtime_error("internal error: " + std::to_string(total - sink.done()) + " prompts got no result");
@@ -586,7 +638,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
 
 // The driver of replica k > 0: runs the prompts world rank 0 hands out and sends their results back.
 int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
-                  const pipeline::SchedulerOptions& sopt, comm::Channel& world) {
+                  const pipeline::SchedulerOptions& sopt, comm::Channel& world, io::TraceCounters& counters) {
   PromptBook book(o, tok, chat);
   WorkClient client(world, 0);
   pipeline::Scheduler sched(
@@ -624,6 +676,7 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     throw;
   }
   client.finish();
+  counters = {sched.prompt_tokens_computed(), sched.prompt_tokens_reused()};
   return stopping ? kExitInterrupted : kExitOk;
 }
 
@@ -713,6 +766,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(o, s, s.n_stages);
   int code = kExitOk;
+  io::TraceCounters counters;  // this replica driver's (a perplexity run's chunks are not counted)
   std::optional<std::string> driver_error;
   if (driver) {
     std::unique_ptr<pipeline::Ring> ring;
@@ -737,13 +791,13 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
                                          started_at, model_sha256});
       };
       if (ch.rank() != 0) {
-        code = serve_replica(o, *tok, chat, *ring, sopt, ch);
+        code = serve_replica(o, *tok, chat, *ring, sopt, ch, counters);
       } else if (o.mode == "perplexity") {
         code = drive_perplexity(o, *tok, *ring, sopt, provenance());
       } else {
         std::vector<int> clients;
         for (int k = 1; k < s.replicas; ++k) clients.push_back(k * s.n_stages);
-        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(), ch, clients);
+        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(), ch, clients, counters);
       }
     } catch (const comm::StallError&) {
       throw;  // the ring cannot be shut down through a stalled rank: main aborts the job
@@ -763,7 +817,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   const std::vector<int64_t> codes = ch.allgather(code);
   if (auto failed = ch.agree_on_error(driver_error)) throw JobFailed(*failed, static_cast<int>(codes[0]));
   ch.barrier();
-  if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace);
+  if (!o.h5_out.empty()) write_trace(o.h5_out, ch, trace, counters);
   return static_cast<int>(codes[0]);  // the job's outcome is rank 0's: it holds the results
 }
 

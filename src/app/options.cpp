@@ -158,6 +158,9 @@ po::options_description describe(JobOptions& o) {
       ("n-prefill", po::value(&o.n_prefill)->default_value(o.n_prefill),
        "once: a prompt's n samples share one prefill; each: every sample computes the prompt itself (the "
        "same results, for checking and measuring)")
+      ("prefix-sharing", po::value(&o.prefix_sharing)->default_value(o.prefix_sharing),
+       "on: a prompt starting with tokens some KV slot already holds (a shared preamble, a scored context) "
+       "copies their rows and computes only the rest; off: every prompt computes all of it (the same results)")
       ("min-tokens", po::value(&o.min_tokens)->default_value(o.min_tokens),
        "tokens a row generates before anything may end it: end-of-generation and --stop-token-ids ids are "
        "masked until then (at most --max-tokens)")
@@ -261,6 +264,8 @@ void check(const JobOptions& o) {
   if (o.n < 1 || o.n > io::kMaxSamplesPerPrompt)
     bad("n", "a count in 1.." + std::to_string(io::kMaxSamplesPerPrompt), std::to_string(o.n));
   if (o.n_prefill != "once" && o.n_prefill != "each") bad("n-prefill", "once or each", "'" + o.n_prefill + "'");
+  if (o.prefix_sharing != "on" && o.prefix_sharing != "off")
+    bad("prefix-sharing", "on or off", "'" + o.prefix_sharing + "'");
   if (o.n > 1 && o.mode != "generate")
     bad("n", "1 with --mode " + o.mode + " (a score or a perplexity has one answer)", std::to_string(o.n));
   if (o.slots > 0 && o.n > o.slots)

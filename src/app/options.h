@@ -32,6 +32,7 @@ struct JobOptions {
   bool include_stop_str_in_output = false;
   int32_t top_logprobs = 0;  // alternatives per generated token (0..20) for lines that do not say
   int32_t n = 1;          // samples per prompt (generate mode), one prefill shared by them
+  std::string prefix_sharing = "on";  // on | off: prompts reuse the KV rows of a common prefix (same results)
   std::string n_prefill = "once";  // once | each: whether the n samples share one prefill (same results)
   int32_t ctx = 0;        // 0 = the model's training context, at most kDefaultMaxCtx
   int32_t slots = 0;      // 0 = sized from free memory

@@ -32,6 +32,12 @@ PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) 
   return s;
 }
 
+int32_t result_rows(const io::PromptRecord& rec, const JobOptions& opt) {
+  if (!rec.ok) return 1;
+  if (rec.continuations) return static_cast<int32_t>(rec.continuations->size());
+  return sampling_for(rec, opt).n;
+}
+
 nlohmann::json sampling_json(const PromptSampling& s) {
   nlohmann::json bias = nlohmann::json::object();
   for (const auto& [id, b] : s.logit_bias) bias[std::to_string(id)] = b;

@@ -141,6 +141,7 @@ nlohmann::json options_json(const JobOptions& o) {
           {"min-tokens", o.min_tokens},
           {"n", o.n},
           {"n-prefill", o.n_prefill},
+          {"prefix-sharing", o.prefix_sharing},
           {"repetition-penalty", o.repetition_penalty},
           {"presence-penalty", o.presence_penalty},
           {"frequency-penalty", o.frequency_penalty},

@@ -112,7 +112,7 @@ ResultSink::ResultSink(const JobOptions& o, const Provenance& p, const std::vect
   for (const auto& rec : records) {
     digests_.push_back(prompt_digest(rec, o));
     if (rec.ok) top_logprobs_width_ = std::max(top_logprobs_width_, sampling_for(rec, o).top_logprobs);
-    samples_.push_back(rec.ok ? sampling_for(rec, o).n : 1);
+    samples_.push_back(result_rows(rec, o));
     first_row_.push_back(row);
     row += samples_.back();
   }
@@ -261,6 +261,19 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
   if (!jsonl_) return;
   const io::PromptRecord& record = records_[static_cast<size_t>(r.index)];
   const int64_t row = first_row_[static_cast<size_t>(r.index)] + r.sample;
+  if (record.continuations) {  // one line for all the continuations, once the last has come
+    std::vector<io::ResultRecord>& rows = continuation_rows_[r.index];
+    rows.push_back(r);
+    if (rows.size() < static_cast<size_t>(samples_[static_cast<size_t>(r.index)])) return;
+    std::sort(rows.begin(), rows.end(), [](const io::ResultRecord& a, const io::ResultRecord& b) { return a.sample < b.sample; });
+    std::vector<size_t> text_bytes;
+    for (const std::string& text : *record.continuations) text_bytes.push_back(text.size());
+    const int64_t first = first_row_[static_cast<size_t>(r.index)];
+    jsonl_->put(first, io::format_continuations_line(rows, text_bytes));
+    for (size_t k = 1; k < rows.size(); ++k) jsonl_->skip(first + static_cast<int64_t>(k));
+    continuation_rows_.erase(r.index);
+    return;
+  }
   if (record.format != io::PromptFormat::OpenAiBatch) {
     jsonl_->put(row, io::format_result_line(r, token_text_));
     return;

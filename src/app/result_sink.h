@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,6 +100,8 @@ class ResultSink {
   std::vector<std::string> digests_;  // prompt_digest of each record
   std::vector<int32_t> samples_;      // rows each record gives (its n)
   std::vector<int64_t> first_row_;    // each record's first row in the JSONL (rows in input, then sample order)
+  // Rows of a `continuations` line until all have come (its JSONL line holds them all).
+  std::map<int64_t, std::vector<io::ResultRecord>> continuation_rows_;
   std::vector<int32_t> rows_put_;     // rows put so far, per record
   nlohmann::json runs_;               // every run that wrote this file, this one last
   int64_t created_ = 0;               // OpenAI lines' "created": the first run's start, Unix seconds

@@ -78,7 +78,8 @@ void decode_rows(const std::vector<uint8_t>& bytes, std::vector<io::TraceRow>& r
 
 }  // namespace
 
-void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace) {
+void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace,
+                 const io::TraceCounters& mine) {
   std::vector<io::TraceRow> rows;
   rows.reserve(trace.events().size());
   for (const pipeline::TraceEvent& e : trace.events()) {
@@ -95,6 +96,9 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
   // The worst rank's alignment, in nanoseconds (allgather carries integers); rounded up.
   const std::vector<int64_t> errors_ns = ch.allgather(static_cast<int64_t>(std::ceil(trace.origin_error_s() * 1e9)));
   const double clock_error_s = static_cast<double>(*std::max_element(errors_ns.begin(), errors_ns.end())) * 1e-9;
+  io::TraceCounters counters;
+  for (int64_t n : ch.allgather(mine.prompt_tokens_computed)) counters.prompt_tokens_computed += n;
+  for (int64_t n : ch.allgather(mine.prompt_tokens_reused)) counters.prompt_tokens_reused += n;
   // Every rank's rows reach rank 0 over the channel, in rank order, and rank 0 alone writes the file.
   const std::vector<int64_t> counts = ch.allgather(static_cast<int64_t>(rows.size()));
   if (ch.rank() != 0) {
@@ -111,7 +115,7 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
     GLACIER_ASSERT(got == bytes.size(), "rank " + std::to_string(r) + "'s trace rows arrived whole");
     decode_rows(bytes, rows);
   }
-  io::write_trace(h5_path, rows, clock_error_s);
+  io::write_trace(h5_path, rows, clock_error_s, counters);
 }
 
 }  // namespace glacier::app

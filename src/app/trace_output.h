@@ -5,6 +5,7 @@
 
 #include "comm/channel.h"
 #include "comm/clock_sync.h"
+#include "io/result_record.h"
 #include "pipeline/trace.h"
 
 namespace glacier::app {
@@ -14,7 +15,9 @@ namespace glacier::app {
 void start_trace_clock(comm::Channel& ch, const comm::ClockOffset& clock, pipeline::TraceLog& trace);
 
 // Collective: every rank calls it after the results file has been closed by rank 0. /trace's
-// clock_error_s is the largest of the ranks' alignment errors.
-void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace);
+// clock_error_s is the largest of the ranks' alignment errors; `counters` (a replica driver's, zero
+// elsewhere) are summed over the ranks.
+void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::TraceLog& trace,
+                 const io::TraceCounters& counters);
 
 }  // namespace glacier::app

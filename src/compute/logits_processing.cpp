@@ -44,7 +44,7 @@ void SlotLogitStates::observe(const MicroBatch& mb) {
   for (const Chunk& c : mb.chunks) {
     if (c.output == OutputKind::Score) continue;  // scoring keeps no sampling state
     SequenceLogitState& s = slots_[c.slot];
-    if (c.start_pos == 0) {
+    if (c.start_pos == 0 || c.starts_sequence) {
       s.reset();
       s.set_biases(mb.biases.data() + c.first_bias, c.n_biases);
       s.set_min_mask(mb.min_mask.data() + c.first_mask, c.n_mask);

@@ -70,9 +70,9 @@ struct Chunk {
   int32_t step = 0;          // sampler step counter (draws are keyed by seed, prompt key, step)
   uint64_t prompt_key = 0;   // stable per-prompt key for the random generator
   SamplingParams sampling;
-  // A generate sequence's first chunk (start_pos 0) carries its logit biases and the ids min_tokens masks,
-  // as ranges of the micro-batch's `biases` and `min_mask`; the last stage keeps them per KV slot, so
-  // later chunks carry none (n = 0).
+  // A generate sequence's first chunk (start_pos 0, or starts_sequence) carries its logit biases and the
+  // ids min_tokens masks, as ranges of the micro-batch's `biases` and `min_mask`; the last stage keeps them
+  // per KV slot, so later chunks carry none (n = 0).
   int32_t first_bias = 0;
   int32_t n_biases = 0;
   int32_t first_mask = 0;
@@ -80,6 +80,9 @@ struct Chunk {
   // Sample: how many tokens to draw from the row, draw j keyed by sample_stream_key(prompt_key, j)
   // (sampler.h): the first samples of a prompt's n, from one prefill.
   int32_t n_samples = 1;
+  // The sequence's first chunk though start_pos > 0: its first start_pos rows were copied from another
+  // prompt's slot (a shared prefix), so the last stage starts the slot's logit state afresh here.
+  bool starts_sequence = false;
 };
 
 struct MicroBatch {

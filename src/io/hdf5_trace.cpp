@@ -63,11 +63,14 @@ Handle open_or_create(const std::string& path) {
   return Handle(file, H5Fclose);
 }
 
-void write_trace_table(hid_t file, const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s) {
+void write_trace_table(hid_t file, const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s,
+                       const TraceCounters& counters) {
   const std::string what = "cannot write /trace to " + path;
   if (h5::link_exists(file, "trace")) check_status(H5Ldelete(file, "trace", H5P_DEFAULT), what);
   Handle group(check(H5Gcreate2(file, "trace", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), what), H5Gclose);
   h5::write_attribute(group.get(), "clock_error_s", clock_error_s);
+  h5::write_attribute(group.get(), "prompt_tokens_computed", counters.prompt_tokens_computed);
+  h5::write_attribute(group.get(), "prompt_tokens_reused", counters.prompt_tokens_reused);
 
   const hsize_t count = rows.size();
   Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what), H5Pclose);
@@ -93,10 +96,11 @@ void write_trace_table(hid_t file, const std::string& path, const std::vector<Tr
 
 }  // namespace
 
-void write_trace(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s) {
+void write_trace(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s,
+                 const TraceCounters& counters) {
   h5::silence_errors();
   Handle file = open_or_create(path);
-  write_trace_table(file.get(), path, rows, clock_error_s);
+  write_trace_table(file.get(), path, rows, clock_error_s, counters);
   if (!file.reset()) throw std::runtime_error("cannot close " + path + " after writing its trace" + h5::error_detail());
 }
 
@@ -122,6 +126,19 @@ double read_trace_clock_error(const std::string& path) {
   if (it == attrs.end()) return 0.0;
   if (const double* v = std::get_if<double>(&it->second)) return *v;
   throw InputError("trace file " + path + ": expected /trace attribute clock_error_s to be a float");
+}
+
+TraceCounters read_trace_counters(const std::string& path) {
+  Handle file = open_trace_file(path);
+  Handle group(check(H5Gopen2(file.get(), "trace", H5P_DEFAULT), path + ": cannot open /trace"), H5Gclose);
+  const auto attrs = h5::read_attributes(group.get());
+  const auto count = [&](const char* name) -> int64_t {
+    const auto it = attrs.find(name);
+    if (it == attrs.end()) return 0;
+    if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+    throw InputError("trace file " + path + ": expected /trace attribute " + name + " to be an integer");
+  };
+  return {count("prompt_tokens_computed"), count("prompt_tokens_reused")};
 }
 
 std::vector<TraceRow> read_trace(const std::string& path) {

@@ -9,12 +9,16 @@
 
 namespace glacier::io {
 
-// Opens (or creates) `path` and replaces its /trace by `rows`.
-void write_trace(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s = 0.0);
+// Opens (or creates) `path` and replaces its /trace by `rows`; `clock_error_s` (how far apart two ranks'
+// times may be for one instant) and the job's prompt-token counters become /trace's attributes.
+void write_trace(const std::string& path, const std::vector<TraceRow>& rows, double clock_error_s = 0.0,
+                 const TraceCounters& counters = {});
 
 // Every /trace row in file order; throws InputError naming the path when there is no /trace table.
 std::vector<TraceRow> read_trace(const std::string& path);
 // /trace's clock_error_s attribute (0 for files written before it existed).
 double read_trace_clock_error(const std::string& path);
+// /trace's prompt_tokens_computed and prompt_tokens_reused attributes (0 for files written before them).
+TraceCounters read_trace_counters(const std::string& path);
 
 }  // namespace glacier::io

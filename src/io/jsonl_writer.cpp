@@ -153,6 +153,35 @@ std::string format_result_line(const ResultRecord& r, const TokenText& token_tex
   return dump_line(std::move(line));
 }
 
+std::string format_continuations_line(const std::vector<ResultRecord>& rows, const std::vector<size_t>& text_bytes) {
+  GLACIER_ASSERT(!rows.empty() && rows.size() == text_bytes.size(), "a row and a text length for every continuation");
+  const auto finite_or_null = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json list = json::array();
+  const ResultRecord* failed = nullptr;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const ResultRecord& r = rows[k];
+    GLACIER_ASSERT(r.sample == static_cast<int64_t>(k), "continuation rows in index order");
+    json c = {{"index", r.sample}, {"status", r.status}, {"tokens", r.tokens}, {"text", r.text},
+              {"logprobs", json_floats(r.logprobs)}};
+    if (r.status == "ok") {
+      c["sum_logprob"] = finite_or_null(r.sum_logprob);
+      c["logprob_per_token"] = finite_or_null(r.sum_logprob / static_cast<double>(r.tokens.size()));
+      c["logprob_per_byte"] = finite_or_null(r.sum_logprob / static_cast<double>(text_bytes[k]));
+      c["greedy"] = r.greedy;
+    } else {
+      c["error"] = r.error;
+      if (!failed) failed = &r;
+    }
+    list.push_back(std::move(c));
+  }
+  json line = {{"id", rows.front().id},
+               {"status", failed ? "error" : "ok"},
+               {"prompt_tokens", rows.front().prompt_tokens},
+               {"continuations", std::move(list)}};
+  if (failed) line["error"] = failed->error;
+  return dump_line(std::move(line));
+}
+
 std::string format_openai_batch_line(const std::vector<ResultRecord>& choices, const OpenAiBatchLine& line) {
   GLACIER_ASSERT(!choices.empty() && line.n >= 1, "an OpenAI batch line answers with at least one choice");
   const std::string number = std::to_string(line.request_number);

@@ -23,6 +23,15 @@ using TokenText = std::function<std::string(int32_t id)>;
 // become U+FFFD. Float log-probs are printed in the shortest form that reads back as the same float32.
 std::string format_result_line(const ResultRecord& result, const TokenText& token_text = {});
 
+// One line for a score line's `continuations` (multiple choice): {"id", "status", "prompt_tokens" (the
+// context's), "continuations": [{"index", "status", "tokens", "text", "logprobs", "sum_logprob",
+// "logprob_per_token", "logprob_per_byte", "greedy"} plus "error" when it failed]} plus "error" (the
+// first failed continuation's) when any failed. `rows` are the continuations' rows in index order
+// (their `sample`); `text_bytes[k]` is continuation k's length in UTF-8 bytes as the line gave it.
+// logprob_per_token = sum_logprob / tokens; logprob_per_byte = sum_logprob / text_bytes (the length
+// normalisation of lm-evaluation-harness's acc_norm); null when not finite. Ends with '\n'.
+std::string format_continuations_line(const std::vector<ResultRecord>& rows, const std::vector<size_t>& text_bytes);
+
 struct OpenAiBatchLine {
   std::string custom_id;
   int64_t request_number = 0;  // gives "batch_req_<n>", "req_<n>" and the body's "cmpl-<n>" / "chatcmpl-<n>"

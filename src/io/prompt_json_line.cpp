@@ -402,9 +402,10 @@ void read_plain_line(const json& object, PromptRecord& r) {
   }
   // After the id, so that the error row of a line with a misspelt key still carries its id.
   static const std::vector<std::string_view> keys =
-      with_keys(with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation"}), {"top_logprobs"});
+      with_keys(with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation", "continuations"}),
+                {"top_logprobs"});
   check_keys(object, "", keys, false);
-  const bool has_score = f.has("context") || f.has("continuation");
+  const bool has_score = f.has("context") || f.has("continuation") || f.has("continuations");
   const int n_inputs = int(f.has("prompt")) + int(f.has("prompt_token_ids")) + int(f.has("messages")) + int(has_score);
   if (n_inputs == 0)
     throw BadLine("no prompt: expected one of \"prompt\", \"prompt_token_ids\", \"messages\" or "
@@ -417,9 +418,26 @@ void read_plain_line(const json& object, PromptRecord& r) {
   if (f.has("messages")) r.messages_json = f.messages("messages");
   if (has_score) {
     r.context = f.string("context");
-    r.continuation = f.string("continuation", false);
     if (!r.context) f.fail_missing("context", "a string (the text the continuation is scored after)");
-    if (!r.continuation) f.fail_missing("continuation", "a non-empty string (the text to score)");
+    if (f.has("continuation") && f.has("continuations"))
+      f.fail("continuations", "no such key beside \"continuation\" (one continuation, or a list of them)",
+             object["continuations"]);
+    if (const json* list = f.find("continuations")) {
+      static const char* expected = "a non-empty list of non-empty strings (the texts to score)";
+      if (!list->is_array() || list->empty()) f.fail("continuations", expected, *list);
+      std::vector<std::string> texts;
+      for (size_t k = 0; k < list->size(); ++k) {
+        const json& text = (*list)[k];
+        if (!text.is_string() || text.get_ref<const std::string&>().empty())
+          f.fail("continuations[" + std::to_string(k) + "]", "a non-empty string (the text to score)", text);
+        texts.push_back(text.get<std::string>());
+      }
+      r.continuations = std::move(texts);
+    } else {
+      r.continuation = f.string("continuation", false);
+      if (!r.continuation)
+        f.fail_missing("continuation", "a non-empty string (the text to score), or \"continuations\": a list of them");
+    }
   }
   read_sampling(f, r, false);
   if (auto k = f.integer("top_logprobs", 0, kMaxTopLogprobs, kTopLogprobsExpected)) r.top_logprobs = static_cast<int>(*k);
@@ -508,6 +526,7 @@ void parse_jsonl_prompt_line(const std::string& path, const std::string& line_te
     record.messages_json.reset();
     record.context.reset();
     record.continuation.reset();
+    record.continuations.reset();
   }
 }
 

@@ -37,6 +37,9 @@ struct PromptRecord {
   std::optional<std::string> messages_json;  // raw JSON array of {"role", "content"} for chat templates
   std::optional<std::string> context;        // score mode: log-prob of continuation given context
   std::optional<std::string> continuation;
+  // Score mode, instead of `continuation`: several continuations of one context (multiple choice), each
+  // scored as if on a line of its own; one result row each (its index in the `sample` column).
+  std::optional<std::vector<std::string>> continuations;
 
   std::optional<std::string> custom_id;  // OpenAI batch lines only, echoed in the output
 

@@ -51,6 +51,13 @@ inline const char* trace_phase_name(TracePhase phase) {
   return "unknown";
 }
 
+// Job-wide counts stored as /trace attributes: the prompt tokens every replica's ring computed, and those
+// whose KV rows came from the prefix cache instead (--prefix-sharing).
+struct TraceCounters {
+  int64_t prompt_tokens_computed = 0;
+  int64_t prompt_tokens_reused = 0;
+};
+
 // One interval of one rank's timeline.
 struct TraceRow {
   int32_t rank = 0;

@@ -13,7 +13,11 @@ namespace glacier::pipeline {
 
 Scheduler::Scheduler(SchedulerOptions opts, Ring& ring, std::function<bool(const SequenceOutcome&)> should_stop,
                      std::function<void(SequenceOutcome&&)> on_finished)
-    : opts_(opts), ring_(ring), should_stop_(std::move(should_stop)), on_finished_(std::move(on_finished)) {
+    : opts_(opts),
+      ring_(ring),
+      should_stop_(std::move(should_stop)),
+      on_finished_(std::move(on_finished)),
+      prefix_(opts.n_slots) {
   GLACIER_ASSERT(opts_.n_slots > 0 && opts_.ubatch > 0 && opts_.max_in_flight > 0, "scheduler options positive");
   for (int32_t s = opts_.n_slots - 1; s >= 0; --s) free_slots_.push_back(s);
   active_.reserve(static_cast<size_t>(opts_.n_slots));
@@ -27,7 +31,7 @@ void Scheduler::add(SequenceRequest req) {
   auto report = [&](SequenceOutcome&& o) {
     for (int32_t j = 0; j < samples; ++j) {
       SequenceOutcome copy = o;
-      copy.sample = j;
+      copy.sample = req.row + j;
       on_finished_(std::move(copy));
     }
   };
@@ -91,15 +95,133 @@ void Scheduler::add(SequenceRequest req) {
   }
 }
 
+namespace {
+
+// Shorter common prefixes (a BOS, a chat template's first tokens) are not shared: computing them costs
+// less than waiting a micro-batch for their source's rows.
+constexpr int32_t kMinSharedPrefix = 8;
+
+// The prompt positions a sequence may take from another slot: never its last token (its row gives the
+// first output, or its score), never a scored position, and none for penalized sampling (the last
+// stage counts the prompt's tokens as its chunks feed them, and copied rows feed nothing).
+int32_t reusable_prefix(const SequenceRequest& r) {
+  const auto n = static_cast<int32_t>(r.tokens.size());
+  if (r.mode == SeqMode::Generate) return r.sampling.penalized() ? 0 : n - 1;
+  int32_t first_scored = n - 1;
+  for (int32_t i = 0; i < static_cast<int32_t>(r.targets.size()); ++i)
+    if (r.targets[static_cast<size_t>(i)] >= 0) {
+      first_scored = i;
+      break;
+    }
+  return std::min(first_scored, n - 1);
+}
+
+}  // namespace
+
+int32_t Scheduler::take_free_slot() {
+  GLACIER_ASSERT(!free_slots_.empty(), "a free slot to take");
+  auto it = std::prev(free_slots_.end());
+  if (opts_.prefix_sharing) it = std::find(free_slots_.begin(), free_slots_.end(), prefix_.victim(free_slots_));
+  const int32_t slot = *it;
+  free_slots_.erase(it);
+  prefix_.truncate(slot, 0);
+  prefix_.touch(slot);
+  return slot;
+}
+
+void Scheduler::place(Active& a) {
+  if (!opts_.prefix_sharing) {
+    a.slot = take_free_slot();
+    return;
+  }
+  const int32_t limit = reusable_prefix(a.req);
+  const std::span<const int32_t> prompt(a.req.tokens);
+  // Rows already sent, in a free slot or an admitted sequence's, against rows an admitted sequence
+  // will compute (its prompt: a generated token's row is never shared).
+  std::vector<int32_t> holders = free_slots_;
+  for (const Active& s : active_) holders.push_back(s.slot);
+  const PrefixIndex::Match sent = prefix_.longest(prompt, limit, holders);
+  PrefixIndex::Match planned;
+  for (const Active& s : active_) {
+    if (s.finished) continue;
+    const size_t prompt_end = s.req.tokens.size() - s.out.generated.size();
+    const int32_t n = common_prefix(prompt, std::span<const int32_t>(s.req.tokens.data(), prompt_end), limit);
+    if (n > planned.length) planned = {s.slot, n};
+  }
+  if (sent.length >= kMinSharedPrefix && sent.length >= planned.length &&
+      std::find(free_slots_.begin(), free_slots_.end(), sent.slot) != free_slots_.end()) {
+    // A free slot holds the prefix: the sequence takes it as it is and writes from there on.
+    free_slots_.erase(std::find(free_slots_.begin(), free_slots_.end(), sent.slot));
+    a.slot = sent.slot;
+    prefix_.truncate(a.slot, sent.length);
+    prefix_.touch(a.slot);
+    a.n_fed = sent.length;
+    a.prefix_len = sent.length;
+    prompt_tokens_reused_ += sent.length;
+    return;
+  }
+  a.slot = take_free_slot();
+  const PrefixIndex::Match& from = sent.length > 0 && sent.length >= planned.length ? sent : planned;
+  if (from.length < kMinSharedPrefix) return;
+  Active* src = by_slot(from.slot);
+  GLACIER_ASSERT(src, "a prefix source among the admitted sequences");
+  src->prefix_copies_pending++;
+  a.awaiting_prefix = true;
+  a.prefix_src = from.slot;
+  a.prefix_len = from.length;
+  a.n_fed = from.length;
+}
+
+void Scheduler::resolve_prefixes() {
+  for (Active& a : active_) {
+    if (!a.awaiting_prefix || a.prefix_copy_queued) continue;
+    const Active* src = by_slot(a.prefix_src);
+    GLACIER_ASSERT(src && src->prefix_copies_pending > 0, "an admitted prefix source");
+    const int32_t held = prefix_.length(a.prefix_src);
+    if (held < a.prefix_len && !src->finished) continue;  // its chunks up to there are not all sent yet
+    // A source that failed before computing the whole prefix gives what it holds.
+    a.prefix_len = std::min(held, a.prefix_len);
+    a.n_fed = a.prefix_len;
+    if (a.prefix_len == 0) {
+      by_slot(a.prefix_src)->prefix_copies_pending--;
+      a.awaiting_prefix = false;
+      continue;
+    }
+    pending_copies_.push_back({a.prefix_src, a.slot, a.prefix_len});
+    a.prefix_copy_queued = true;
+  }
+}
+
+size_t Scheduler::next_to_admit() {
+  if (!opts_.prefix_sharing || head_overtaken_ >= opts_.n_slots) return 0;
+  // A queued prompt whose prefix a free slot holds goes first: taking that slot as it is keeps the rows
+  // (the head would evict them if its own prefix is elsewhere). The head is passed over at most n_slots
+  // times, so no prompt waits for ever.
+  size_t best = 0;
+  int32_t best_length = 0;
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    const SequenceRequest& r = waiting_[i];
+    if (free_slots_.size() < static_cast<size_t>(r.n_samples)) continue;
+    const int32_t n = prefix_.longest(r.tokens, reusable_prefix(r), free_slots_).length;
+    if (n >= kMinSharedPrefix && n > best_length) {
+      best = i;
+      best_length = n;
+    }
+  }
+  return best;
+}
+
 void Scheduler::admit() {
-  // A prompt of n samples waits for n free slots (in queue order: no prompt overtakes another).
-  while (!draining_ && !waiting_.empty() && free_slots_.size() >= static_cast<size_t>(waiting_.front().n_samples)) {
+  // A prompt of n samples waits for n free slots (in queue order, but for next_to_admit's choice).
+  for (size_t next; !draining_ && !waiting_.empty() &&
+                    free_slots_.size() >= static_cast<size_t>(waiting_[next = next_to_admit()].n_samples);) {
+    head_overtaken_ = next == 0 ? 0 : head_overtaken_ + 1;
     Active a;
-    a.req = std::move(waiting_.front());
-    waiting_.pop_front();
-    a.slot = free_slots_.back();
-    free_slots_.pop_back();
+    a.req = std::move(waiting_[next]);
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(next));
+    place(a);
     a.out.seq = a.req.seq;
+    a.out.sample = a.req.row;
     a.t_start = now_seconds();
     if (a.req.mode == SeqMode::Generate) {
       a.req.tokens.reserve(a.req.tokens.size() + static_cast<size_t>(a.req.max_new_tokens));
@@ -113,8 +235,7 @@ void Scheduler::admit() {
         s.req = a.req;
         s.req.n_samples = 1;
         s.req.prompt_key = compute::sample_stream_key(a.req.prompt_key, j);
-        s.slot = free_slots_.back();
-        free_slots_.pop_back();
+        s.slot = take_free_slot();
         s.out.seq = a.req.seq;
         s.out.sample = j;
         s.t_start = a.t_start;
@@ -127,9 +248,9 @@ void Scheduler::admit() {
       s.req.max_new_tokens = a.req.max_new_tokens;
       s.req.sampling = a.req.sampling;
       s.req.prompt_key = compute::sample_stream_key(a.req.prompt_key, j);
-      s.slot = free_slots_.back();
-      free_slots_.pop_back();
+      s.slot = take_free_slot();
       s.n_fed = static_cast<int32_t>(s.req.tokens.size());
+      s.started = true;
       s.out.seq = a.req.seq;
       s.out.sample = j;
       s.out.generated.reserve(static_cast<size_t>(a.req.max_new_tokens));
@@ -152,6 +273,7 @@ Scheduler::Active* Scheduler::by_slot(int32_t slot) {
 
 bool Scheduler::build(compute::MicroBatch& mb) {
   mb.clear();
+  resolve_prefixes();
   // Copies first: their micro-batch runs them before its chunks on every stage, so a sample's first
   // decode step (in this micro-batch or a later one) finds the prompt's KV in its slot, and sample 0's
   // slot still holds the prompt (it is neither freed nor fed before its copies are sent).
@@ -159,29 +281,41 @@ bool Scheduler::build(compute::MicroBatch& mb) {
     const compute::SlotCopy c = pending_copies_.front();
     pending_copies_.pop_front();
     mb.copies.push_back(c);
-    Active* leader = by_slot(c.src_slot);
-    Active* sibling = by_slot(c.dst_slot);
-    GLACIER_ASSERT(leader && sibling && leader->copies_pending > 0, "a slot copy between two admitted samples");
-    leader->copies_pending--;
-    sibling->held = false;
+    Active* src = by_slot(c.src_slot);
+    Active* dst = by_slot(c.dst_slot);
+    GLACIER_ASSERT(src && dst, "a slot copy between two admitted sequences");
+    if (dst->awaiting_prefix) {  // a shared prefix
+      GLACIER_ASSERT(src->prefix_copies_pending > 0, "a prefix copy its source counts");
+      src->prefix_copies_pending--;
+      dst->awaiting_prefix = false;
+      prompt_tokens_reused_ += c.n_pos;
+    } else {  // a prompt's prefill, to a further sample
+      GLACIER_ASSERT(src->copies_pending > 0, "a sample's copy its leader counts");
+      src->copies_pending--;
+      dst->held = false;
+    }
+    prefix_.copy_prefix(c.src_slot, c.dst_slot, c.n_pos);
   }
   int32_t budget = opts_.ubatch;
   int32_t extra_samples = 0;  // draws beyond each chunk's first, within kMaxExtraSamplesPerMicroBatch
   // Decode steps are spread over decode_groups micro-batches so that several are in the ring at once.
   int32_t decoding = 0;
   for (const Active& a : active_)
-    if (!a.finished && !a.held && a.n_fed > 0 && a.n_fed >= static_cast<int32_t>(a.req.tokens.size()) - 1) ++decoding;
+    if (!a.finished && !a.held && !a.awaiting_prefix && a.started &&
+        a.n_fed >= static_cast<int32_t>(a.req.tokens.size()) - 1)
+      ++decoding;
   const int32_t decode_cap = std::max(1, (decoding + opts_.decode_groups - 1) / opts_.decode_groups);
   int32_t decode_taken = 0;
   for (Active& a : active_) {
     if (budget == 0) break;
     const int32_t remaining = static_cast<int32_t>(a.req.tokens.size()) - a.n_fed;
-    if (a.finished || a.held || a.copies_pending > 0 || a.awaiting_sample || remaining <= 0) continue;
-    const bool is_decode_step = a.req.mode == SeqMode::Generate && a.n_fed > 0 && remaining == 1;
+    if (a.finished || a.held || a.awaiting_prefix || a.copies_pending > 0 || a.awaiting_sample || remaining <= 0)
+      continue;
+    const bool is_decode_step = a.req.mode == SeqMode::Generate && a.started && remaining == 1;
     if (is_decode_step && decode_taken >= decode_cap) continue;
     // A first chunk carries its sequence's settings; one that would overflow this micro-batch's share
     // waits for the next (a micro-batch always has room for one sequence's).
-    const bool first_generate_chunk = a.req.mode == SeqMode::Generate && a.n_fed == 0;
+    const bool first_generate_chunk = a.req.mode == SeqMode::Generate && !a.started;
     if (first_generate_chunk &&
         (mb.biases.size() + a.req.logit_bias.size() > static_cast<size_t>(compute::kMaxBiasesPerMicroBatch) ||
          mb.min_mask.size() + a.req.min_tokens_mask.size() > static_cast<size_t>(compute::kMaxMaskPerMicroBatch)))
@@ -192,6 +326,7 @@ bool Scheduler::build(compute::MicroBatch& mb) {
     c.start_pos = a.n_fed;
     c.n_tokens = std::min(remaining, budget);
     c.token_offset = mb.n_tokens();
+    c.starts_sequence = !a.started;
     bool last_chunk = c.n_tokens == remaining;
     // The chunk that draws a prompt's n first tokens: its extra draws must fit this micro-batch's result,
     // or it ends one token short (that token comes in the next micro-batch).
@@ -230,7 +365,12 @@ bool Scheduler::build(compute::MicroBatch& mb) {
     mb.chunks.push_back(c);
     // The prompt's positions (the output tokens fed back are the rest).
     const int32_t prompt_end = static_cast<int32_t>(a.req.tokens.size() - a.out.generated.size());
-    prompt_tokens_computed_ += std::max(0, std::min(a.n_fed + c.n_tokens, prompt_end) - a.n_fed);
+    const int32_t prompt_fed = std::max(0, std::min(a.n_fed + c.n_tokens, prompt_end) - a.n_fed);
+    prompt_tokens_computed_ += prompt_fed;
+    // The prefix index holds a prompt's rows (never a generated token's) as their chunks are sent.
+    GLACIER_ASSERT(prompt_fed == 0 || prefix_.length(a.slot) == a.n_fed, "the prefix index in step with the slot");
+    prefix_.append(a.slot, std::span<const int32_t>(a.req.tokens.data() + a.n_fed, static_cast<size_t>(prompt_fed)));
+    a.started = true;
     a.n_fed += c.n_tokens;
     a.chunks_in_flight++;
     budget -= c.n_tokens;
@@ -318,8 +458,9 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
 void Scheduler::retire_finished() {
   for (size_t i = 0; i < active_.size();) {
     Active& a = active_[i];
-    if (a.finished && a.chunks_in_flight == 0 && a.copies_pending == 0) {
+    if (a.finished && a.chunks_in_flight == 0 && a.copies_pending == 0 && a.prefix_copies_pending == 0) {
       free_slots_.push_back(a.slot);
+      prefix_.touch(a.slot);
       on_finished_(std::move(a.out));
       active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {

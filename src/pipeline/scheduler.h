@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compute/microbatch.h"
+#include "pipeline/prefix_index.h"
 #include "pipeline/ring.h"
 
 namespace glacier::pipeline {
@@ -18,6 +19,7 @@ enum class FinishReason { Length, Stop, Error };
 
 struct SequenceRequest {
   int32_t seq = 0;                // caller's index; results are reported by it (with the sample index)
+  int32_t row = 0;                // n_samples = 1: the caller's row of seq it answers (reported as `sample`)
   std::vector<int32_t> tokens;    // the prompt (BOS included), for Score also the continuation
   std::vector<int32_t> targets;   // Score: per position, the token it should predict, or -1
   SeqMode mode = SeqMode::Generate;
@@ -60,6 +62,9 @@ struct SchedulerOptions {
   // n samples of a prompt share its one prefill (KV copied to the others' slots); false: each sample
   // computes the prompt itself (the same results, for checks and measurements: --n-prefill each).
   bool share_prompt = true;
+  // A prompt whose first tokens some slot already holds (or an admitted prompt will compute) gets those
+  // KV rows copied into its slot and computes only the rest (--prefix-sharing; the same results).
+  bool prefix_sharing = false;
 };
 
 class Scheduler {
@@ -85,6 +90,8 @@ class Scheduler {
   // Prompt tokens sent into the ring (prefill and score chunks, not decode steps): a prompt with n
   // samples counts once.
   int64_t prompt_tokens_computed() const { return prompt_tokens_computed_; }
+  // Prompt tokens whose KV rows came from the prefix cache instead (prefix_sharing).
+  int64_t prompt_tokens_reused() const { return prompt_tokens_reused_; }
 
  private:
   struct Active {
@@ -101,8 +108,27 @@ class Scheduler {
     bool held = false;
     int32_t leader_slot = -1;
     int32_t copies_pending = 0;
+    // A sequence's first chunk carries its settings (the samples sharing a prefill get theirs by copy).
+    bool started = false;
+    // Shared prefix: the first prefix_len rows come from prefix_src's slot, by a copy queued once that
+    // slot holds them (prefix_copy_queued); the sequence is fed only after the copy is sent. The source
+    // keeps its slot while prefix_copies_pending copies from it are unsent (its own feeding goes on:
+    // it writes only later positions).
+    bool awaiting_prefix = false;
+    bool prefix_copy_queued = false;
+    int32_t prefix_src = -1;
+    int32_t prefix_len = 0;
+    int32_t prefix_copies_pending = 0;
   };
   void admit();
+  // A free slot for a new sequence (prefix_sharing: the one whose rows are least worth keeping).
+  int32_t take_free_slot();
+  // Places a new sequence: its slot, and the prefix of its prompt it takes from another slot.
+  void place(Active& a);
+  // The queued prompt to admit next: the head, or (prefix_sharing) one whose prefix a free slot holds.
+  size_t next_to_admit();
+  // Queues the copies of deferred prefixes whose source slot now holds them.
+  void resolve_prefixes();
   bool build(compute::MicroBatch& mb);
   void apply(const compute::MicroBatchResult& r);
   // The first tokens of sample 0's siblings, drawn with its prompt's last row.
@@ -122,6 +148,9 @@ class Scheduler {
   std::vector<int32_t> free_slots_;
   std::deque<compute::SlotCopy> pending_copies_;  // sent first in the next micro-batches, in order
   int64_t prompt_tokens_computed_ = 0;
+  int64_t prompt_tokens_reused_ = 0;
+  int32_t head_overtaken_ = 0;  // admissions that passed the queue's head over since it became the head
+  PrefixIndex prefix_;
   int32_t in_flight_ = 0;
   int64_t next_mb_id_ = 0;
   bool draining_ = false;

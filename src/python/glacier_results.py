@@ -81,8 +81,9 @@ def _column(dataset, n):
 
 
 def load_results(path):
-    """/results as a DataFrame, one row per prompt (per sample when the file has a `sample` column), in
-    input order (sorted by `index`, then `sample`). Decoded text; "no value" markers become NA:
+    """/results as a DataFrame, one row per prompt (per sample when the file has a `sample` column, per
+    continuation of a `continuations` score line: its index is in `sample`), in input order (sorted by
+    `index`, then `sample`). Decoded text; "no value" markers become NA:
     `error` "" on ok rows, `sum_logprob` NaN and `greedy` -1 on rows that are not scores, `text_bytes`
     empty when `text` already holds the exact bytes, `sampling` "null" for a line that could not be
     read, the timings of error rows and the time to first token of score rows, `top_logprob_ids` and
@@ -149,7 +150,7 @@ def load_trace(path):
     """/trace as a DataFrame: rank, microbatch (NA for intervals of no micro-batch), phase (categorical,
     named by /trace/phase's phase_names), start and end (seconds since the run began, rank 0's clock),
     duration, tokens, bytes; plus replica, stage and host of each rank from the root attributes. The
-    trace's clock_error_s is in `df.attrs`."""
+    trace's clock_error_s, prompt_tokens_computed and prompt_tokens_reused are in `df.attrs`."""
     with h5py.File(path, "r") as f:
         if "trace" not in f:
             raise ValueError(f"{path}: expected a group /trace, found none (was the job run with --out?)")
@@ -157,6 +158,8 @@ def load_trace(path):
         df = pd.DataFrame({name: t[name][:] for name in ("rank", "microbatch", "phase", "start", "end", "tokens", "bytes")})
         names = [_text(n) for n in t["phase"].attrs["phase_names"]]
         clock_error = float(t.attrs.get("clock_error_s", 0.0))
+        # Files written before these counters existed read as 0.
+        counters = {k: int(t.attrs.get(k, 0)) for k in ("prompt_tokens_computed", "prompt_tokens_reused")}
         attrs = _root_attributes(f, path)
     bad = ~df["phase"].isin(range(len(names)))
     if bad.any():
@@ -170,7 +173,7 @@ def load_trace(path):
     df["replica"] = df["rank"] // stages
     df["stage"] = df["rank"] % stages
     df["host"] = [hosts[r] if r < len(hosts) else pd.NA for r in df["rank"]]
-    df.attrs = {"clock_error_s": clock_error}
+    df.attrs = {"clock_error_s": clock_error, **counters}
     return df
 
 

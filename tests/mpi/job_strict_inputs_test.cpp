@@ -114,7 +114,7 @@ TEST(JobStrictInputs, MisspeltKeyFailsItsLineWhileTheRestRun) {
   EXPECT_EQ(rows[1]["id"], "b");
   EXPECT_EQ(rows[1]["status"], "error");
   EXPECT_EQ(rows[1]["error"], prompts + ":2: \"temprature\": unknown key (did you mean \"temperature\"?): expected one of id, "
-                                        "prompt, prompt_token_ids, messages, context, continuation, max_tokens, temperature, "
+                                        "prompt, prompt_token_ids, messages, context, continuation, continuations, max_tokens, temperature, "
                                         "top_k, top_p, min_p, seed, stop, n, repetition_penalty, presence_penalty, "
                                         "frequency_penalty, min_tokens, ignore_eos, stop_token_ids, logit_bias, "
                                         "include_stop_str_in_output, top_logprobs");

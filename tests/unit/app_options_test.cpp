@@ -192,3 +192,10 @@ TEST(Options, SamplesPerPromptAreRangeCheckedAndOnlyForGenerate) {
   EXPECT_EQ(refusal({"--n", "5", "--slots", "4"}), "option --n: expected at most --slots (4): each sample holds a KV slot, found 5");
   EXPECT_EQ(refusal({"--n-prefill", "twice"}), "option --n-prefill: expected once or each, found 'twice'");
 }
+
+TEST(Options, PrefixSharingIsOnOrOffFromTheCommandLineOrTheConfigFile) {
+  EXPECT_EQ(parse({}).prefix_sharing, "on");
+  EXPECT_EQ(parse({"--prefix-sharing", "off"}).prefix_sharing, "off");
+  EXPECT_EQ(parse({"--config", config_file("prefix.ini", "prefix-sharing = off\n")}).prefix_sharing, "off");
+  EXPECT_EQ(refusal({"--prefix-sharing", "yes"}), "option --prefix-sharing: expected on or off, found 'yes'");
+}

@@ -108,6 +108,41 @@ TEST(IoJsonlWriter, ErrorAndScoreFieldsAppearOnlyWhenRelevant) {
   EXPECT_EQ(s["greedy"], true);
 }
 
+// A continuations line: its continuations in index order with the documented fields, the two
+// normalised scores (by hand: -3.25 over 2 tokens and over the 7 bytes of " Paris\n"), and a failed
+// continuation marking the whole line.
+TEST(IoJsonlWriter, ContinuationsLineHoldsEveryContinuationWithItsNormalisedScores) {
+  ResultRecord first = sample_result();
+  first.score = true;
+  first.sum_logprob = -3.25;
+  first.greedy = true;
+  ResultRecord second = first;
+  second.sample = 1;
+  second.greedy = false;
+  json line = json::parse(format_continuations_line({first, second}, {7, 4}));
+  EXPECT_EQ(key_list(line), (std::vector<std::string>{"continuations", "id", "prompt_tokens", "status"}));
+  EXPECT_EQ(line["status"], "ok");
+  ASSERT_EQ(line["continuations"].size(), 2u);
+  const json& c0 = line["continuations"][0];
+  EXPECT_EQ(key_list(c0), (std::vector<std::string>{"greedy", "index", "logprob_per_byte", "logprob_per_token",
+                                                      "logprobs", "status", "sum_logprob", "text", "tokens"}));
+  EXPECT_EQ(c0["index"], 0);
+  EXPECT_EQ(c0["logprob_per_token"].get<double>(), -1.625);
+  EXPECT_EQ(c0["logprob_per_byte"].get<double>(), -3.25 / 7);
+  EXPECT_EQ(line["continuations"][1]["index"], 1);
+  EXPECT_EQ(line["continuations"][1]["logprob_per_byte"].get<double>(), -0.8125);  // over 4 bytes
+  EXPECT_EQ(line["continuations"][1]["greedy"], false);
+
+  second.status = "error";
+  second.error = "p.jsonl:2: \"continuations[1]\": the continuation tokenizes to nothing";
+  json failed = json::parse(format_continuations_line({first, second}, {7, 4}));
+  EXPECT_EQ(failed["status"], "error");
+  EXPECT_EQ(failed["error"], second.error);
+  EXPECT_EQ(failed["continuations"][1]["error"], second.error);
+  EXPECT_FALSE(failed["continuations"][1].contains("sum_logprob"));
+  EXPECT_TRUE(failed["continuations"][0].contains("sum_logprob"));
+}
+
 // A small vocabulary for the token texts: id 3681 " Paris", 13 "\n", others "t<id>", 99 a lone UTF-8 lead byte.
 std::string token_text(int32_t id) {
   if (id == 3681) return " Paris";

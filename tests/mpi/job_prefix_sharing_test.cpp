@@ -1,0 +1,174 @@
+// --prefix-sharing in whole jobs: prompts built on shared preambles give the same JSONL bytes (tokens,
+// log-probs, every sample) with sharing on and off, at 1 and 3 ranks and with replicas, on stories260K
+// and a synthetic model, with n = 8 samples, logit_bias and penalties, in score mode, and with more
+// distinct preambles than KV slots (rows evicted); the tokens taken from the cache are reported.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/job_runner.h"
+#include "common/test_env.h"
+#include "io/hdf5_trace.h"
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kJobTimeLimitS = 120;  // seconds of work at most; the limit only stops a hung job
+const std::vector<std::string> kPreambles = {
+    "Once upon a time there was a little girl named Lily. She liked to play outside with her dog.",
+    "Tom had a big red ball. He liked to kick it in the park every day with his friends.",
+    "The sun was hot and the birds were singing in the tall green trees near the river.",
+    "Sara and Ben went to the zoo. They saw a lion, a monkey and a very big elephant.",
+    "A small bird lived in a nest. Every morning it sang a happy song for the farmer.",
+};
+const std::vector<std::string> kQuestions = {" One day", " Then she said", " He was happy", " They went home"};
+
+// Prompts cycling through the preambles, each followed by a question: sampled, greedy, with logit_bias
+// (its settings travel with the first chunk, which now starts past position 0) and penalized.
+std::vector<json> generate_lines(int n_lines, int n_samples) {
+  std::vector<json> lines;
+  for (int i = 0; i < n_lines; ++i) {
+    json l = {{"id", "p" + std::to_string(i)},
+              {"prompt", kPreambles[static_cast<size_t>(i / 2) % kPreambles.size()] + kQuestions[static_cast<size_t>(i) % kQuestions.size()]},
+              {"max_tokens", 10},
+              {"temperature", i % 3 == 0 ? 0.0 : 0.9},
+              {"seed", 7}};
+    if (i % 4 == 1) l["logit_bias"] = {{"13", -3.0}};
+    if (i % 5 == 2) l["repetition_penalty"] = 1.2;
+    if (i % 6 == 3 && n_samples > 1) l["n"] = n_samples;
+    lines.push_back(l);
+  }
+  return lines;
+}
+
+struct Job {
+  std::string jsonl;  // the JSONL output's bytes
+  std::string log;
+  std::string dir;
+};
+
+Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
+        const std::string& extra) {
+  const std::string dir = glacier::testing::scratch_dir("prefix-" + name);
+  {
+    std::ofstream out(dir + "/p.jsonl");
+    for (const json& l : lines) out << l.dump() << "\n";
+  }
+  const auto r = glacier::testing::run_glacier(np, "--model " + model + " --prompts " + dir + "/p.jsonl --jsonl " +
+                                                     dir + "/r.jsonl --out " + dir + "/r.h5 " + extra,
+                                                 kJobTimeLimitS);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return {glacier::testing::read_text(dir + "/r.jsonl"), r.output, dir};
+}
+
+// The job's "N taken from the prefix cache" figure (-1 when missing).
+int64_t reused(const std::string& log) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex("prompt tokens computed, (\\d+) taken from the prefix cache"))) return -1;
+  return std::stoll(m[1]);
+}
+
+// The same bytes, with the first differing line named on failure.
+void expect_same_results(const Job& on, const Job& off) {
+  ASSERT_FALSE(off.jsonl.empty());
+  if (on.jsonl == off.jsonl) return;
+  std::istringstream a(on.jsonl), b(off.jsonl);
+  std::string la, lb;
+  for (int line = 1; std::getline(a, la) && std::getline(b, lb); ++line)
+    ASSERT_EQ(la, lb) << "line " << line << " differs with sharing on (first) and off (second)";
+  FAIL() << "the results have different line counts with sharing on and off";
+}
+
+// The synthetic model of these tests: a small Q8_0 llama (built once per test that needs it).
+std::string synthetic_model(const std::string& dir) {
+  const std::string model = dir + "/m.gguf";
+  const std::string mk = std::string(GLACIER_BUILD_DIR) +
+                         "/glacier_mkmodel --preset tiny --n-embd 128 --n-layer 3 --n-head 4 --n-head-kv 2 --n-ff 256 "
+                         "--n-vocab 1024 --type q8_0 --seed 11 --out " + model + " > /dev/null";
+  EXPECT_EQ(std::system(mk.c_str()), 0) << mk;
+  return model;
+}
+
+class JobPrefixSharing : public ::testing::TestWithParam<int> {};
+
+TEST_P(JobPrefixSharing, StoriesGenerateIsBitwiseTheSameWithSharingOnAndOff) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const int np = GetParam();
+  const std::vector<json> lines = generate_lines(20, 8);
+  const std::string tag = "stories-np" + std::to_string(np);
+  // 3 ranks: smaller micro-batches, so prefixes and the rest are cut into other chunks.
+  const std::string common = np == 1 ? "--slots 10" : "--slots 10 --ubatch 7";
+  const Job off = run(model, tag + "-off", np, lines, common + " --prefix-sharing off");
+  const Job on = run(model, tag + "-on", np, lines, common);  // on is the default
+  expect_same_results(on, off);
+  EXPECT_GT(reused(on.log), 0) << on.log;
+  EXPECT_EQ(reused(off.log), 0) << off.log;
+}
+
+TEST_P(JobPrefixSharing, SyntheticGenerateIsBitwiseTheSameWithSharingOnAndOff) {
+  const int np = GetParam();
+  const std::string model = synthetic_model(glacier::testing::scratch_dir("prefix-model-np" + std::to_string(np)));
+  const std::vector<json> lines = generate_lines(16, 8);
+  const std::string tag = "synthetic-np" + std::to_string(np);
+  const Job off = run(model, tag + "-off", np, lines, "--slots 9 --prefix-sharing off");
+  const Job on = run(model, tag + "-on", np, lines, "--slots 9 --prefix-sharing on");
+  expect_same_results(on, off);
+  EXPECT_GT(reused(on.log), 0) << on.log;
+}
+
+// Five preambles through two slots: a slot's rows are given up for each new preamble, and a prompt
+// still finds its preamble in the slot its predecessor left when that one was not evicted yet.
+TEST_P(JobPrefixSharing, MorePreamblesThanSlotsEvictsAndStaysTheSame) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const int np = GetParam();
+  const std::vector<json> lines = generate_lines(20, 1);
+  const std::string tag = "evict-np" + std::to_string(np);
+  const Job off = run(model, tag + "-off", np, lines, "--slots 2 --prefix-sharing off");
+  const Job on = run(model, tag + "-on", np, lines, "--slots 2");
+  expect_same_results(on, off);
+  EXPECT_GT(reused(on.log), 0) << on.log;
+}
+
+TEST_P(JobPrefixSharing, ScoresAreBitwiseTheSameWithSharingOnAndOff) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const int np = GetParam();
+  std::vector<json> lines;
+  for (int i = 0; i < 12; ++i)
+    lines.push_back({{"id", "s" + std::to_string(i)},
+                     {"context", kPreambles[static_cast<size_t>(i / 4) % kPreambles.size()]},
+                     {"continuation", kQuestions[static_cast<size_t>(i) % kQuestions.size()]}});
+  const std::string tag = "score-np" + std::to_string(np);
+  const Job off = run(model, tag + "-off", np, lines, "--mode score --slots 4 --prefix-sharing off");
+  const Job on = run(model, tag + "-on", np, lines, "--mode score --slots 4");
+  expect_same_results(on, off);
+  EXPECT_GT(reused(on.log), 0) << on.log;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, JobPrefixSharing, ::testing::Values(1, 3),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+// Three replicas of one stage, each with its own cache: the same results, and /trace's counters add
+// up over the replicas to every prompt token, computed or taken from a cache.
+TEST(JobPrefixSharingReplicas, EachReplicaSharesItsOwnPrefixesAndTheCountersAddUp) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const std::vector<json> lines = generate_lines(24, 1);
+  const Job off = run(model, "replicas-off", 1, lines, "--slots 3 --prefix-sharing off");
+  const Job on = run(model, "replicas-on", 3, lines, "--slots 3 --replicas 3");
+  expect_same_results(on, off);
+  int64_t prompt_tokens = 0;
+  for (const json& row : glacier::testing::read_jsonl(on.dir + "/r.jsonl")) prompt_tokens += static_cast<int64_t>(row["prompt_tokens"].size());
+  const glacier::io::TraceCounters c = glacier::io::read_trace_counters(on.dir + "/r.h5");
+  EXPECT_GT(c.prompt_tokens_reused, 0);
+  EXPECT_EQ(c.prompt_tokens_computed + c.prompt_tokens_reused, prompt_tokens);
+  const glacier::io::TraceCounters c_off = glacier::io::read_trace_counters(off.dir + "/r.h5");
+  EXPECT_EQ(c_off.prompt_tokens_reused, 0);
+  EXPECT_EQ(c_off.prompt_tokens_computed, prompt_tokens);
+}
+
+}  // namespace
