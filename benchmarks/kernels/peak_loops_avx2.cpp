@@ -29,10 +29,19 @@ float fma_loop_avx2(int64_t iterations) {
 int32_t maddubs_loop_avx2(int64_t iterations) {
   __m256i acc[kChains];
   for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_epi32(k);
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
-  for (int64_t i = 0; i < iterations; ++i)
+  // A constant pair would let the compiler hoist maddubs and madd out of the loop (the "peak" then timed
+  // vpaddd alone): the unsigned operand is made opaque every step, the signed ones are memory operands.
+  alignas(32) int8_t s[kChains][32];
+  for (int k = 0; k < kChains; ++k)
+    for (int8_t& v : s[k]) v = static_cast<int8_t>(-2 - k);
+  __m256i u = _mm256_set1_epi8(3);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < iterations; ++i) {
+    __asm__ volatile("" : "+x"(u));
     for (int k = 0; k < kChains; ++k)
-      acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+      acc[k] = _mm256_add_epi32(
+          acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(s[k]))), ones));
+  }
   int32_t sum = 0;
   for (int k = 0; k < kChains; ++k) sum += _mm_cvtsi128_si32(_mm256_castsi256_si128(acc[k]));
   return sum;

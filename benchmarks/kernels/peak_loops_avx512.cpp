@@ -35,10 +35,18 @@ int32_t vnni_loop_avx512(int64_t iterations) {
 int32_t maddubs_loop_avx512(int64_t iterations) {
   __m512i acc[kChains];
   for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(k);
-  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2), ones = _mm512_set1_epi16(1);
-  for (int64_t i = 0; i < iterations; ++i)
+  // The unsigned operand made opaque every step, as in maddubs_loop_avx2 (constants let the compiler
+  // hoist the multiplies); the signed ones are memory operands.
+  alignas(64) int8_t s[kChains][64];
+  for (int k = 0; k < kChains; ++k)
+    for (int8_t& v : s[k]) v = static_cast<int8_t>(-2 - k);
+  __m512i u = _mm512_set1_epi8(3);
+  const __m512i ones = _mm512_set1_epi16(1);
+  for (int64_t i = 0; i < iterations; ++i) {
+    __asm__ volatile("" : "+v"(u));
     for (int k = 0; k < kChains; ++k)
-      acc[k] = _mm512_add_epi32(acc[k], _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), ones));
+      acc[k] = _mm512_add_epi32(acc[k], _mm512_madd_epi16(_mm512_maddubs_epi16(u, _mm512_load_si512(s[k])), ones));
+  }
   int32_t sum = 0;
   for (int k = 0; k < kChains; ++k) sum += _mm_cvtsi128_si32(_mm512_castsi512_si128(acc[k]));
   return sum;
