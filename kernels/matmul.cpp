@@ -188,7 +188,16 @@ size_t activation_bytes(const Matrix& w, int64_t n_rows) {
 }
 
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage) {
-  if (!w.packed || packable_k_quant(w.type)) return prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
+  if (!w.packed) return prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
+  if (packable_k_quant(w.type)) {  // Q8_K rows, their quants permuted for Q4_K/Q5_K (packed_k_quant.h)
+    PreparedActivations p = prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
+    if (packed_k_quant_permutes_activations(w.type))
+      for (int64_t r = 0; r < n_rows; ++r)
+        permute_k4_activations(reinterpret_cast<BlockQ8_K*>(static_cast<uint8_t*>(storage) + r * p.row_bytes),
+                               w.cols / kQK_K);
+    p.packed = true;
+    return p;
+  }
   check_cols(w.type, w.cols);
   GLACIER_ASSERT(n_rows == 0 || ldx >= w.cols, "activation row stride shorter than a row");
   PreparedActivations p;
@@ -212,7 +221,7 @@ void packed_matmul(const Matrix& w, const PreparedActivations& x, float* y, int6
   GLACIER_ASSERT(o_begin % kPackRows == 0 && (o_end % kPackRows == 0 || o_end == w.rows),
                  "a packed matmul's output range follows 16-row groups");
   if (packable_k_quant(w.type)) {
-    GLACIER_ASSERT(!x.packed, "packed K-quant weights take plain Q8_K activation rows");
+    GLACIER_ASSERT(x.packed, "packed K-quant weights need activations prepared for them");
     packed_k_quant_gemm(active_isa(), w.type)(w.packed, w.cols, w.rows, o_begin / kPackRows, packed_groups(o_end),
                                               static_cast<const uint8_t*>(x.data), x.row_bytes, x.n_rows, y, ldy);
     return;

@@ -41,7 +41,7 @@ bool preferred_block_sum_order(WeightType t, int64_t rows);
 // F16, bf16 rows for BF16, f32 rows for F32). Storage is caller-provided: see activation_bytes().
 struct PreparedActivations {
   WeightType for_type = WeightType::F32;
-  bool packed = false;  // rows in the packed-GEMM layout (packed_gemm.h)
+  bool packed = false;  // rows in the packed-GEMM layout (packed_gemm.h, packed_k_quant.h)
   const void* data = nullptr;
   int64_t n_rows = 0;
   int64_t cols = 0;
@@ -58,7 +58,7 @@ size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols);
 // Converts x [n_rows x cols] (row stride ldx floats) into `storage` (activation_bytes() large).
 PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_rows, int64_t cols,
                                         int64_t ldx, void* storage);
-// The same for a given matrix: the packed layout when w.packed is set (plain Q8_K rows for K-quants).
+// The same for a given matrix: the packed layout when w.packed is set (Q8_K rows for K-quants, see packed_k_quant.h).
 size_t activation_bytes(const Matrix& w, int64_t n_rows);
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage);
 // Output rows that must go to one thread together: 16 for a packed matrix (a group), else 1.

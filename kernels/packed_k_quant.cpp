@@ -4,7 +4,9 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
+#include "kernels/k_quant_layout.h"
 #include "kernels/quant_blocks.h"
 #include "util/error.h"
 
@@ -30,36 +32,35 @@ const Block* row_blocks(const Matrix& m, int64_t row) {
                       : nullptr;
 }
 
-// Q4_K and Q5_K: one super-block b of group g.
-template <class Block, bool kHasQh>
+// Q4_K and Q5_K: one super-block b of group g. Byte t of quad q of chunk c holds in its low nibble
+// element 4q + t % 2 and in its high nibble element 4q + 2 + t % 2 of sub-block 2c + t / 2.
+template <class Block, int (*Level)(const Block&, int)>
 void pack_k4_super_block(const Matrix& m, int64_t g, int64_t b, const KQuantPackedLayout& lay, uint8_t* out) {
-  const Block* blocks[kPackRows];
+  constexpr bool kHasQh = std::is_same_v<Block, BlockQ5_K>;
   for (int l = 0; l < kPackRows; ++l) {
     const Block* row = row_blocks<Block>(m, g * kPackRows + l);
-    blocks[l] = row ? row + b : nullptr;
-  }
-  for (int c = 0; c < 4; ++c) {
-    const uint8_t* seg[kPackRows];
-    for (int l = 0; l < kPackRows; ++l) seg[l] = blocks[l] ? blocks[l]->qs + 32 * c : nullptr;
-    interleave_segment(seg, out + lay.qs + c * kQuadsPerChunk * kVector);
-  }
-  if constexpr (kHasQh) {
-    const uint8_t* seg[kPackRows];
-    for (int l = 0; l < kPackRows; ++l) seg[l] = blocks[l] ? blocks[l]->qh : nullptr;
-    interleave_segment(seg, out + lay.qh);
-  }
-  auto* d = reinterpret_cast<uint16_t*>(out + lay.d);
-  auto* dmin = reinterpret_cast<uint16_t*>(out + lay.dmin);
-  for (int l = 0; l < kPackRows; ++l) {
-    if (!blocks[l]) continue;  // scales, mins and both factors stay zero
+    if (!row) continue;  // all zero: levels, scales, mins and both factors
+    const Block& blk = row[b];
+    for (int c = 0; c < 4; ++c)
+      for (int q = 0; q < kQuadsPerChunk; ++q)
+        for (int t = 0; t < kQuadBytes; ++t) {
+          const int first = 64 * c + 32 * (t / 2) + kQuadBytes * q + t % 2;  // natural index, low nibble
+          const int low = Level(blk, first), high = Level(blk, first + 2);
+          out[lay.qs + (c * kQuadsPerChunk + q) * kVector + l * kQuadBytes + t] =
+              static_cast<uint8_t>((low & 0x0f) | ((high & 0x0f) << 4));
+          if constexpr (kHasQh) {
+            const int bits = ((low >> 4) << (2 * c)) | ((high >> 4) << (2 * c + 1));
+            out[lay.qh + q * kVector + l * kQuadBytes + t] |= static_cast<uint8_t>(bits);
+          }
+        }
     for (int s = 0; s < 8; ++s) {
       int scale, min;
-      k4_scale_min(blocks[l]->scales, s, scale, min);
-      out[lay.scales + s * kPackRows + l] = static_cast<uint8_t>(scale);
+      k4_scale_min(blk.scales, s, scale, min);
+      out[lay.scales + (s / 2) * 2 * kPackRows + 2 * l + s % 2] = static_cast<uint8_t>(scale);
       out[lay.mins + (s / 2) * 2 * kPackRows + 2 * l + s % 2] = static_cast<uint8_t>(min);
     }
-    d[l] = blocks[l]->d;
-    dmin[l] = blocks[l]->dmin;
+    reinterpret_cast<uint16_t*>(out + lay.d)[l] = blk.d;
+    reinterpret_cast<uint16_t*>(out + lay.dmin)[l] = blk.dmin;
   }
 }
 
@@ -130,11 +131,26 @@ void pack_k_quant_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t
     for (int64_t b = 0; b < nsb; ++b) {
       uint8_t* out = group + static_cast<size_t>(b) * lay.super_block_bytes;
       switch (m.type) {
-        case WeightType::Q4_K: pack_k4_super_block<BlockQ4_K, false>(m, g, b, lay, out); break;
-        case WeightType::Q5_K: pack_k4_super_block<BlockQ5_K, true>(m, g, b, lay, out); break;
+        case WeightType::Q4_K: pack_k4_super_block<BlockQ4_K, q4_k_level>(m, g, b, lay, out); break;
+        case WeightType::Q5_K: pack_k4_super_block<BlockQ5_K, q5_k_level>(m, g, b, lay, out); break;
         default: pack_q6_k_super_block(m, g, b, lay, out); break;
       }
     }
+  }
+}
+
+bool packed_k_quant_permutes_activations(WeightType t) { return t == WeightType::Q4_K || t == WeightType::Q5_K; }
+
+int k4_activation_position(int i) {
+  const int c = i / 64, half = (i % 64) / 32, q = (i % 32) / kQuadBytes, e = i % kQuadBytes;
+  return 64 * c + 2 * kQuadBytes * q + kQuadBytes * (e / 2) + 2 * half + e % 2;
+}
+
+void permute_k4_activations(BlockQ8_K* x, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    int8_t natural[kQK_K];
+    std::memcpy(natural, x[b].qs, sizeof natural);
+    for (int i = 0; i < kQK_K; ++i) x[b].qs[k4_activation_position(i)] = natural[i];
   }
 }
 

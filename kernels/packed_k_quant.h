@@ -19,10 +19,13 @@ bool packable_k_quant(WeightType t);  // Q4_K, Q5_K, Q6_K
 // super-block after another, each a multiple of 64 bytes. A "quad vector" is 64 bytes: for lane l (row
 // 16g + l), four consecutive bytes of that row's field. Offsets inside one super-block:
 // Q4_K (2368 bytes) and Q5_K (2880):
-//   qs     4 chunks c x 8 quad vectors q: bytes 32c + 4q .. +3 of the row's qs (low nibbles: sub-block 2c,
-//          high nibbles: sub-block 2c + 1, elements 4q .. 4q + 3 of each)
-//   qh     Q5_K only, 8 quad vectors: bytes 4q .. 4q + 3 of the row's qh (bit s: sub-block s's fifth bit)
-//   scales 8 sub-blocks x 16 rows, one byte each (6-bit scale)
+//   qs     4 chunks c x 8 quad vectors q: byte t of a lane holds element 4q + t % 2 (low nibble) and
+//          element 4q + 2 + t % 2 (high nibble) of sub-block 2c + t / 2, so that one maddubs of the low
+//          nibbles and one of the high ones against the permuted activations (below) add up to the int16
+//          pair (quad q of sub-block 2c, quad q of sub-block 2c + 1) of the row dots' lane q
+//   qh     Q5_K only, 8 quad vectors q: bit 2c of byte t is the fifth bit of the low-nibble element of
+//          byte t of chunk c, bit 2c + 1 that of its high-nibble element
+//   scales 4 pairs c x 16 rows x 2 bytes: the (6-bit) scales of sub-blocks 2c and 2c + 1
 //   mins   4 pairs k x 16 rows x 2 bytes: the mins of sub-blocks 2k and 2k + 1
 //   d      16 fp16, then dmin 16 fp16
 // Q6_K (3392 bytes):
@@ -36,11 +39,18 @@ struct KQuantPackedLayout {
 KQuantPackedLayout k_quant_packed_layout(WeightType t);
 size_t k_quant_packed_group_bytes(WeightType t, int64_t cols);
 
+// Activations of packed Q4_K/Q5_K matrices: Q8_K rows (bsums as usual) whose quants are permuted within
+// each 64-element chunk c: for quad q, the 8 bytes at 64c + 8q are elements 4q, 4q + 1 of sub-block 2c,
+// the same of 2c + 1, then 4q + 2, 4q + 3 of 2c and of 2c + 1. Q6_K takes plain Q8_K rows.
+bool packed_k_quant_permutes_activations(WeightType t);
+int k4_activation_position(int i);  // where natural element i (0..255) of a super-block sits
+void permute_k4_activations(BlockQ8_K* x, int64_t n_blocks);
+
 // Writes groups [g_begin, g_end) of m's packed form into dst (kPackAlign-aligned, packed_bytes(m) long).
 void pack_k_quant_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g_end);
 
 // The packed GEMM of a variant: y[r * ldy + o] for groups [g_begin, g_end) against n_rows BlockQ8_K rows
-// (x_row_bytes apart), each output bitwise the row-by-row dot of DotKernels::q*_k_q8_k.
+// (x_row_bytes apart, permuted for Q4_K/Q5_K), each output bitwise the row-by-row dot of DotKernels::q*_k_q8_k.
 PackedGemmFn packed_k_quant_gemm(Isa isa, WeightType t);
 
 // The scalar twins and the SIMD variants (avx2 without and with AVX-VNNI; avx512 with VNNI, which the

@@ -16,16 +16,17 @@ constexpr int kVector = kPackRows * kQuadBytes;
 // Byte k of quad q of lane l in the 8 quad vectors starting at v.
 uint8_t quad_byte(const uint8_t* v, int q, int l, int k) { return v[q * kVector + l * kQuadBytes + k]; }
 
-// Element i (0..255) of lane l in a packed super-block sb: the level as the dots see it.
+// Element i (0..255) of lane l in a packed super-block sb: the level as the dots see it. Its byte in
+// chunk c, quad q: t = 2 * (sub-block % 2) + e % 2 for element e of the quad, high nibble for e >= 2.
 int q4_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
-  const int c = i / 64, half = (i % 64) / 32, e = i % 32;
-  const uint8_t byte = quad_byte(sb + lay.qs + c * 8 * kVector, e / kQuadBytes, l, e % kQuadBytes);
-  return half ? byte >> 4 : byte & 0x0f;
+  const int c = i / 64, half = (i % 64) / 32, q = (i % 32) / kQuadBytes, e = i % kQuadBytes;
+  const uint8_t byte = quad_byte(sb + lay.qs + c * 8 * kVector, q, l, 2 * half + e % 2);
+  return e >= 2 ? byte >> 4 : byte & 0x0f;
 }
 int q5_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
-  const int e = i % 32;
-  const int bit = (quad_byte(sb + lay.qh, e / kQuadBytes, l, e % kQuadBytes) >> (i / 32)) & 1;
-  return q4_k_level(sb, lay, l, i) | (bit << 4);
+  const int c = i / 64, half = (i % 64) / 32, q = (i % 32) / kQuadBytes, e = i % kQuadBytes;
+  const uint8_t bits = quad_byte(sb + lay.qh, q, l, 2 * half + e % 2);
+  return q4_k_level(sb, lay, l, i) | (((bits >> (2 * c + (e >= 2))) & 1) << 4);
 }
 int q6_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
   const int h = i / 128, quarter = (i % 128) / 32, e = i % 32;
@@ -56,7 +57,7 @@ float k4_output(const uint8_t* group, const KQuantPackedLayout& lay, int64_t nsb
     const float dmin = -x[b].d * factor(sb, lay.dmin, l);
     int32_t mins[4];
     for (int k = 0; k < 4; ++k) {
-      const uint8_t* pair = sb + lay.mins + k * 2 * kPackRows + 2 * l;
+      const uint8_t* pair = sb + lay.mins + k * 2 * kPackRows + 2 * l;  // mins of sub-blocks 2k, 2k + 1
       mins[k] = pair[0] * sub_block_sum(x[b], 2 * k) + pair[1] * sub_block_sum(x[b], 2 * k + 1);
     }
     if (kScalarMins) {
@@ -66,12 +67,12 @@ float k4_output(const uint8_t* group, const KQuantPackedLayout& lay, int64_t nsb
     }
     int32_t lanes[8] = {};
     for (int s = 0; s < 8; ++s) {
-      const int32_t scale = sb[lay.scales + s * kPackRows + l];
+      const int32_t scale = sb[lay.scales + (s / 2) * 2 * kPackRows + 2 * l + s % 2];
       for (int q = 0; q < 8; ++q) {
         int32_t quad = 0;
         for (int e = 0; e < kQuadBytes; ++e) {
-          const int i = 32 * s + kQuadBytes * q + e;
-          quad += Level(sb, lay, l, i) * int32_t{x[b].qs[i]};
+          const int i = 32 * s + kQuadBytes * q + e;  // the activations are permuted (packed_k_quant.h)
+          quad += Level(sb, lay, l, i) * int32_t{x[b].qs[k4_activation_position(i)]};
         }
         lanes[q] += scale * quad;
       }

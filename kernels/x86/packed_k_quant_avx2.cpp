@@ -34,6 +34,7 @@ struct V256 {
   static I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I sub16(I a, I b) { return _mm256_sub_epi16(a, b); }
+  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
   static I dot16(I acc, I pairs, I scales) {
 #if GLACIER_X86_VNNI
     return _mm256_dpwssd_avx_epi32(acc, pairs, scales);

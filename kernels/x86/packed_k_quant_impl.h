@@ -1,10 +1,11 @@
 // The packed K-quant GEMM (packed_k_quant.h) written once over a vector width: included by
 // packed_k_quant_avx2.cpp (8 rows a vector, a group as two units) and packed_k_quant_avx512.cpp (16 rows,
 // a group as one unit), each with a traits struct V of its instructions. Per super-block and output the
-// integer lane q is sum over sub-blocks of scale * (levels . q8 over quad q), built with maddubs (levels
-// are unsigned, the signed q8 quad broadcast) and a multiply-add of int16 pairs by the row's scale
-// (dpwssd with VNNI); exact, as each pair sum stays far inside int16 (at most 2 * 63 * 127). The floats
-// then follow ref/dot_k_quant_ref.cpp operation for operation.
+// integer lane q is the sum over sub-blocks of scale * (levels . q8 over quad q). Q4_K/Q5_K: two maddubs
+// (unsigned levels, the signed permuted q8 broadcast) add up to the int16 pair (quad dot of sub-block 2c,
+// of 2c + 1), scaled by one multiply-add of int16 pairs (dpwssd with VNNI); Q6_K: maddubs minus the 32
+// offset's, times the sub-block's scale. Exact: no int16 sum passes 4 * 63 * 127. The floats then follow
+// ref/dot_k_quant_ref.cpp operation for operation.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -39,7 +40,8 @@ void units_at(const uint8_t* w, size_t group_bytes, int64_t u0, Unit<V> (&u)[G])
   }
 }
 
-// Levels of chunk c (0..3) of a Q4_K/Q5_K unit for quad q: low nibbles (sub-block 2c), high (2c + 1).
+// Levels of chunk c (0..3) of a Q4_K/Q5_K unit for quad q: low nibbles (elements 4q, 4q + 1 of sub-blocks
+// 2c and 2c + 1), high nibbles (elements 4q + 2, 4q + 3 of each), with the fifth bit for Q5_K.
 template <class V, bool kQh>
 inline void k4_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane0, int c, int q,
                       typename V::I& lo, typename V::I& hi) {
@@ -67,7 +69,6 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
   using I = typename V::I;
   using F = typename V::F;
   constexpr bool kK4 = T != WeightType::Q6_K;
-  constexpr int kSubBlocks = kK4 ? 8 : 16;
   Unit<V> u[G];
   units_at<V, G>(w, group_bytes, u0, u);
   const BlockQ8_K* xr[R];
@@ -113,12 +114,17 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
         }
       }
     }
-    // Each sub-block's scale in both int16 halves of the row's 32-bit lane.
-    I scale[G][kSubBlocks];
+    // Q4_K/Q5_K: the scales of sub-blocks 2c and 2c + 1 as the int16 pair of the row's lane; Q6_K: each
+    // sub-block's scale in both halves.
+    constexpr int kScaleVectors = kK4 ? 4 : 16;
+    I scale[G][kScaleVectors];
     for (int g = 0; g < G; ++g)
-      for (int s = 0; s < kSubBlocks; ++s) {
-        const uint8_t* p = sb[g] + lay.scales + s * kPackRows + u[g].lane0;
-        scale[g][s] = kK4 ? V::scale_pairs_u8(p) : V::scale_pairs_i8(p);
+      for (int s = 0; s < kScaleVectors; ++s) {
+        if constexpr (kK4) {
+          scale[g][s] = V::widen_u8_16(sb[g] + lay.scales + s * 2 * kPackRows + 2 * u[g].lane0);
+        } else {
+          scale[g][s] = V::scale_pairs_i8(sb[g] + lay.scales + s * kPackRows + u[g].lane0);
+        }
       }
     for (int q = 0; q < 8; ++q) {
       I lanes[G][R];
@@ -129,12 +135,12 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
           I lo[G], hi[G];
           for (int g = 0; g < G; ++g) k4_levels<V, T == WeightType::Q5_K>(sb[g], lay, u[g].lane0, c, q, lo[g], hi[g]);
           for (int r = 0; r < R; ++r) {
-            const I xlo = V::bcast32(xb[r]->qs + 64 * c + kQuadBytes * q);
-            const I xhi = V::bcast32(xb[r]->qs + 64 * c + 32 + kQuadBytes * q);
-            for (int g = 0; g < G; ++g) {
-              lanes[g][r] = V::dot16(lanes[g][r], V::maddubs(lo[g], xlo), scale[g][2 * c]);
-              lanes[g][r] = V::dot16(lanes[g][r], V::maddubs(hi[g], xhi), scale[g][2 * c + 1]);
-            }
+            // Activations permuted to match (packed_k_quant.h): the int16 pair of a lane is then (the quad
+            // dot of sub-block 2c, that of 2c + 1), both scaled by one multiply-add.
+            const int8_t* xq = xb[r]->qs + 64 * c + 2 * kQuadBytes * q;
+            const I x1 = V::bcast32(xq), x2 = V::bcast32(xq + kQuadBytes);
+            for (int g = 0; g < G; ++g)
+              lanes[g][r] = V::dot16(lanes[g][r], V::add16(V::maddubs(lo[g], x1), V::maddubs(hi[g], x2)), scale[g][c]);
           }
         }
       } else {
@@ -186,17 +192,16 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
   }
 }
 
-// Rows of one tile of G units, R rows at a time and the rest.
+// Rows of one tile of G units, R rows at a time and the rest (tiles of 2 and 1 rows).
 template <class V, WeightType T, int G, int R>
 void unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t nsb, int64_t rows,
                int64_t u0, const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
   int64_t r = 0;
   for (; r + R <= n_rows; r += R) tile<V, T, G, R>(w, group_bytes, lay, nsb, rows, u0, x, x_row_bytes, r, y, ldy);
+  if constexpr (R > 2) {
+    for (; r + 2 <= n_rows; r += 2) tile<V, T, G, 2>(w, group_bytes, lay, nsb, rows, u0, x, x_row_bytes, r, y, ldy);
+  }
   if constexpr (R > 1) {
-    if (n_rows - r >= 2 && R > 2) {
-      tile<V, T, G, 2>(w, group_bytes, lay, nsb, rows, u0, x, x_row_bytes, r, y, ldy);
-      r += 2;
-    }
     for (; r < n_rows; ++r) tile<V, T, G, 1>(w, group_bytes, lay, nsb, rows, u0, x, x_row_bytes, r, y, ldy);
   }
 }
