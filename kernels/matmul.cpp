@@ -8,6 +8,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/packed_gemm.h"
+#include "kernels/packed_k_quant.h"
 #include "util/error.h"
 
 namespace glacier::kernels {
@@ -180,13 +181,23 @@ bool preferred_block_sum_order(WeightType t, int64_t rows) {
 }
 
 size_t activation_bytes(const Matrix& w, int64_t n_rows) {
-  if (!w.packed) return activation_bytes(w.type, n_rows, w.cols);
+  // Packed K-quants take the plain Q8_K rows (packed_k_quant.h).
+  if (!w.packed || packable_k_quant(w.type)) return activation_bytes(w.type, n_rows, w.cols);
   check_cols(w.type, w.cols);
   return static_cast<size_t>(n_rows) * packed_activation_row_bytes(w.cols);
 }
 
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage) {
   if (!w.packed) return prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
+  if (packable_k_quant(w.type)) {  // Q8_K rows, their quants permuted for Q4_K/Q5_K (packed_k_quant.h)
+    PreparedActivations p = prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
+    if (packed_k_quant_permutes_activations(w.type))
+      for (int64_t r = 0; r < n_rows; ++r)
+        permute_k4_activations(reinterpret_cast<BlockQ8_K*>(static_cast<uint8_t*>(storage) + r * p.row_bytes),
+                               w.cols / kQK_K);
+    p.packed = true;
+    return p;
+  }
   check_cols(w.type, w.cols);
   GLACIER_ASSERT(n_rows == 0 || ldx >= w.cols, "activation row stride shorter than a row");
   PreparedActivations p;
@@ -207,9 +218,15 @@ namespace {
 
 void packed_matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy, int64_t o_begin,
                    int64_t o_end) {
-  GLACIER_ASSERT(x.packed, "packed weights need activations prepared for them");
   GLACIER_ASSERT(o_begin % kPackRows == 0 && (o_end % kPackRows == 0 || o_end == w.rows),
                  "a packed matmul's output range follows 16-row groups");
+  if (packable_k_quant(w.type)) {
+    GLACIER_ASSERT(x.packed, "packed K-quant weights need activations prepared for them");
+    packed_k_quant_gemm(active_isa(), w.type)(w.packed, w.cols, w.rows, o_begin / kPackRows, packed_groups(o_end),
+                                              static_cast<const uint8_t*>(x.data), x.row_bytes, x.n_rows, y, ldy);
+    return;
+  }
+  GLACIER_ASSERT(x.packed, "packed weights need activations prepared for them");
   const DotKernels& k = active_kernels();
   const bool q8 = w.type == WeightType::Q8_0;
   const PackedGemmFn gemm = w.block_sum_order ? (q8 ? k.q8_0_packed_block_sums_gemm : k.q4_0_packed_block_sums_gemm)

@@ -22,7 +22,7 @@ struct Matrix {
   // order (one float accumulator per 4-byte quad of the block). The loader sets it from
   // preferred_block_sum_order().
   bool block_sum_order = false;
-  // Q8_0/Q4_0: the matrix repacked by pack_groups() (packed_gemm.h), or null. When set, matmul uses the
+  // Q8_0/Q4_0/Q4_K/Q5_K/Q6_K: the matrix repacked by pack_groups() (packed_gemm.h), or null. When set, matmul uses the
   // packed GEMM (bitwise the results of the unpacked kernels) and the output range follows 16-row groups.
   const uint8_t* packed = nullptr;
 };
@@ -41,7 +41,7 @@ bool preferred_block_sum_order(WeightType t, int64_t rows);
 // F16, bf16 rows for BF16, f32 rows for F32). Storage is caller-provided: see activation_bytes().
 struct PreparedActivations {
   WeightType for_type = WeightType::F32;
-  bool packed = false;  // rows in the packed-GEMM layout (packed_gemm.h)
+  bool packed = false;  // rows in the packed-GEMM layout (packed_gemm.h, packed_k_quant.h)
   const void* data = nullptr;
   int64_t n_rows = 0;
   int64_t cols = 0;
@@ -58,7 +58,7 @@ size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols);
 // Converts x [n_rows x cols] (row stride ldx floats) into `storage` (activation_bytes() large).
 PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_rows, int64_t cols,
                                         int64_t ldx, void* storage);
-// The same for a given matrix: the packed layout when w.packed is set.
+// The same for a given matrix: the packed layout when w.packed is set (Q8_K rows for K-quants, see packed_k_quant.h).
 size_t activation_bytes(const Matrix& w, int64_t n_rows);
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage);
 // Output rows that must go to one thread together: 16 for a packed matrix (a group), else 1.

@@ -28,6 +28,7 @@ constexpr size_t kPackAlign = 64;
 //   value is u - 8, taken off through the activation row's corrections).
 size_t packed_block_quad_bytes(WeightType t);  // 512 (Q8_0) or 256 (Q4_0)
 size_t packed_group_bytes(WeightType t, int64_t cols);
+// packable, packed_bytes and pack_groups cover the K-quants too (their layout: packed_k_quant.h).
 size_t packed_bytes(const Matrix& m);
 bool packable(WeightType t);
 

@@ -22,6 +22,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_gemm.h"
+#include "kernels/packed_k_quant.h"
 #include "machine_peaks.h"
 #include "peak_loops.h"
 #include "util/error.h"
@@ -35,7 +36,7 @@ using kernels::WeightType;
 constexpr WeightType kTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
                                  WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
                                  WeightType::IQ4_NL, WeightType::IQ4_XS, WeightType::Q2_K, WeightType::Q3_K,
-                                 WeightType::Q4_K, WeightType::Q6_K};
+                                 WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
 size_t row_bytes(WeightType t, int64_t cols) {
   switch (t) {
@@ -325,9 +326,11 @@ void register_all() {
     for (WeightType t : kTypes) {
       const std::string suffix = std::string(kernels::isa_name(isa)) + "/" + kernels::weight_type_name(t);
       benchmark::RegisterBenchmark(("dot/" + suffix).c_str(), dot_bench, isa, t)->Arg(4096);
-      benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows, kCols,
-                                   false, false)
-          ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+      auto* unpacked = benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t,
+                                                    kRows, kCols, false, false);
+      unpacked->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+      // The row-by-row K-quant dots the packed GEMM replaces at load, on a prefill batch too.
+      if (isa != Isa::Ref && kernels::packable_k_quant(t)) unpacked->Arg(512);
       if (!kernels::packable(t)) continue;
       auto* b = benchmark::RegisterBenchmark(("packed/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
                                              kCols, true, false);

@@ -1,0 +1,237 @@
+// Packed Q4_K/Q5_K/Q6_K GEMM: the scalar twin equals the row-by-row K-quant dots on the GGUF blocks bit for
+// bit, every variant equals the twin and its own unpacked matmul bit for bit (so packing at load changes
+// no result), whatever the batch or the group split, on random and on extreme bytes; rows past the
+// matrix are never written.
+#include <gtest/gtest.h>
+#include "common/isa_param_name.h"
+#include "common/k_quant_test_data.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "kernels/packed_gemm.h"
+#include "kernels/packed_k_quant.h"
+
+namespace glacier::kernels {
+namespace {
+
+struct Shape {
+  int64_t rows, cols;
+};
+// Rows off the 16-row grid (and off the 8-row AVX2 units), one super-block, an odd count, a model width.
+const Shape kShapes[] = {{37, 256}, {16, 768}, {100, 512}, {40, 2048}};
+constexpr int64_t kMaxBatch = 7;  // past three 2-row tiles and a remainder of one
+constexpr float kUnwritten = -12345.0f;
+const WeightType kTypes[] = {WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+
+size_t block_bytes(WeightType t) {
+  return t == WeightType::Q4_K ? sizeof(BlockQ4_K) : t == WeightType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+}
+
+struct Weights {
+  std::vector<uint8_t> gguf;
+  std::vector<uint8_t> packed_storage;
+  Matrix plain;   // the GGUF rows, as the engine multiplied them before packing
+  Matrix packed;  // the same with its packed copy
+};
+
+template <class Block>
+std::vector<uint8_t> random_rows(std::mt19937& rng, Shape s) {
+  const auto blocks = testing::random_k_blocks<Block>(rng, s.rows * s.cols);
+  std::vector<uint8_t> bytes(blocks.size() * sizeof(Block));
+  std::memcpy(bytes.data(), blocks.data(), bytes.size());
+  return bytes;
+}
+
+Weights make_weights(WeightType t, Shape s, std::vector<uint8_t> gguf) {
+  Weights w;
+  w.gguf = std::move(gguf);
+  w.plain = Matrix{t, w.gguf.data(), s.rows, s.cols, size_t(s.cols / kQK_K) * block_bytes(t)};
+  w.packed = w.plain;
+  w.packed_storage.resize(packed_bytes(w.plain) + kPackAlign);
+  uint8_t* aligned = w.packed_storage.data() +
+                     (kPackAlign - reinterpret_cast<uintptr_t>(w.packed_storage.data()) % kPackAlign) % kPackAlign;
+  pack_groups(w.plain, aligned, 0, packed_groups(s.rows));
+  w.packed.packed = aligned;
+  return w;
+}
+
+Weights random_weights(WeightType t, Shape s, std::mt19937& rng) {
+  switch (t) {
+    case WeightType::Q4_K: return make_weights(t, s, random_rows<BlockQ4_K>(rng, s));
+    case WeightType::Q5_K: return make_weights(t, s, random_rows<BlockQ5_K>(rng, s));
+    default: return make_weights(t, s, random_rows<BlockQ6_K>(rng, s));
+  }
+}
+
+std::vector<float> make_activations(int64_t n, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  std::vector<float> x(size_t(n * cols));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// y [n x rows] of matrix m over outputs [o_begin, o_end), activation rows [r0, r0 + n).
+void run(const Matrix& m, const std::vector<float>& x, int64_t r0, int64_t n, int64_t o_begin, int64_t o_end,
+         std::vector<float>& y) {
+  std::vector<uint8_t> storage(activation_bytes(m, n));
+  const PreparedActivations p = prepare_activations(m, x.data() + r0 * m.cols, n, m.cols, storage.data());
+  matmul(m, p, y.data() + r0 * m.rows, m.rows, o_begin, o_end);
+}
+
+std::string name(const Matrix& m) {
+  return std::string(weight_type_name(m.type)) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols);
+}
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class PackedKQuantVariants : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override { set_active_isa(GetParam()); }
+  void TearDown() override { set_active_isa(supported_isas().back()); }
+
+  // The variant's packed results against the twin's and against its own unpacked matmul.
+  void expect_equal_everywhere(const Weights& w, const std::vector<float>& x, int64_t n) {
+    const int64_t rows = w.plain.rows;
+    std::vector<float> got(size_t(kMaxBatch * rows), kUnwritten), twin = got, unpacked = got;
+    run(w.packed, x, 0, n, 0, rows, got);
+    run(w.plain, x, 0, n, 0, rows, unpacked);
+    set_active_isa(Isa::Ref);
+    run(w.packed, x, 0, n, 0, rows, twin);
+    set_active_isa(GetParam());
+    EXPECT_TRUE(same_bytes(got, twin)) << name(w.plain) << " batch " << n << " on " << isa_name(GetParam())
+                                       << ": first output " << got[0] << " vs twin " << twin[0];
+    EXPECT_TRUE(same_bytes(got, unpacked)) << name(w.plain) << " batch " << n << " on " << isa_name(GetParam())
+                                           << ": first output " << got[0] << " vs unpacked " << unpacked[0];
+  }
+};
+
+TEST_P(PackedKQuantVariants, EqualsTheTwinAndTheUnpackedMatmulBitForBit) {
+  std::mt19937 rng(401);
+  for (WeightType t : kTypes)
+    for (Shape s : kShapes) {
+      const Weights w = random_weights(t, s, rng);
+      const auto x = make_activations(kMaxBatch, s.cols, rng);
+      for (int64_t n = 1; n <= kMaxBatch; ++n) expect_equal_everywhere(w, x, n);
+    }
+}
+
+// All-zero and all-one bytes (levels 0 and the top level, scales and mins at their extremes, Q6_K scales
+// -1) and a random mix of the two, against activations at +-amax (quants +-127): the largest maddubs
+// pairs and products the kernels meet.
+TEST_P(PackedKQuantVariants, ExtremeBytesEqualTheTwin) {
+  std::mt19937 rng(402);
+  std::bernoulli_distribution coin(0.5);
+  const Shape s{37, 512};
+  for (WeightType t : kTypes)
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      std::vector<uint8_t> gguf(size_t(s.rows * (s.cols / kQK_K)) * block_bytes(t));
+      for (uint8_t& b : gguf) b = pattern == 0 ? 0 : pattern == 1 ? 0xff : (coin(rng) ? 0xff : 0);
+      // d and dmin (or Q6_K's d) of every block: a plausible positive fp16.
+      for (size_t off = 0; off < gguf.size(); off += block_bytes(t)) {
+        const uint16_t d = f32_to_fp16(1e-3f);
+        if (t == WeightType::Q6_K) {
+          std::memcpy(&gguf[off + offsetof(BlockQ6_K, d)], &d, sizeof d);
+        } else {
+          std::memcpy(&gguf[off], &d, sizeof d);
+          std::memcpy(&gguf[off + sizeof d], &d, sizeof d);
+        }
+      }
+      const Weights w = make_weights(t, s, gguf);
+      std::vector<float> x(size_t(kMaxBatch * s.cols));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = i < x.size() / 2 ? 1.5f : (coin(rng) ? 1.5f : -1.5f);
+      for (int64_t n : {int64_t{1}, int64_t{2}, kMaxBatch}) expect_equal_everywhere(w, x, n);
+    }
+}
+
+TEST_P(PackedKQuantVariants, BatchAndGroupSplitDoNotChangeAnyBit) {
+  std::mt19937 rng(403);
+  for (WeightType t : kTypes) {
+    const Shape s{100, 512};
+    const Weights w = random_weights(t, s, rng);
+    const auto x = make_activations(kMaxBatch, s.cols, rng);
+    const int64_t groups = packed_groups(s.rows);
+    std::vector<float> whole(size_t(kMaxBatch * s.rows));
+    run(w.packed, x, 0, kMaxBatch, 0, s.rows, whole);
+    for (int64_t batch : {1, 2, 3}) {
+      std::vector<float> pieces(whole.size(), kUnwritten);
+      for (int64_t r0 = 0; r0 < kMaxBatch; r0 += batch)
+        for (int64_t g = 0; g < groups; ++g)  // one group a thread
+          run(w.packed, x, r0, std::min(batch, kMaxBatch - r0), g * kPackRows, std::min(s.rows, (g + 1) * kPackRows),
+              pieces);
+      EXPECT_TRUE(same_bytes(whole, pieces)) << name(w.plain) << " in batches of " << batch;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SupportedIsas, PackedKQuantVariants, ::testing::ValuesIn(supported_isas()),
+                         glacier::testing::isa_param_name);
+
+// The twin against the row-by-row reference dots on the GGUF blocks, output by output.
+TEST(PackedKQuant, TwinEqualsTheReferenceDotsOnTheGgufBlocks) {
+  std::mt19937 rng(404);
+  set_active_isa(Isa::Ref);
+  for (WeightType t : kTypes)
+    for (Shape s : kShapes) {
+      const Weights w = random_weights(t, s, rng);
+      constexpr int64_t kRows = 2;
+      const auto x = make_activations(kRows, s.cols, rng);
+      std::vector<float> y(size_t(kRows * s.rows));
+      run(w.packed, x, 0, kRows, 0, s.rows, y);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const auto xq = testing::quantized_q8_k(std::vector<float>(x.begin() + r * s.cols, x.begin() + (r + 1) * s.cols));
+        for (int64_t o = 0; o < s.rows; ++o) {
+          const uint8_t* row = w.gguf.data() + o * w.plain.row_bytes;
+          const DotKernels& ref = ref_kernels();
+          const float want =
+              t == WeightType::Q4_K   ? ref.q4_k_q8_k(reinterpret_cast<const BlockQ4_K*>(row), xq.data(), s.cols)
+              : t == WeightType::Q5_K ? ref.q5_k_q8_k(reinterpret_cast<const BlockQ5_K*>(row), xq.data(), s.cols)
+                                      : ref.q6_k_q8_k(reinterpret_cast<const BlockQ6_K*>(row), xq.data(), s.cols);
+          EXPECT_TRUE(testing::same_bits(y[size_t(r * s.rows + o)], want))
+              << name(w.plain) << " row " << r << " out " << o << ": " << y[size_t(r * s.rows + o)] << " vs " << want;
+        }
+      }
+    }
+  set_active_isa(supported_isas().back());
+}
+
+TEST(PackedKQuant, WritesOnlyTheMatrixRowsOfItsGroups) {
+  std::mt19937 rng(405);
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    const Weights w = random_weights(WeightType::Q4_K, {37, 256}, rng);
+    const auto x = make_activations(3, 256, rng);
+    constexpr int64_t kStride = 40;  // three columns past the matrix must stay untouched
+    std::vector<uint8_t> storage(activation_bytes(w.packed, 3));
+    const PreparedActivations p = prepare_activations(w.packed, x.data(), 3, 256, storage.data());
+    std::vector<float> y(size_t(3 * kStride), kUnwritten);
+    matmul(w.packed, p, y.data(), kStride, 16, 37);  // groups 1 and 2 (rows 16..36)
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t o = 0; o < kStride; ++o)
+        EXPECT_EQ(y[size_t(r * kStride + o)] != kUnwritten, o >= 16 && o < 37)
+            << isa_name(isa) << " row " << r << " out " << o;
+  }
+  set_active_isa(supported_isas().back());
+}
+
+TEST(PackedKQuant, PackedSizeIsTheGgufSizePlusTheUnpackedScales) {
+  // Per super-block of 16 rows: Q4_K 2368 bytes for 16 x 144 (scales and mins a byte each instead of
+  // 6 bits), Q5_K 2880 for 16 x 176, Q6_K 3392 for 16 x 210 (32 bytes of padding).
+  const Matrix q4{WeightType::Q4_K, nullptr, 32, 1024, 4 * sizeof(BlockQ4_K)};
+  EXPECT_EQ(packed_bytes(q4), size_t(2 * 4 * 2368));
+  const Matrix q5{WeightType::Q5_K, nullptr, 17, 256, sizeof(BlockQ5_K)};
+  EXPECT_EQ(packed_bytes(q5), size_t(2 * 2880));
+  const Matrix q6{WeightType::Q6_K, nullptr, 16, 512, 2 * sizeof(BlockQ6_K)};
+  EXPECT_EQ(packed_bytes(q6), size_t(2 * 3392));
+  for (WeightType t : kTypes) EXPECT_EQ(k_quant_packed_layout(t).super_block_bytes % kPackAlign, 0u);
+}
+
+}  // namespace
+}  // namespace glacier::kernels
