@@ -325,9 +325,11 @@ void register_all() {
     for (WeightType t : kTypes) {
       const std::string suffix = std::string(kernels::isa_name(isa)) + "/" + kernels::weight_type_name(t);
       benchmark::RegisterBenchmark(("dot/" + suffix).c_str(), dot_bench, isa, t)->Arg(4096);
-      benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows, kCols,
-                                   false, false)
-          ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+      auto* mm = benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
+                                              kCols, false, false);
+      mm->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
+      // F16 and BF16 run unpacked in prefill too: a prefill batch beside decode and batched decode.
+      if ((t == WeightType::F16 || t == WeightType::BF16) && isa != Isa::Ref) mm->Arg(512);
       if (!kernels::packable(t)) continue;
       auto* b = benchmark::RegisterBenchmark(("packed/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
                                              kCols, true, false);
