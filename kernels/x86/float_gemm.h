@@ -167,8 +167,13 @@ void gemm(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, 
   constexpr int G = Ops::kGroup;
   using Acc = typename Ops::Acc;
   const int64_t block = std::max<int64_t>(G, kBlockBytes / (n * static_cast<int64_t>(sizeof(W))) / G * G);
-  // Accumulators parked between k spans: kRows a weight row of the block.
+  // Accumulators parked between k spans: kRows a weight row of the block. (std::vector of a vector type
+  // drops its alignment attribute from the template argument, which GCC warns about; the allocator
+  // still aligns it, C++17's aligned new.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
   thread_local std::vector<Acc> parked;
+#pragma GCC diagnostic pop
   if (parked.size() < static_cast<size_t>(block * Ops::kRows)) parked.resize(static_cast<size_t>(block * Ops::kRows));
   for (int64_t ob = o_begin; ob < o_end; ob += block) {
     const int64_t oe = std::min(o_end, ob + block);
