@@ -34,8 +34,6 @@ using DotTileFn = void (*)(const void* w, const void* x, size_t x_stride, int nx
 // tile loop of matmul.cpp where a variant has one.
 using RowGemmFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n,
                            const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy);
-void f16_gemm_avx512(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
-                     size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy);
 
 // The dot products of one variant. n counts elements (a multiple of 32 for the block types).
 struct DotKernels {
@@ -97,6 +95,8 @@ struct DotKernels {
   float (*q3_k_q8_k)(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
   DotTileFn q2_k_q8_k_tile;
   DotTileFn q3_k_q8_k_tile;
+  // BF16 weights against bf16 activations, tiled over weight rows too (null: the tile loop of matmul.cpp).
+  RowGemmFn bf16_gemm;
 };
 
 bool cpu_supports(Isa isa);

@@ -255,9 +255,12 @@ void matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy
     return;
   }
   GLACIER_ASSERT(!x.packed, "packed activations with unpacked weights");
-  if (w.type == WeightType::F16 && active_kernels().f16_gemm) {
-    active_kernels().f16_gemm(static_cast<const uint8_t*>(w.data), w.row_bytes, o_begin, o_end, w.cols,
-                              static_cast<const uint8_t*>(x.data), x.row_bytes, x.n_rows, y, ldy);
+  const RowGemmFn float_gemm = w.type == WeightType::F16    ? active_kernels().f16_gemm
+                               : w.type == WeightType::BF16 ? active_kernels().bf16_gemm
+                                                            : nullptr;
+  if (float_gemm) {
+    float_gemm(static_cast<const uint8_t*>(w.data), w.row_bytes, o_begin, o_end, w.cols,
+               static_cast<const uint8_t*>(x.data), x.row_bytes, x.n_rows, y, ldy);
     return;
   }
   const DotTileFn tile = tile_for(active_kernels(), w.type, w.block_sum_order);

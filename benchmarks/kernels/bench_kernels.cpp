@@ -329,8 +329,10 @@ void register_all() {
       auto* unpacked = benchmark::RegisterBenchmark(("matmul/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t,
                                                     kRows, kCols, false, false);
       unpacked->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
-      // The row-by-row K-quant dots the packed GEMM replaces at load, on a prefill batch too.
-      if (isa != Isa::Ref && kernels::packable_k_quant(t)) unpacked->Arg(512);
+      // A prefill batch too for the row-by-row K-quant dots the packed GEMM replaces at load, and for F16 and
+      // BF16, which run unpacked in prefill as well.
+      const bool float_weights = t == WeightType::F16 || t == WeightType::BF16;
+      if (isa != Isa::Ref && (kernels::packable_k_quant(t) || float_weights)) unpacked->Arg(512);
       if (!kernels::packable(t)) continue;
       auto* b = benchmark::RegisterBenchmark(("packed/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
                                              kCols, true, false);

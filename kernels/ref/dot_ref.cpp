@@ -164,6 +164,7 @@ const DotKernels& ref_kernels() {
       dot_q3_k_q8_k_ref,
       tile_by_rows<BlockQ2_K, BlockQ8_K, dot_q2_k_q8_k_ref>,
       tile_by_rows<BlockQ3_K, BlockQ8_K, dot_q3_k_q8_k_ref>,
+      nullptr,  // bf16_gemm: the tile loop of matmul.cpp
   };
   return table;
 }

@@ -1,4 +1,5 @@
-// AVX2 + FMA + F16C variants of the dot kernels and Q8_0 row quantization (K-quants: k_quant_avx2.h),
+// AVX2 + FMA + F16C variants of the dot kernels and Q8_0 row quantization (K-quants: k_quant_avx2.h, F16 and
+// BF16: f16_gemm_avx2.cpp),
 // built with and without AVX-VNNI (isa_tier.h). Int8 products are dpbusd of |w| and x carrying w's sign
 // (exact, emulated too, while x stays in [-127, 127], which quantize_row_q8_0 guarantees: |w| <= 128);
 // each activation row keeps its own accumulators (dot_tile.h).
@@ -8,6 +9,7 @@
 
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
+#include "kernels/x86/f16_kernels.h"
 #include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
 #include "kernels/x86/legacy_quant.h"
@@ -22,58 +24,6 @@ float hsum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-
-// Loads 8 elements as floats, and converts one element for the scalar tail.
-struct F32Elems {
-  using T = float;
-  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-  static float one(float v) { return v; }
-};
-struct F16Elems {
-  using T = uint16_t;
-  static __m256 load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static float one(uint16_t v) { return _cvtsh_ss(v); }
-};
-struct Bf16Elems {
-  using T = uint16_t;
-  static __m256 load8(const uint16_t* p) {
-    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
-  static float one(uint16_t v) { return bf16_to_f32(v); }
-};
-
-// Float-like dot: two 8-lane accumulators per row over 16 elements, then 8, then a scalar tail.
-template <class E>
-struct FloatDot {
-  using W = typename E::T;
-  using X = typename E::T;
-  template <int R>
-  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    __m256 acc0[R], acc1[R];
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      const __m256 w0 = E::load8(w + i), w1 = E::load8(w + i + 8);
-      for (int r = 0; r < R; ++r) {
-        acc0[r] = _mm256_fmadd_ps(w0, E::load8(x[r] + i), acc0[r]);
-        acc1[r] = _mm256_fmadd_ps(w1, E::load8(x[r] + i + 8), acc1[r]);
-      }
-    }
-    if (i + 8 <= n) {
-      const __m256 w0 = E::load8(w + i);
-      for (int r = 0; r < R; ++r) acc0[r] = _mm256_fmadd_ps(w0, E::load8(x[r] + i), acc0[r]);
-      i += 8;
-    }
-    for (int r = 0; r < R; ++r) {
-      float sum = hsum(_mm256_add_ps(acc0[r], acc1[r]));
-      for (int64_t j = i; j < n; ++j) sum += E::one(w[j]) * E::one(x[r][j]);
-      out[r] = sum;
-    }
-  }
-};
 
 // Adds one block's int8 dot (w signed, any value; x in [-127, 127]) scaled by d into acc.
 inline __m256 add_block(__m256i wq, const BlockQ8_0& xb, float dw, __m256 acc) {
@@ -173,8 +123,6 @@ struct F32GgmlDot {
 };
 
 using DotF32 = F32GgmlDot;
-using DotF16 = FloatDot<F16Elems>;
-using DotBf16 = FloatDot<Bf16Elems>;
 using DotQ8 = BlockDot<Q8Weights>;
 using DotQ4 = BlockDot<Q4Weights>;
 
@@ -218,16 +166,16 @@ const DotKernels& avx2_kernels() {
 #endif
   static const DotKernels table{
       simd::dot_single<DotF32>,
-      simd::dot_single<DotF16>,
-      simd::dot_single<DotBf16>,
+      dot_f16_avx2,
+      dot_bf16_avx2,
       simd::dot_single<DotQ8>,
       simd::dot_single<DotQ4>,
       quantize_row_q8_0_avx2,
       simd::dot_single<BlockSumDot<Q4Weights>>,
       simd::dot_single<BlockSumDot<Q8Weights>>,
       simd::dot_tile<DotF32>,
-      simd::dot_tile<DotF16>,
-      simd::dot_tile<DotBf16>,
+      dot_f16_tile_avx2,
+      dot_bf16_tile_avx2,
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
       simd::dot_tile<BlockSumDot<Q4Weights>>,
@@ -246,7 +194,7 @@ const DotKernels& avx2_kernels() {
       attend_avx2,
       swiglu_avx2,
       sum_exp_avx2,
-      nullptr,
+      f16_gemm_avx2,
       dot_q4_1_q8_1_avx2,
       dot_q5_0_q8_0_avx2,
       dot_q5_1_q8_1_avx2,
@@ -262,6 +210,7 @@ const DotKernels& avx2_kernels() {
       simd::dot_single<kquant::Q3KDot>,
       simd::dot_tile<kquant::Q2KDot>,
       simd::dot_tile<kquant::Q3KDot>,
+      bf16_gemm_avx2,
   };
   return table;
 }

@@ -11,6 +11,8 @@
 
 #include "kernels/f32_dot_order.h"
 #include "kernels/x86/dot_tile.h"
+#include "kernels/x86/f16_kernels.h"
+#include "kernels/x86/float_gemm.h"
 #include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
 #include "kernels/x86/legacy_quant.h"
@@ -25,88 +27,50 @@ namespace {
 
 using x86::dpbusd;
 
-// Float-like dot over 16-lane zmm: two accumulators per row over 32 elements, then a masked tail
-// of up to 16 (masked-off lanes load as zero and add nothing).
-struct F32Elems {
-  using T = float;
-  static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-  static __m512 load_tail(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-};
-struct F16Elems {
-  using T = uint16_t;
-  static __m512 load16(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static __m512 load_tail(const uint16_t* p, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-  }
-};
-
-template <class E>
-struct FloatDot {
-  using W = typename E::T;
-  using X = typename E::T;
-  template <int R>
-  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    __m512 acc0[R], acc1[R];
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      const __m512 w0 = E::load16(w + i), w1 = E::load16(w + i + 16);
-      for (int r = 0; r < R; ++r) {
-        acc0[r] = _mm512_fmadd_ps(w0, E::load16(x[r] + i), acc0[r]);
-        acc1[r] = _mm512_fmadd_ps(w1, E::load16(x[r] + i + 16), acc1[r]);
-      }
-    }
-    for (; i < n; i += 16) {
-      const int64_t left = n - i;
-      const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-      const __m512 w0 = E::load_tail(w + i, m);
-      for (int r = 0; r < R; ++r) acc0[r] = _mm512_fmadd_ps(w0, E::load_tail(x[r] + i, m), acc0[r]);
-    }
-    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
-  }
-};
-
 #if GLACIER_X86_BF16
-// bf16 pairs: one dpbf16ps takes 32 elements into 16 float lanes.
-struct Bf16Dot {
+// bf16 pairs by dpbf16ps (float_gemm.h's order): one 16-lane accumulator per output over 32 elements a
+// step, activations read as prepared (bf16), 5 weight rows x 4 activation rows a tile.
+struct Bf16PairOps {
   using W = uint16_t;
   using X = uint16_t;
-  static __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
-  static __m512bh load_tail(const uint16_t* p, __mmask32 m) {
-    return (__m512bh)_mm512_maskz_loadu_epi16(m, p);
+  using XB = uint16_t;
+  using Acc = __m512;
+  using WV = __m512bh;
+  using XV = __m512bh;
+  static constexpr int kStep = 32;
+  static constexpr int kGroup = 5;
+  static constexpr int kRows = 4;
+  static constexpr int kDecodeGroup = 8;
+  static constexpr bool kWidenX = false;
+  static __m512bh load(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
+  static __m512bh load_tail(const uint16_t* p, int left) {
+    return (__m512bh)_mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t(1) << left) - 1), p);
   }
-  template <int R>
-  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    __m512 acc0[R], acc1[R];
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-      const __m512bh w0 = load32(w + i), w1 = load32(w + i + 32);
-      for (int r = 0; r < R; ++r) {
-        acc0[r] = _mm512_dpbf16_ps(acc0[r], w0, load32(x[r] + i));
-        acc1[r] = _mm512_dpbf16_ps(acc1[r], w1, load32(x[r] + i + 32));
-      }
-    }
-    for (; i < n; i += 32) {
-      const int64_t left = n - i;
-      const __mmask32 m = left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1);
-      const __m512bh w0 = load_tail(w + i, m);
-      for (int r = 0; r < R; ++r) acc0[r] = _mm512_dpbf16_ps(acc0[r], w0, load_tail(x[r] + i, m));
-    }
-    for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
-  }
+  static __m512 zero() { return _mm512_setzero_ps(); }
+  static __m512bh load_w(const uint16_t* p) { return load(p); }
+  static __m512bh load_w_tail(const uint16_t* p, int left) { return load_tail(p, left); }
+  static __m512bh load_x(const uint16_t* p) { return load(p); }
+  static __m512bh load_x_tail(const uint16_t* p, int left) { return load_tail(p, left); }
+  static __m512 madd(__m512 acc, __m512bh w, __m512bh x) { return _mm512_dpbf16_ps(acc, w, x); }
+  static float hsum(__m512 acc) { return _mm512_reduce_add_ps(acc); }
 };
+
+float dot_bf16_pairs(const uint16_t* w, const uint16_t* x, int64_t n) { return x86::float_gemm::dot<Bf16PairOps>(w, x, n); }
+void dot_bf16_pairs_tile(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out, int64_t out_stride) {
+  x86::float_gemm::dot_tile<Bf16PairOps>(w, x, x_stride, nx, n, out, out_stride);
+}
+void bf16_pairs_gemm(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
+                     size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
+  x86::float_gemm::gemm<Bf16PairOps>(w, w_row_bytes, o_begin, o_end, n, x, x_row_bytes, n_rows, y, ldy);
+}
+#define GLACIER_BF16_DOT dot_bf16_pairs
+#define GLACIER_BF16_TILE dot_bf16_pairs_tile
+#define GLACIER_BF16_GEMM bf16_pairs_gemm
 #else
-// Without BF16: each bf16 widened exactly to float (its bits in the high half) and FloatDot's fma.
-struct Bf16Elems {
-  using T = uint16_t;
-  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-  static __m512 load16(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  static __m512 load_tail(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
-};
-using Bf16Dot = FloatDot<Bf16Elems>;
+// Without BF16: each bf16 widened exactly to float and summed by fma (f16_gemm_avx512.cpp).
+#define GLACIER_BF16_DOT dot_bf16_widen_avx512
+#define GLACIER_BF16_TILE dot_bf16_widen_tile_avx512
+#define GLACIER_BF16_GEMM bf16_widen_gemm_avx512
 #endif
 
 inline __m512i join(__m256i low, __m256i high) {
@@ -231,7 +195,6 @@ struct F32GgmlDot {
 };
 
 using DotF32 = F32GgmlDot;
-using DotF16 = FloatDot<F16Elems>;
 using DotQ8 = BlockDot<Q8Weights>;
 using DotQ4 = BlockDot<Q4Weights>;
 
@@ -267,16 +230,16 @@ const DotKernels& avx512_novnni_kernels() {
 #endif
   static const DotKernels table{
       simd::dot_single<DotF32>,
-      simd::dot_single<DotF16>,
-      simd::dot_single<Bf16Dot>,
+      dot_f16_avx512,
+      GLACIER_BF16_DOT,
       simd::dot_single<DotQ8>,
       simd::dot_single<DotQ4>,
       quantize_row_q8_0_avx512,
       simd::dot_single<BlockSumDot<Q4Weights>>,
       simd::dot_single<BlockSumDot<Q8Weights>>,
       simd::dot_tile<DotF32>,
-      simd::dot_tile<DotF16>,
-      simd::dot_tile<Bf16Dot>,
+      dot_f16_tile_avx512,
+      GLACIER_BF16_TILE,
       simd::dot_tile<DotQ8>,
       simd::dot_tile<DotQ4>,
       simd::dot_tile<BlockSumDot<Q4Weights>>,
@@ -311,6 +274,7 @@ const DotKernels& avx512_novnni_kernels() {
       simd::dot_single<kquant::Q3KDot>,
       simd::dot_tile<kquant::Q2KDot>,
       simd::dot_tile<kquant::Q3KDot>,
+      GLACIER_BF16_GEMM,
   };
   return table;
 }

@@ -1,0 +1,96 @@
+// AVX2 + F16C F16 and BF16 dot, row tile and register-tiled GEMM (float_gemm.h): weights converted in
+// registers (vcvtph2ps, or a 16-bit shift for bf16), activation rows widened once a tile, one 8-lane
+// accumulator per output, 3 weight rows x 4 activation rows a tile (12 of the 16 ymm registers).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/x86/f16_kernels.h"
+#include "kernels/x86/float_gemm.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+// The float-vector part both weight types share: 8 lanes, activations widened to float.
+struct Float8Lanes {
+  using X = uint16_t;
+  using XB = float;
+  using Acc = __m256;
+  using WV = __m256;
+  using XV = __m256;
+  static constexpr int kStep = 8;
+  static constexpr int kGroup = 3;
+  static constexpr int kRows = 4;
+  static constexpr int kDecodeGroup = 4;
+  static constexpr bool kWidenX = true;
+  static __m256 zero() { return _mm256_setzero_ps(); }
+  static __m256 load_x(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 load_x_tail(const float* p, int left) {
+    float padded[8] = {};
+    std::memcpy(padded, p, sizeof(float) * static_cast<size_t>(left));
+    return _mm256_loadu_ps(padded);
+  }
+  static __m256 madd(__m256 acc, __m256 w, __m256 x) { return _mm256_fmadd_ps(w, x, acc); }
+  static float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static __m128i halves_tail(const uint16_t* p, int left) {
+    uint16_t padded[8] = {};
+    std::memcpy(padded, p, sizeof(uint16_t) * static_cast<size_t>(left));
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(padded));
+  }
+};
+
+struct F16Ops : Float8Lanes {
+  using W = uint16_t;
+  static __m256 load_w(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 load_w_tail(const uint16_t* p, int left) { return _mm256_cvtph_ps(halves_tail(p, left)); }
+  static void widen_x(const uint16_t* src, int64_t n, float* dst) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_w(src + i));
+    for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
+  }
+};
+
+// bf16 widened exactly: its bits in the high half of a float.
+struct Bf16WidenOps : Float8Lanes {
+  using W = uint16_t;
+  static __m256 widen(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+  static __m256 load_w(const uint16_t* p) { return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 load_w_tail(const uint16_t* p, int left) { return widen(halves_tail(p, left)); }
+  static void widen_x(const uint16_t* src, int64_t n, float* dst) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_w(src + i));
+    for (; i < n; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+      std::memcpy(dst + i, &bits, sizeof bits);
+    }
+  }
+};
+
+}  // namespace
+
+float dot_f16_avx2(const uint16_t* w, const uint16_t* x, int64_t n) { return x86::float_gemm::dot<F16Ops>(w, x, n); }
+void dot_f16_tile_avx2(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out, int64_t out_stride) {
+  x86::float_gemm::dot_tile<F16Ops>(w, x, x_stride, nx, n, out, out_stride);
+}
+void f16_gemm_avx2(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
+                   size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
+  x86::float_gemm::gemm<F16Ops>(w, w_row_bytes, o_begin, o_end, n, x, x_row_bytes, n_rows, y, ldy);
+}
+
+float dot_bf16_avx2(const uint16_t* w, const uint16_t* x, int64_t n) { return x86::float_gemm::dot<Bf16WidenOps>(w, x, n); }
+void dot_bf16_tile_avx2(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
+                        int64_t out_stride) {
+  x86::float_gemm::dot_tile<Bf16WidenOps>(w, x, x_stride, nx, n, out, out_stride);
+}
+void bf16_gemm_avx2(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
+                    size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
+  x86::float_gemm::gemm<Bf16WidenOps>(w, w_row_bytes, o_begin, o_end, n, x, x_row_bytes, n_rows, y, ldy);
+}
+
+}  // namespace glacier::kernels
