@@ -261,33 +261,46 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
   if (!jsonl_) return;
   const io::PromptRecord& record = records_[static_cast<size_t>(r.index)];
   const int64_t row = first_row_[static_cast<size_t>(r.index)] + r.sample;
-  if (record.continuations) {  // one line for all the continuations, once the last has come
-    std::vector<io::ResultRecord>& rows = continuation_rows_[r.index];
+  const int32_t n_rows = samples_[static_cast<size_t>(r.index)];
+  const bool openai = record.format == io::PromptFormat::OpenAiBatch;
+  if (record.continuations || (openai && n_rows > 1)) {
+    // One line for all of a record's rows (its continuations, or an OpenAI request's n choices), once the
+    // last has come.
+    std::vector<io::ResultRecord>& rows = grouped_rows_[r.index];
     rows.push_back(r);
-    if (rows.size() < static_cast<size_t>(samples_[static_cast<size_t>(r.index)])) return;
+    if (rows.size() < static_cast<size_t>(n_rows)) return;
     std::sort(rows.begin(), rows.end(), [](const io::ResultRecord& a, const io::ResultRecord& b) { return a.sample < b.sample; });
-    std::vector<size_t> text_bytes;
-    for (const std::string& text : *record.continuations) text_bytes.push_back(text.size());
     const int64_t first = first_row_[static_cast<size_t>(r.index)];
-    jsonl_->put(first, io::format_continuations_line(rows, text_bytes));
+    if (record.continuations) {
+      std::vector<size_t> text_bytes;
+      for (const std::string& text : *record.continuations) text_bytes.push_back(text.size());
+      jsonl_->put(first, io::format_continuations_line(rows, text_bytes));
+    } else {
+      jsonl_->put(first, io::format_openai_batch_line(rows, openai_line(record, r.index, n_rows)));
+    }
     for (size_t k = 1; k < rows.size(); ++k) jsonl_->skip(first + static_cast<int64_t>(k));
-    continuation_rows_.erase(r.index);
+    grouped_rows_.erase(r.index);
     return;
   }
-  if (record.format != io::PromptFormat::OpenAiBatch) {
+  if (!openai) {
     jsonl_->put(row, io::format_result_line(r, token_text_));
     return;
   }
+  jsonl_->put(row, io::format_openai_batch_line(r, openai_line(record, r.index, 1)));
+}
+
+io::OpenAiBatchLine ResultSink::openai_line(const io::PromptRecord& record, int64_t index, int32_t n) const {
   io::OpenAiBatchLine line;
   line.custom_id = record.custom_id.value_or(record.id);
-  line.request_number = r.index + 1;
+  line.request_number = index + 1;
+  line.n = n;
   line.chat = record.is_chat();
   line.bad_request = !record.ok;
   line.model = std::filesystem::path(options_.model).filename().string();
   line.created = created_;
   line.logprobs = record.openai_logprobs;
   line.token_text = token_text_;
-  jsonl_->put(row, io::format_openai_batch_line(r, line));
+  return line;
 }
 
 void ResultSink::put(const io::ResultRecord& r) {

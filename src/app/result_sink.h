@@ -90,6 +90,8 @@ class ResultSink {
   void write_provenance(int64_t resumes);
   io::ResultRecord with_prompt_facts(const io::ResultRecord& r) const;
   void write_jsonl(const io::ResultRecord& r);
+  // The OpenAI batch line facts of `record` (request `index`), answered with n choices per prompt.
+  io::OpenAiBatchLine openai_line(const io::PromptRecord& record, int64_t index, int32_t n) const;
   void flush();
   void check_space() const;
   [[noreturn]] void fail_h5(const std::string& message);
@@ -100,8 +102,9 @@ class ResultSink {
   std::vector<std::string> digests_;  // prompt_digest of each record
   std::vector<int32_t> samples_;      // rows each record gives (its n)
   std::vector<int64_t> first_row_;    // each record's first row in the JSONL (rows in input, then sample order)
-  // Rows of a `continuations` line until all have come (its JSONL line holds them all).
-  std::map<int64_t, std::vector<io::ResultRecord>> continuation_rows_;
+  // Rows of a `continuations` line or of an OpenAI request with n > 1 until all have come (its JSONL line
+  // holds them all).
+  std::map<int64_t, std::vector<io::ResultRecord>> grouped_rows_;
   std::vector<int32_t> rows_put_;     // rows put so far, per record
   nlohmann::json runs_;               // every run that wrote this file, this one last
   int64_t created_ = 0;               // OpenAI lines' "created": the first run's start, Unix seconds

@@ -345,9 +345,7 @@ void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
   r.min_p = f.number("min_p", 0.0, false, 1.0, false, "a number in [0, 1]");
   r.seed = f.unsigned_integer("seed", "an integer in [0, 2^64)");
   r.stop = f.string_list("stop", openai);
-  if (openai) {
-    f.integer("n", 1, 1, "1 (n > 1 in OpenAI batch output is not implemented yet)");
-  } else if (auto v = f.integer("n", 1, kMaxSamplesPerPrompt,
+  if (auto v = f.integer("n", 1, kMaxSamplesPerPrompt,
                                 "an integer in 1.." + std::to_string(kMaxSamplesPerPrompt) + " (samples of the prompt)")) {
     r.n = static_cast<int>(*v);
   }

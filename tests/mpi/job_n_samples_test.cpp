@@ -195,14 +195,40 @@ TEST(JobNSamples, RefusesNWhereItCannotRun) {
   EXPECT_EQ(batch.exit_code, 2) << batch.output;
   EXPECT_NE(batch.output.find("option --n: expected 1 for a prompt file of OpenAI batch lines"), std::string::npos)
       << batch.output;
+  // A body's "n" gives its one output line n choices, each the sample a plain line with that n draws.
   write_lines(dir + "/b2.jsonl", {{{"custom_id", "c1"}, {"method", "POST"}, {"url", "/v1/completions"},
-                                   {"body", {{"prompt", kPrompt}, {"max_tokens", 4}, {"n", 2}}}}});
+                                   {"body", {{"prompt", kPrompt}, {"max_tokens", 4}, {"n", 3}, {"temperature", 1.0},
+                                             {"seed", 5}}}}});
   const auto body = run_glacier(1, "--model " + model + " --prompts " + dir + "/b2.jsonl --jsonl " + dir + "/b2_out.jsonl",
                                 kJobTimeLimitS);
-  EXPECT_EQ(body.exit_code, 3) << body.output;  // its one prompt failed
+  EXPECT_EQ(body.exit_code, 0) << body.output;
   const auto out = read_jsonl(dir + "/b2_out.jsonl");
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_NE(out[0]["error"]["message"].get<std::string>().find("\"body.n\": expected 1"), std::string::npos) << out[0].dump();
+  EXPECT_TRUE(out[0]["error"].is_null()) << out[0].dump();
+  const auto& response = out[0]["response"]["body"];
+  ASSERT_EQ(response["choices"].size(), 3u) << out[0].dump();
+  // The same request as a plain line (its id the custom_id): one row per sample, the same texts in order.
+  write_lines(dir + "/p3.jsonl", {{{"id", "c1"}, {"prompt", kPrompt}, {"max_tokens", 4}, {"n", 3}, {"temperature", 1.0},
+                                   {"seed", 5}}});
+  const auto plain = run_glacier(1, "--model " + model + " --prompts " + dir + "/p3.jsonl --jsonl " + dir + "/p3_out.jsonl",
+                                 kJobTimeLimitS);
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  const auto rows = read_jsonl(dir + "/p3_out.jsonl");
+  ASSERT_EQ(rows.size(), 3u);
+  int64_t completion_tokens = 0;
+  std::set<std::string> texts;
+  for (size_t j = 0; j < 3; ++j) {
+    const auto& choice = response["choices"][j];
+    EXPECT_EQ(choice["index"], j);
+    EXPECT_EQ(choice["text"], rows[j]["text"]) << "sample " << j;
+    EXPECT_EQ(choice["finish_reason"], rows[j]["finish_reason"]) << "sample " << j;
+    texts.insert(choice["text"].get<std::string>());
+    completion_tokens += static_cast<int64_t>(rows[j]["tokens"].size());
+  }
+  EXPECT_GT(texts.size(), 1u) << "three samples at temperature 1 all drew the same text: " << out[0].dump();
+  EXPECT_EQ(response["usage"]["completion_tokens"].get<int64_t>(), completion_tokens);
+  EXPECT_EQ(response["usage"]["total_tokens"].get<int64_t>(),
+            response["usage"]["prompt_tokens"].get<int64_t>() + response["usage"]["completion_tokens"].get<int64_t>());
 }
 
 }  // namespace

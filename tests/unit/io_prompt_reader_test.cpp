@@ -166,7 +166,7 @@ TEST(IoPromptReader, BadLinesAreIsolatedWithTheirOwnMessages) {
       {R"({"custom_id": "c", "url": "/v1/embeddings", "body": {"input": "x"}})", {"\"url\"", "/v1/embeddings"}},
       {R"({"custom_id": "c2", "url": "/v1/chat/completions", "body": {"messages": "hi"}})",
        {"\"body.messages\"", "the string \"hi\""}},
-      {R"({"custom_id": "c3", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})", {"\"body.n\"", "2"}},
+      {R"({"custom_id": "c3", "url": "/v1/completions", "body": {"prompt": "x", "n": 129}})", {"\"body.n\"", "129"}},
   };
   std::string contents = "{\"prompt\": \"good first\"}\n";
   for (const auto& c : bad) contents += c.line + "\n{\"prompt\": \"good\"}\n";
@@ -211,8 +211,9 @@ TEST(IoPromptReader, KeysThatAreNotHonouredFailTheirLineByName) {
       {R"({"prompt": "x", "n": 129})", false, {"\"n\": expected an integer in 1..128", "found 129"}},
       {R"({"prompt": "x", "n": 0})", false, {"\"n\": expected an integer in 1..128", "found 0"}},
       {R"({"prompt": "x", "n": 1.5})", false, {"\"n\": expected an integer in 1..128"}},
-      {R"({"custom_id": "c0", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})", false,
-       {"\"body.n\": expected 1 (n > 1 in OpenAI batch output is not implemented yet)", "found 2"}},
+      {R"({"custom_id": "c0", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})", true, {}},
+      {R"({"custom_id": "c0", "url": "/v1/completions", "body": {"prompt": "x", "n": 0}})", false,
+       {"\"body.n\": expected an integer in 1..128", "found 0"}},
       {R"({"prompt": "x", "logprobs": 5})", false, {"\"logprobs\": not implemented", "found 5"}},
       {R"({"prompt": "x", "logprobs": true, "top_logprobs": 0})", true, {}},
       {R"({"prompt": "x", "stop_token_ids": [13, 2]})", true, {}},
