@@ -35,6 +35,8 @@ void KvCache::copy_prefix(int32_t src, int32_t dst, int32_t n_pos) {
   GLACIER_ASSERT(n_pos >= 0 && n_pos <= n_ctx_, "copied positions within the context");
   const int32_t full_tiles = n_pos / kernels::kKeyTile, partial = n_pos % kernels::kKeyTile;
   for (int32_t layer = 0; layer < n_layers_; ++layer) {
+    std::memcpy(value(layer, dst, 0), value(layer, src, 0), static_cast<size_t>(n_pos) * kv_dim() * sizeof(float));
+    if (rows_only_) continue;  // a latent-row cache (MLA) keeps no key tiles
     const float* from = keys_.get() + tile_base(layer, src);
     float* to = keys_.get() + tile_base(layer, dst);
     std::memcpy(to, from, static_cast<size_t>(full_tiles) * tile_stride() * sizeof(float));
@@ -43,7 +45,6 @@ void KvCache::copy_prefix(int32_t src, int32_t dst, int32_t n_pos) {
     for (int32_t i = 0; i < kv_dim() && partial > 0; ++i)
       std::memcpy(to + last + static_cast<size_t>(i) * kernels::kKeyTile, from + last + static_cast<size_t>(i) * kernels::kKeyTile,
                   static_cast<size_t>(partial) * sizeof(float));
-    std::memcpy(value(layer, dst, 0), value(layer, src, 0), static_cast<size_t>(n_pos) * kv_dim() * sizeof(float));
   }
 }
 

@@ -12,6 +12,7 @@
 #include "common/test_env.h"
 #include "compute/kv_cache.h"
 #include "compute/sampler.h"
+#include "model/model_config.h"
 #include "model/synthetic_model.h"
 #include "pipeline/local_ring.h"
 #include "pipeline/scheduler.h"
@@ -81,6 +82,28 @@ std::vector<int32_t> prompt_tokens(int32_t n, int32_t n_vocab) {
   std::vector<int32_t> t;
   for (int32_t i = 0; i < n; ++i) t.push_back(1 + (i * 37 + 11) % (n_vocab - 1));
   return t;
+}
+
+// A latent-attention cache (deepseek2) keeps one row per position and no key tiles: a copy moves the rows
+// only (prefix sharing and n samples copy slots of such models too).
+TEST(KvCopy, CopiesTheLatentRowsOfAnMlaCache) {
+  model::ModelConfig cfg;
+  cfg.spec.mla = true;
+  cfg.kv_lora_rank = 8;
+  cfg.n_rot = 4;
+  constexpr int32_t kLayers = 2, kSlots = 3, kCtx = 64, kCopied = 21;
+  compute::KvCache kv(cfg, kLayers, kSlots, kCtx);
+  const int32_t width = cfg.kv_cache_row_floats();
+  for (int32_t layer = 0; layer < kLayers; ++layer)
+    for (int32_t slot = 0; slot < 2; ++slot)
+      for (int32_t pos = 0; pos < kCtx; ++pos)
+        for (int32_t i = 0; i < width; ++i) kv.value(layer, slot, pos)[i] = static_cast<float>(1000 * slot + 10 * pos + i + layer);
+  kv.copy_prefix(0, 1, kCopied);
+  for (int32_t layer = 0; layer < kLayers; ++layer)
+    for (int32_t pos = 0; pos < kCtx; ++pos)
+      for (int32_t i = 0; i < width; ++i)
+        ASSERT_EQ(kv.value(layer, 1, pos)[i], static_cast<float>((pos < kCopied ? 0 : 1000) + 10 * pos + i + layer))
+            << layer << " " << pos << " " << i;
 }
 
 TEST(KvCopy, DecodingInACopiedSlotEqualsDecodingWhereThePromptWasComputed) {
