@@ -2,7 +2,10 @@
 // scheduler over a local ring (generation).
 #include "common/stage_harness.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include "pipeline/local_ring.h"
 #include "pipeline/scheduler.h"
@@ -77,6 +80,16 @@ compute::MicroBatch prompts_batch(const std::vector<std::vector<int32_t>>& promp
   }
   mb.targets.assign(mb.tokens.size(), -1);
   return mb;
+}
+
+void expect_split_equals_one_stage(const std::string& path, const std::vector<model::LayerRange>& split,
+                                   const std::vector<std::vector<int32_t>>& prompts) {
+  const compute::MicroBatch mb = prompts_batch(prompts);
+  StageHarness one(path);
+  StageHarness several(path, split);
+  const std::vector<float> a = one.logits(mb), b = several.logits(mb);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << path << ": the split's logits differ";
 }
 
 }  // namespace glacier::testing

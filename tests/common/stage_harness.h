@@ -39,4 +39,9 @@ struct StageHarness {
 // A micro-batch of whole prompts, prompt i in slot i from position 0, no outputs requested.
 compute::MicroBatch prompts_batch(const std::vector<std::vector<int32_t>>& prompts);
 
+// GoogleTest expectation: the model at `path` split into the stages `split` gives the logits of every row of
+// `prompts` (one micro-batch) bit for bit as one stage holding every layer.
+void expect_split_equals_one_stage(const std::string& path, const std::vector<model::LayerRange>& split,
+                                   const std::vector<std::vector<int32_t>>& prompts);
+
 }  // namespace glacier::testing
