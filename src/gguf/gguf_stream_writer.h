@@ -7,26 +7,18 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_layout.h"
 
 namespace glacier::gguf {
 
-class StreamWriter {
+class StreamWriter : public MetadataBuilder {
  public:
   explicit StreamWriter(uint64_t alignment = 32);
   ~StreamWriter();
   StreamWriter(const StreamWriter&) = delete;
   StreamWriter& operator=(const StreamWriter&) = delete;
 
-  // Metadata, before open(). set() replaces an existing key and keeps insertion order.
-  void set(const std::string& key, Value value);
-  void set_u32(const std::string& key, uint32_t v);
-  void set_u64(const std::string& key, uint64_t v);
-  void set_f32(const std::string& key, float v);
-  void set_bool(const std::string& key, bool v);
-  void set_string(const std::string& key, const std::string& v);
-  void set_string_array(const std::string& key, const std::vector<std::string>& v);
-  void set_f32_array(const std::string& key, const std::vector<float>& v);
-  void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  // Metadata setters (set, set_u32, ...) come from MetadataBuilder; they must precede open().
 
   // Declares the next tensor (data comes later, in declaration order); returns its byte size.
   // Throws InputError naming the tensor for a duplicate name, a bad shape or an unknown type.
@@ -43,20 +35,10 @@ class StreamWriter {
   uint64_t bytes_written() const { return file_bytes_; }
 
  private:
-  struct TensorInfoOut {
-    std::string name;
-    TensorType type;
-    std::vector<int64_t> ne;
-    uint64_t n_bytes;
-    uint64_t offset;  // within the data section
-  };
   void put(const void* data, size_t n);
   void pad_data_to(uint64_t data_pos);
 
-  uint64_t alignment_;
-  std::vector<std::pair<std::string, Value>> kv_;
-  std::vector<TensorInfoOut> tensors_;
-  uint64_t data_size_ = 0;  // sum of aligned tensor extents so far
+  TensorTable tensors_;
   std::string path_;
   std::FILE* file_ = nullptr;
   uint64_t file_bytes_ = 0;
