@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "util/error.h"
+#include "util/utf8_scan.h"
 
 namespace glacier::model {
 namespace {
@@ -63,35 +64,11 @@ std::string pcre2_message(int code) {
   return reinterpret_cast<const char*>(buffer);
 }
 
-bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
-
-// Length of the well-formed UTF-8 sequence at text[pos], or 0 (overlong forms, surrogates and code
-// points above U+10FFFF are ill-formed, so PCRE2 can match the result without its own check).
+// Length of the well-formed UTF-8 sequence at text[pos], or 0 when it is ill-formed (so PCRE2 can
+// match the sanitised text without its own check).
 size_t well_formed_length(std::string_view text, size_t pos) {
-  const auto b0 = static_cast<unsigned char>(text[pos]);
-  if (b0 < 0x80) return 1;
-  size_t need = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    need = 1;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    need = 2;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    need = 3;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (pos + need >= text.size()) return 0;
-  const auto b1 = static_cast<unsigned char>(text[pos + 1]);
-  if (b1 < lo || b1 > hi) return 0;
-  for (size_t k = 2; k <= need; ++k) {
-    if (!is_continuation(static_cast<unsigned char>(text[pos + k]))) return 0;
-  }
-  return need + 1;
+  const util::Utf8Sequence seq = util::scan_utf8_sequence(text, pos);
+  return seq.valid ? seq.length : 0;
 }
 
 }  // namespace
