@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <optional>
-#include <queue>
 #include <utility>
 
 #include "gguf/gguf_file.h"
+#include "model/symbol_merge.h"
 #include "util/error.h"
 
 namespace glacier::model {
@@ -47,11 +47,6 @@ std::array<uint32_t, 256> byte_code_points() {
   return cps;
 }
 
-size_t utf8_sequence_length(unsigned char lead) {
-  static const unsigned char kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kByHighNibble[lead >> 4];
-}
-
 // The code point of a two-byte UTF-8 character (the only lengths the byte alphabet uses besides one).
 std::optional<uint32_t> two_byte_code_point(std::string_view ch) {
   if (ch.size() == 1 && static_cast<unsigned char>(ch[0]) < 0x80) return static_cast<unsigned char>(ch[0]);
@@ -59,30 +54,6 @@ std::optional<uint32_t> two_byte_code_point(std::string_view ch) {
   return ((static_cast<uint32_t>(static_cast<unsigned char>(ch[0])) & 0x1F) << 6) |
          (static_cast<unsigned char>(ch[1]) & 0x3F);
 }
-
-// A run of bytes of the word being segmented, linked to its current neighbours.
-struct Symbol {
-  size_t begin = 0;
-  size_t length = 0;  // 0 once merged into the symbol on its left
-  int prev = -1;
-  int next = -1;
-};
-
-// A pair of adjacent symbols that a merge joins. It goes stale when either side changes.
-struct MergeCandidate {
-  int32_t rank = 0;
-  int left = -1;
-  int right = -1;
-  size_t length = 0;
-};
-
-// Orders the queue so that top() is the lowest rank, and among equal ranks the leftmost pair.
-struct LaterMerge {
-  bool operator()(const MergeCandidate& a, const MergeCandidate& b) const {
-    if (a.rank != b.rank) return a.rank > b.rank;
-    return a.left > b.left;
-  }
-};
 
 }  // namespace
 
@@ -144,7 +115,7 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const std::vector<std::string>& merges, 
       case TokenType::Normal:
         // Characters outside the byte alphabet (hand-made vocabularies) stand for themselves.
         for (size_t pos = 0; pos < text.size();) {
-          const size_t len = std::min(utf8_sequence_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
+          const size_t len = std::min(utf8_lead_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
           const std::string_view ch = std::string_view(text).substr(pos, len);
           const std::optional<uint32_t> cp = two_byte_code_point(ch);
           const auto it = cp ? byte_of.find(*cp) : byte_of.end();
@@ -207,47 +178,12 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
       return;
     }
   }
-  std::vector<Symbol> symbols;
-  for (size_t pos = 0; pos < word.size();) {
-    Symbol s;
-    s.begin = pos;
-    s.length = std::min(utf8_sequence_length(static_cast<unsigned char>(word[pos])), word.size() - pos);
-    s.prev = static_cast<int>(symbols.size()) - 1;
-    pos += s.length;
-    s.next = pos < word.size() ? static_cast<int>(symbols.size()) + 1 : -1;
-    symbols.push_back(s);
-  }
-
-  const std::string_view text(word);
-  std::priority_queue<MergeCandidate, std::vector<MergeCandidate>, LaterMerge> queue;
-  auto consider_pair = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = symbols[static_cast<size_t>(left)];
-    const Symbol& r = symbols[static_cast<size_t>(right)];
-    const int32_t rank = merge_rank(text.substr(l.begin, l.length), text.substr(r.begin, r.length));
-    if (rank >= 0) queue.push(MergeCandidate{rank, left, right, l.length + r.length});
-  };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) consider_pair(i - 1, i);
-
-  while (!queue.empty()) {
-    const MergeCandidate best = queue.top();
-    queue.pop();
-    Symbol& left = symbols[static_cast<size_t>(best.left)];
-    Symbol& right = symbols[static_cast<size_t>(best.right)];
-    // A merge only ever grows a left symbol or empties a right one, so unchanged lengths mean
-    // the pair is still adjacent and still spells the candidate's merge.
-    if (left.length == 0 || right.length == 0 || left.length + right.length != best.length) continue;
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = best.left;
-    consider_pair(left.prev, best.left);
-    consider_pair(best.left, left.next);
-  }
-
-  for (int i = 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
-    const std::string_view piece = text.substr(symbols[static_cast<size_t>(i)].begin,
-                                               symbols[static_cast<size_t>(i)].length);
+  // Lower ranks merge first.
+  const auto pieces = merge_symbols<int32_t>(word, [&](std::string_view left, std::string_view right) {
+    const int32_t rank = merge_rank(left, right);
+    return rank >= 0 ? std::optional<int32_t>(rank) : std::nullopt;
+  });
+  for (const std::string_view piece : pieces) {
     const int32_t id = vocab_.find(piece);
     if (id >= 0) {
       out.push_back(id);

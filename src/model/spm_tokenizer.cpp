@@ -3,23 +3,16 @@
 #include "model/spm_tokenizer.h"
 
 #include <algorithm>
-#include <queue>
 #include <string_view>
 #include <utility>
 
+#include "model/symbol_merge.h"
 #include "util/error.h"
 
 namespace glacier::model {
 namespace {
 
 const std::string kSpaceMarker = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's visible space
-
-// Byte count of the UTF-8 sequence a lead byte announces. Following bytes are not checked, and a
-// stray continuation byte counts as one: this is how llama.cpp cuts text, and ids must match it.
-size_t utf8_sequence_length(unsigned char lead) {
-  static const unsigned char kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kByHighNibble[lead >> 4];
-}
 
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
   std::string out;
@@ -39,30 +32,6 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return c - 'A' + 10;
 }
-
-// A run of bytes of the fragment being segmented, linked to its current neighbours.
-struct Symbol {
-  size_t begin = 0;
-  size_t length = 0;  // 0 once merged into the symbol on its left
-  int prev = -1;
-  int next = -1;
-};
-
-// A pair of adjacent symbols whose concatenation is a token. It goes stale when either side changes.
-struct MergeCandidate {
-  float score = 0.0f;
-  int left = -1;
-  int right = -1;
-  size_t length = 0;
-};
-
-// Orders the queue so that top() is the highest score, and among equal scores the leftmost pair.
-struct LowerPriority {
-  bool operator()(const MergeCandidate& a, const MergeCandidate& b) const {
-    if (a.score != b.score) return a.score < b.score;
-    return a.left > b.left;
-  }
-};
 
 }  // namespace
 
@@ -135,46 +104,16 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_specia
 
 void SpmTokenizer::encode_fragment(const std::string& text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  std::vector<Symbol> symbols;
-  for (size_t pos = 0; pos < text.size();) {
-    Symbol s;
-    s.begin = pos;
-    s.length = std::min(utf8_sequence_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
-    s.prev = static_cast<int>(symbols.size()) - 1;
-    pos += s.length;
-    s.next = pos < text.size() ? static_cast<int>(symbols.size()) + 1 : -1;
-    symbols.push_back(s);
-  }
-
-  std::priority_queue<MergeCandidate, std::vector<MergeCandidate>, LowerPriority> queue;
-  auto consider_pair = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const size_t length = symbols[left].length + symbols[right].length;
-    const int32_t id = vocab_.find(std::string_view(text).substr(symbols[left].begin, length));
-    if (id >= 0) queue.push(MergeCandidate{vocab_.score(id), left, right, length});
-  };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) consider_pair(i - 1, i);
-
-  while (!queue.empty()) {
-    const MergeCandidate best = queue.top();
-    queue.pop();
-    Symbol& left = symbols[best.left];
-    Symbol& right = symbols[best.right];
-    // A merge only ever grows a left symbol or empties a right one, so unchanged lengths mean
-    // the pair is still adjacent and still spells the candidate's token.
-    if (left.length == 0 || right.length == 0 || left.length + right.length != best.length) continue;
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = best.left;
-    consider_pair(left.prev, best.left);
-    consider_pair(best.left, left.next);
-  }
+  // A pair merges when its concatenation is a token; higher scores first (so the key is the negated
+  // score, exact for floats, and ties still go to the leftmost pair).
+  const auto pieces = merge_symbols<float>(text, [&](std::string_view left, std::string_view right) {
+    const int32_t id = vocab_.find(std::string_view(left.data(), left.size() + right.size()));
+    return id >= 0 ? std::optional<float>(-vocab_.score(id)) : std::nullopt;
+  });
 
   // Every merged symbol spells a token, so only single characters can be missing from the
   // vocabulary; those become byte tokens.
-  for (int i = 0; i != -1; i = symbols[i].next) {
-    const std::string_view piece = std::string_view(text).substr(symbols[i].begin, symbols[i].length);
+  for (const std::string_view piece : pieces) {
     const int32_t id = vocab_.find(piece);
     if (id >= 0) {
       out.push_back(id);
