@@ -6,6 +6,7 @@
 #include "comm/message_tags.h"
 #include "io/prompt_record.h"
 #include "util/backoff.h"
+#include "util/byte_codec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,76 +16,15 @@
 namespace glacier::app {
 namespace {
 
+using util::ByteReader;
+using util::ByteWriter;
+
 // Tags of the world channel (the pipelines run on their own replica channels).
 constexpr int kTagWantWork = comm::tags::kWantWork;
 constexpr int kTagWork = comm::tags::kWork;
 constexpr int kTagResult = comm::tags::kResult;
 // Indices one request may ask for: a replica's KV slots keep it busy; more would starve the others.
 constexpr int32_t kMaxIndicesPerRequest = 4096;
-
-class ByteWriter {
- public:
-  explicit ByteWriter(std::vector<uint8_t>& out) : out_(out) {}
-  template <typename T>
-  void put(T v) {
-    append(&v, sizeof(T));
-  }
-  void put_string(const std::string& s) {
-    put<uint64_t>(s.size());
-    append(s.data(), s.size());
-  }
-  template <typename T>
-  void put_vector(const std::vector<T>& v) {
-    put<uint64_t>(v.size());
-    append(v.data(), v.size() * sizeof(T));
-  }
-
- private:
-  // resize + memcpy rather than insert: GCC 12 warns falsely about insert of a few bytes.
-  void append(const void* data, size_t n) {
-    if (n == 0) return;
-    const size_t at = out_.size();
-    out_.resize(at + n);
-    std::memcpy(out_.data() + at, data, n);
-  }
-  std::vector<uint8_t>& out_;
-};
-
-class ByteReader {
- public:
-  ByteReader(const uint8_t* data, size_t size) : p_(data), left_(size) {}
-  template <typename T>
-  T get() {
-    T v;
-    std::memcpy(&v, take(sizeof(T)), sizeof(T));
-    return v;
-  }
-  std::string get_string() {
-    const uint64_t n = get<uint64_t>();
-    const uint8_t* p = take(n);
-    return std::string(reinterpret_cast<const char*>(p), n);
-  }
-  template <typename T>
-  std::vector<T> get_vector() {
-    const uint64_t n = get<uint64_t>();
-    if (n > left_ / sizeof(T)) throw std::runtime_error("result message: vector longer than the message");
-    std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
-    return v;
-  }
-  size_t left() const { return left_; }
-
- private:
-  const uint8_t* take(uint64_t n) {
-    if (n > left_) throw std::runtime_error("result message: truncated");
-    const uint8_t* p = p_;
-    p_ += n;
-    left_ -= n;
-    return p;
-  }
-  const uint8_t* p_;
-  size_t left_;
-};
 
 // Sleeps between polls of an idle wait: a coordinator or client with nothing to do must not spin a
 // core a stage computes on.
@@ -141,15 +81,14 @@ io::ResultRecord get_result(ByteReader& in) {
 }  // namespace
 
 std::vector<uint8_t> encode_results(const std::vector<io::ResultRecord>& rows) {
-  std::vector<uint8_t> out;
-  ByteWriter w(out);
+  ByteWriter w;
   w.put<int64_t>(static_cast<int64_t>(rows.size()));
   for (const io::ResultRecord& r : rows) put_result(w, r);
-  return out;
+  return w.take();
 }
 
 std::vector<io::ResultRecord> decode_results(const uint8_t* data, size_t size) {
-  ByteReader in(data, size);
+  ByteReader in(data, size, "result message");
   const auto n = in.get<int64_t>();
   if (n < 1 || n > io::kMaxSamplesPerPrompt)
     throw std::runtime_error("result message: expected 1.." + std::to_string(io::kMaxSamplesPerPrompt) + " rows, found " +

@@ -3,11 +3,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "util/byte_codec.h"
 
 namespace glacier::gguf::encoding {
 
@@ -17,27 +17,11 @@ constexpr const char* kAlignmentKey = "general.alignment";
 
 inline uint64_t round_up(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
-// A growing little-endian byte buffer (every supported host is little endian: checked by the writers).
-class ByteSink {
+// The byte writer with GGUF's metadata values added.
+class ByteSink : public util::ByteWriter {
  public:
-  std::vector<uint8_t> bytes;
-
-  template <typename T>
-  void put(T v) {
-    put_raw(&v, sizeof(T));
-  }
-  void put_raw(const void* p, size_t n) {
-    const size_t at = bytes.size();
-    bytes.resize(at + n);
-    if (n) std::memcpy(bytes.data() + at, p, n);
-  }
-  void put_string(const std::string& s) {
-    put<uint64_t>(s.size());
-    put_raw(s.data(), s.size());
-  }
   // A value as GGUF stores it; a payload that does not fit its declared type is a caller bug (assert).
   void put_value(const Value& v);
-  void pad_to(uint64_t alignment) { bytes.resize(round_up(bytes.size(), alignment), 0); }
 };
 
 Value make_value(ValueType t, decltype(Value::data) payload);

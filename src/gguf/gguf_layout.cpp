@@ -8,9 +8,6 @@
 
 namespace glacier::gguf {
 
-static_assert(std::endian::native == std::endian::little,
-              "the GGUF writers store little-endian fields with plain copies");
-
 using namespace encoding;
 
 void MetadataBuilder::set(const std::string& key, Value value) {
@@ -88,7 +85,7 @@ std::vector<uint8_t> encode_header(const MetadataBuilder& metadata, const Tensor
   for (const auto& entry : kv) add_alignment_key = add_alignment_key && entry.first != kAlignmentKey;
 
   ByteSink h;
-  h.put_raw("GGUF", 4);
+  h.put_bytes("GGUF", 4);
   h.put<uint32_t>(kVersion);
   h.put<uint64_t>(tensors.slots().size());
   h.put<uint64_t>(kv.size() + (add_alignment_key ? 1 : 0));
@@ -110,7 +107,7 @@ std::vector<uint8_t> encode_header(const MetadataBuilder& metadata, const Tensor
     h.put<uint64_t>(t.offset);
   }
   h.pad_to(alignment);
-  return std::move(h.bytes);
+  return h.take();
 }
 
 }  // namespace glacier::gguf
