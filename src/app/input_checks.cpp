@@ -62,11 +62,12 @@ PromptFileFacts check_prompt_file(const JobOptions& o) {
   }
   const std::string counted = std::to_string(records.size()) + (records.size() == 1 ? " prompt" : " prompts");
   if (o.mode == "score" && score == 0 && other > 0)
-    throw InputError("prompt file " + o.prompts + ": --mode score needs records with \"context\" and \"continuation\", "
+    throw InputError("prompt file " + o.prompts + ": --mode score needs records with \"context\" and \"continuation\" "
+                     "or \"continuations\", "
                      "found none among its " + counted + (is_jsonl_name(o.prompts) ? "" : " (a .txt file holds plain prompts)"));
   if (o.mode == "generate" && other == 0 && score > 0)
     throw InputError("prompt file " + o.prompts + ": --mode generate needs prompts to continue, found only "
-                     "\"context\"/\"continuation\" records among its " + counted + ": pass --mode score");
+                     "\"context\"/\"continuation(s)\" records among its " + counted + ": pass --mode score");
   return facts;
 }
 

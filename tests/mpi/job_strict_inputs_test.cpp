@@ -55,7 +55,7 @@ TEST(JobStrictInputs, TextFileInScoreModeIsRefusedBeforeLoading) {
   const std::string dir = glacier::testing::scratch_dir("strict-score");
   std::ofstream(dir + "/p.txt") << "Once upon a time\nTom ran home\n";
   expect_refused_before_loading("--model " + model + " --prompts " + dir + "/p.txt --jsonl " + dir + "/r.jsonl --mode score",
-                                "prompt file " + dir + "/p.txt: --mode score needs records with \"context\" and \"continuation\"");
+                                "prompt file " + dir + "/p.txt: --mode score needs records with \"context\" and \"continuation\" or \"continuations\"");
 }
 
 TEST(JobStrictInputs, MessagesWithoutAChatTemplateAreRefusedBeforeLoading) {

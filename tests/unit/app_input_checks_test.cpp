@@ -72,11 +72,11 @@ TEST(InputChecks, EmptyPromptFileIsOnlyAWarning) {
 TEST(InputChecks, TheFileMustHoldRecordsTheModeCanRun) {
   const std::string text = write_file("plain.txt", "Once upon a time\nTom ran\n");
   EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(text, "score")); }),
-            "prompt file " + text + ": --mode score needs records with \"context\" and \"continuation\", found none among "
+            "prompt file " + text + ": --mode score needs records with \"context\" and \"continuation\" or \"continuations\", found none among "
             "its 2 prompts (a .txt file holds plain prompts)");
   const std::string scores = write_file("scores.jsonl", "{\"context\": \"The sky is\", \"continuation\": \" blue\"}\n");
   EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, "generate")); }),
-            "prompt file " + scores + ": --mode generate needs prompts to continue, found only \"context\"/\"continuation\" "
+            "prompt file " + scores + ": --mode generate needs prompts to continue, found only \"context\"/\"continuation(s)\" "
             "records among its 1 prompt: pass --mode score");
   EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, "score")); }), "");
   // One runnable record is enough: the others fail their own lines.
