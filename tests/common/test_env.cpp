@@ -1,6 +1,8 @@
 // Test helpers: shared-folder lookup, JSON and text reading, reference prompt splitting.
 #include "common/test_env.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,10 +55,33 @@ std::vector<std::string> split_reference_entries(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// Removes the process's scratch directories when it exits, unless a test failed (the files are then
+// what one looks at) or GLACIER_KEEP_SCRATCH is set: thousands of test runs must not fill /tmp.
+class ScratchDirs {
+ public:
+  void add(const fs::path& p) { dirs_.push_back(p); }
+  ~ScratchDirs() {
+    const char* keep = std::getenv("GLACIER_KEEP_SCRATCH");
+    if ((keep && *keep) || !::testing::UnitTest::GetInstance()->Passed()) return;
+    std::error_code ignored;  // best effort: a leftover directory is no reason to fail a passed test
+    for (const fs::path& p : dirs_) fs::remove_all(p, ignored);
+  }
+
+ private:
+  std::vector<fs::path> dirs_;
+};
+
+}  // namespace
+
 std::string scratch_dir(const std::string& name) {
+  // Constructed after GoogleTest's UnitTest singleton, so destroyed before it.
+  static ScratchDirs dirs;
   fs::path p = fs::temp_directory_path() / ("glacier-test-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
+  dirs.add(p);
   return p.string();
 }
 

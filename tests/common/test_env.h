@@ -18,7 +18,8 @@ nlohmann::json read_json(const std::string& path);
 std::string read_text(const std::string& path);
 // Splits a reference prompt file on "\n----8<----\n" (the final newline is not part of the last entry).
 std::vector<std::string> split_reference_entries(const std::string& text);
-// A fresh scratch directory for one test.
+// A fresh scratch directory for one test, removed when the test process exits after passing (kept when
+// a test failed or GLACIER_KEEP_SCRATCH is set).
 std::string scratch_dir(const std::string& name);
 
 }  // namespace glacier::testing
