@@ -148,3 +148,30 @@ TEST(ModuleEdges, SystemLibrariesStayBehindTheirModules) {
 }
 
 }  // namespace
+
+// The public headers (include/glacier/) are the library's whole interface: they include only the
+// standard library and each other, so a user needs neither src/ on the include path nor MPI, HDF5 or
+// hwloc headers; and no module but api includes them (the engine does not depend on its own facade).
+TEST(ModuleEdges, PublicHeadersStandAlone) {
+  size_t headers = 0;
+  const std::regex include(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+  for (const auto& e : fs::recursive_directory_iterator(kRoot / "include")) {
+    if (e.path().extension() != ".h") continue;
+    ++headers;
+    std::istringstream lines(read_text(e.path()));
+    std::smatch m;
+    for (std::string line; std::getline(lines, line);) {
+      if (!std::regex_search(line, m, include)) continue;
+      const std::string inc = m[2];
+      const bool standard = m[1] == "<" && inc.find('.') == std::string::npos && inc.find('/') == std::string::npos;
+      EXPECT_TRUE(standard || inc.rfind("glacier/", 0) == 0)
+          << e.path().string() << " includes " << inc << ": a public header may include only the standard library "
+          << "and other glacier/ headers";
+    }
+  }
+  EXPECT_GE(headers, 1u) << "no public header under include/glacier";
+  for (const SourceFile& f : sources())
+    for (const std::string& inc : f.includes)
+      if (inc.rfind("glacier/", 0) == 0)
+        EXPECT_EQ(f.module, "api") << f.path.string() << " includes the public header " << inc;
+}
