@@ -35,12 +35,12 @@ endif()
 find_package(Git QUIET)
 
 function(glacier_build_info name)
-  set(output "${CMAKE_BINARY_DIR}/generated/build_info.cpp")
-  set(generate ${CMAKE_COMMAND} -DSOURCE_DIR=${CMAKE_SOURCE_DIR} -DVERSION=${PROJECT_VERSION}
+  set(output "${PROJECT_BINARY_DIR}/generated/build_info.cpp")
+  set(generate ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DVERSION=${PROJECT_VERSION}
                -DGIT_EXECUTABLE=${GIT_EXECUTABLE} -DOUTPUT=${output} -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE})
   execute_process(COMMAND ${generate})  # the source exists from configure on
   add_custom_target(${name}_generate COMMAND ${generate} BYPRODUCTS ${output} VERBATIM)
   add_library(${name} STATIC ${output})
   add_dependencies(${name} ${name}_generate)
-  target_include_directories(${name} PUBLIC "${CMAKE_SOURCE_DIR}/src")
+  target_include_directories(${name} PUBLIC "${PROJECT_SOURCE_DIR}/src")
 endfunction()
