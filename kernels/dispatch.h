@@ -97,6 +97,8 @@ struct DotKernels {
   DotTileFn q3_k_q8_k_tile;
   // BF16 weights against bf16 activations, tiled over weight rows too (null: the tile loop of matmul.cpp).
   RowGemmFn bf16_gemm;
+  // f32 -> f16 activation rows, round to nearest even: bitwise f32_to_fp16 of each element.
+  void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n);
 };
 
 bool cpu_supports(Isa isa);

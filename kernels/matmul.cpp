@@ -143,8 +143,7 @@ PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_
         std::copy(src, src + cols, reinterpret_cast<float*>(dst));
         break;
       case WeightType::F16: {
-        auto* h = reinterpret_cast<uint16_t*>(dst);
-        for (int64_t c = 0; c < cols; ++c) h[c] = f32_to_fp16(src[c]);
+        k.f32_to_f16_row(src, reinterpret_cast<uint16_t*>(dst), cols);
         break;
       }
       case WeightType::BF16: {

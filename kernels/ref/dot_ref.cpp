@@ -115,6 +115,10 @@ void tile_by_rows(const void* w, const void* x, size_t x_stride, int nx, int64_t
         Dot(static_cast<const W*>(w), reinterpret_cast<const X*>(xb + i * x_stride), n);
 }
 
+void f32_to_f16_row_ref(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_fp16(x[i]);
+}
+
 }  // namespace
 
 const DotKernels& ref_kernels() {
@@ -165,6 +169,7 @@ const DotKernels& ref_kernels() {
       tile_by_rows<BlockQ2_K, BlockQ8_K, dot_q2_k_q8_k_ref>,
       tile_by_rows<BlockQ3_K, BlockQ8_K, dot_q3_k_q8_k_ref>,
       nullptr,  // bf16_gemm: the tile loop of matmul.cpp
+      f32_to_f16_row_ref,
   };
   return table;
 }

@@ -211,6 +211,7 @@ const DotKernels& avx2_kernels() {
       simd::dot_tile<kquant::Q2KDot>,
       simd::dot_tile<kquant::Q3KDot>,
       bf16_gemm_avx2,
+      f32_to_f16_row_avx2,
   };
   return table;
 }

@@ -275,6 +275,7 @@ const DotKernels& avx512_novnni_kernels() {
       simd::dot_tile<kquant::Q2KDot>,
       simd::dot_tile<kquant::Q3KDot>,
       GLACIER_BF16_GEMM,
+      f32_to_f16_row_avx512,
   };
   return table;
 }

@@ -1,4 +1,5 @@
-// AVX2 + F16C F16 and BF16 dot, row tile and register-tiled GEMM (float_gemm.h): weights converted in
+// AVX2 + F16C F16 and BF16 dot, row tile and register-tiled GEMM (float_gemm.h), and the f32 -> f16
+// activation row conversion (vcvtps2ph): weights converted in
 // registers (vcvtph2ps, or a 16-bit shift for bf16), activation rows widened once a tile, one 8-lane
 // accumulator per output, 3 weight rows x 4 activation rows a tile (12 of the 16 ymm registers).
 #include <immintrin.h>
@@ -73,6 +74,14 @@ struct Bf16WidenOps : Float8Lanes {
 };
 
 }  // namespace
+
+void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), kRound));
+  for (; i < n; ++i) y[i] = static_cast<uint16_t>(_cvtss_sh(x[i], kRound));
+}
 
 float dot_f16_avx2(const uint16_t* w, const uint16_t* x, int64_t n) { return x86::float_gemm::dot<F16Ops>(w, x, n); }
 void dot_f16_tile_avx2(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out, int64_t out_stride) {

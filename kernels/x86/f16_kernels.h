@@ -7,6 +7,10 @@
 
 namespace glacier::kernels {
 
+// f32 -> f16 rows by vcvtps2ph, round to nearest even: bitwise f32_to_fp16 (DotKernels::f32_to_f16_row).
+void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n);
+void f32_to_f16_row_avx512(const float* x, uint16_t* y, int64_t n);
+
 float dot_f16_avx2(const uint16_t* w, const uint16_t* x, int64_t n);
 void dot_f16_tile_avx2(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out, int64_t out_stride);
 void f16_gemm_avx2(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
