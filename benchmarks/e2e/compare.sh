@@ -43,7 +43,7 @@ for rep in $(seq "$REPS"); do
   done
   ours[ceiling]=$(json_field "$OUT/ours.$rep.json" "d['prefill_ceiling'] + ' (' + d['int8_instructions'] + ')' if d['prefill_ceiling'] == 'int8' else 'fp32 FMA'")
   ours[tier]=$(json_field "$OUT/ours.$rep.json" "d['kernels']")
-  ours[wb]=$(json_field "$OUT/ours.$rep.json" "d['weight_bytes']")
+  ours[wb]=$(json_field "$OUT/ours.$rep.json" "d['decode_bytes']")
   for n in ${NPL//,/ }; do
     ours[s$n]+="$(json_field "$OUT/ours.$rep.json" "[b['s_total'] for b in d['batched'] if b['npl'] == $n][0]") "
     ours[tg$n]+="$(json_field "$OUT/ours.$rep.json" "[b['s_tg'] for b in d['batched'] if b['npl'] == $n][0]") "
