@@ -35,7 +35,9 @@ PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) 
 int32_t result_rows(const io::PromptRecord& rec, const JobOptions& opt) {
   if (!rec.ok) return 1;
   if (rec.continuations) return static_cast<int32_t>(rec.continuations->size());
-  return sampling_for(rec, opt).n;
+  const auto rows = static_cast<int64_t>(rec.prompt_elements()) * sampling_for(rec, opt).n;
+  // A prompt array whose choices outnumber a line's bound (n from --n) fails as one error row.
+  return rows > io::kMaxSamplesPerPrompt ? 1 : static_cast<int32_t>(rows);
 }
 
 nlohmann::json sampling_json(const PromptSampling& s) {

@@ -34,8 +34,9 @@ struct PromptSampling {
 };
 
 PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt);
-// Result rows the record gives: one a sample, one a continuation of a `continuations` line, one for a
-// line that could not be read.
+// Result rows the record gives: one a sample (of each element of an OpenAI prompt array), one a
+// continuation of a `continuations` line, one for a line that could not be read or whose prompt array
+// times n exceeds io::kMaxSamplesPerPrompt choices.
 int32_t result_rows(const io::PromptRecord& rec, const JobOptions& opt);
 
 // {"max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop", "repetition_penalty",

@@ -264,7 +264,7 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
   const int32_t n_rows = samples_[static_cast<size_t>(r.index)];
   const bool openai = record.format == io::PromptFormat::OpenAiBatch;
   if (record.continuations || (openai && n_rows > 1)) {
-    // One line for all of a record's rows (its continuations, or an OpenAI request's n choices), once the
+    // One line for all of a record's rows (its continuations, or an OpenAI request's choices), once the
     // last has come.
     std::vector<io::ResultRecord>& rows = grouped_rows_[r.index];
     rows.push_back(r);
@@ -276,7 +276,9 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
       for (const std::string& text : *record.continuations) text_bytes.push_back(text.size());
       jsonl_->put(first, io::format_continuations_line(rows, text_bytes));
     } else {
-      jsonl_->put(first, io::format_openai_batch_line(rows, openai_line(record, r.index, n_rows)));
+      // A prompt array's rows are its elements' n samples each, in element order.
+      const auto per_element = std::max<int32_t>(1, n_rows / static_cast<int32_t>(record.prompt_elements()));
+      jsonl_->put(first, io::format_openai_batch_line(rows, openai_line(record, r.index, per_element)));
     }
     for (size_t k = 1; k < rows.size(); ++k) jsonl_->skip(first + static_cast<int64_t>(k));
     grouped_rows_.erase(r.index);

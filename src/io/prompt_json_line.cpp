@@ -465,25 +465,47 @@ void read_batch_line(const json& object, PromptRecord& r) {
   if (chat) {
     r.messages_json = f.messages("messages");
   } else {
-    static const std::string expected = "a string or an array of token ids";
+    static const std::string expected =
+        "a string, an array of token ids, or a non-empty array of prompts (all strings, or all arrays of token ids)";
     const json* prompt = f.find("prompt");
     if (!prompt) f.fail_missing("prompt", expected);
-    // OpenAI also allows a list of prompts; one element is read as that prompt, more are not implemented
-    // (each would be its own choice set in the one output line).
-    const bool prompt_list = prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number();
-    if (prompt_list && prompt->size() > 1)
-      f.fail("prompt", "a string, an array of token ids or a one-element array of prompts (several prompts in one "
-             "request are not implemented: write one request line per prompt)", *prompt);
-    const json& p = prompt_list ? (*prompt)[0] : *prompt;
-    if (p.is_string())
-      r.prompt = p.get<std::string>();
-    else if (p.is_array())
-      r.prompt_token_ids = f.token_ids("prompt", p);
-    else
+    if (prompt->is_string()) {
+      r.prompt = prompt->get<std::string>();
+    } else if (!prompt->is_array() || prompt->empty()) {
       f.fail("prompt", expected, *prompt);
+    } else if ((*prompt)[0].is_number()) {
+      r.prompt_token_ids = f.token_ids("prompt", *prompt);
+    } else {
+      // A list of prompts, as OpenAI accepts: every element of the first one's kind.
+      const bool strings = (*prompt)[0].is_string();
+      if (!strings && !(*prompt)[0].is_array()) f.fail("prompt[0]", "a string or an array of token ids", (*prompt)[0]);
+      if (prompt->size() > static_cast<size_t>(kMaxSamplesPerPrompt))
+        f.fail("prompt", "at most " + std::to_string(kMaxSamplesPerPrompt) + " prompts in one request", *prompt);
+      std::vector<std::string> texts;
+      std::vector<std::vector<int32_t>> id_lists;
+      for (size_t k = 0; k < prompt->size(); ++k) {
+        const json& item = (*prompt)[k];
+        const std::string key = "prompt[" + std::to_string(k) + "]";
+        if (strings) {
+          if (!item.is_string()) f.fail(key, "a string, as the array's first prompt is (prompts of one kind)", item);
+          texts.push_back(item.get<std::string>());
+        } else {
+          if (!item.is_array()) f.fail(key, "an array of token ids, as the array's first prompt is (prompts of one kind)", item);
+          id_lists.push_back(f.token_ids(key, item));
+        }
+      }
+      // One element is that prompt, exactly as a string or an id list would be.
+      if (strings && texts.size() == 1) r.prompt = std::move(texts[0]);
+      else if (strings) r.prompt_list = std::move(texts);
+      else if (id_lists.size() == 1) r.prompt_token_ids = std::move(id_lists[0]);
+      else r.prompt_token_ids_list = std::move(id_lists);
+    }
   }
   read_sampling(f, r, true);
   read_openai_logprobs(f, r, chat);
+  if (r.prompt_elements() > 1 && r.n && r.prompt_elements() * static_cast<size_t>(*r.n) > static_cast<size_t>(kMaxSamplesPerPrompt))
+    f.fail("n", "at most " + std::to_string(kMaxSamplesPerPrompt) + " choices in all (" + std::to_string(r.prompt_elements()) +
+                    " prompts x n)", json(*r.n));
 }
 
 }  // namespace
@@ -525,6 +547,8 @@ void parse_jsonl_prompt_line(const std::string& path, const std::string& line_te
     record.context.reset();
     record.continuation.reset();
     record.continuations.reset();
+    record.prompt_list.reset();
+    record.prompt_token_ids_list.reset();
   }
 }
 

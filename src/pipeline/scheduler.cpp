@@ -237,12 +237,13 @@ void Scheduler::admit() {
         s.req.prompt_key = compute::sample_stream_key(a.req.prompt_key, j);
         s.slot = take_free_slot();
         s.out.seq = a.req.seq;
-        s.out.sample = j;
+        s.out.sample = a.req.row + j;
         s.t_start = a.t_start;
         active_.push_back(std::move(s));
         continue;
       }
       s.req.seq = a.req.seq;
+      s.req.row = a.req.row;
       s.req.tokens = a.req.tokens;
       s.req.mode = a.req.mode;
       s.req.max_new_tokens = a.req.max_new_tokens;
@@ -252,7 +253,7 @@ void Scheduler::admit() {
       s.n_fed = static_cast<int32_t>(s.req.tokens.size());
       s.started = true;
       s.out.seq = a.req.seq;
-      s.out.sample = j;
+      s.out.sample = a.req.row + j;
       s.out.generated.reserve(static_cast<size_t>(a.req.max_new_tokens));
       s.out.logprobs.reserve(static_cast<size_t>(a.req.max_new_tokens));
       s.t_start = a.t_start;
@@ -417,7 +418,7 @@ void Scheduler::start_siblings(Active& leader, const compute::ChunkResult& cr, c
   const auto n_prompt = static_cast<int32_t>(leader.req.tokens.size());
   for (Active& s : active_) {
     if (!s.held || s.leader_slot != leader.slot || !s.out.generated.empty()) continue;
-    const size_t k = static_cast<size_t>(cr.first_sample + s.out.sample - 1);
+    const size_t k = static_cast<size_t>(cr.first_sample + (s.out.sample - leader.req.row) - 1);
     if (take_token(s, r.sample_tokens[k], r.sample_logprobs[k], cr, r)) {
       pending_copies_.push_back({leader.slot, s.slot, n_prompt});
       leader.copies_pending++;

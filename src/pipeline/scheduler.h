@@ -19,7 +19,7 @@ enum class FinishReason { Length, Stop, Error };
 
 struct SequenceRequest {
   int32_t seq = 0;                // caller's index; results are reported by it (with the sample index)
-  int32_t row = 0;                // n_samples = 1: the caller's row of seq it answers (reported as `sample`)
+  int32_t row = 0;                // the caller's row of seq it answers (reported as `sample`; sample j as row + j)
   std::vector<int32_t> tokens;    // the prompt (BOS included), for Score also the continuation
   std::vector<int32_t> targets;   // Score: per position, the token it should predict, or -1
   SeqMode mode = SeqMode::Generate;

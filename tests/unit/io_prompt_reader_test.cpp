@@ -133,6 +133,41 @@ TEST(IoPromptReader, OpenAiBatchCompletionAndChatLines) {
   EXPECT_EQ(*records[2].prompt_token_ids, (std::vector<int32_t>{5, 6, 7}));
 }
 
+// A completions "prompt" array: several strings or several token-id lists become the record's prompt list
+// (one element each), one element is that prompt itself, and every malformed array fails by name.
+TEST(IoPromptReader, CompletionPromptArrays) {
+  const std::vector<std::string> bodies = {R"(["a", "b c", ""]})", R"([[1, 2], [3]]})", R"(["only"]})",
+                                           R"([]})",  R"(["a", [1]]})", R"([[1], "a"]})", R"([null]})",
+                                           R"(["a", "b"], "n": 65})", R"(["a", "b"], "n": 64})"};
+  std::string contents;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    contents += R"({"custom_id": "c)" + std::to_string(i) + R"(", "url": "/v1/completions", "body": {"prompt": )" + bodies[i] + "}\n";
+  const std::string path = write_file("arrays.jsonl", contents);
+  const auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 9u);
+  ASSERT_TRUE(records[0].ok) << records[0].error;
+  EXPECT_EQ(*records[0].prompt_list, (std::vector<std::string>{"a", "b c", ""}));
+  EXPECT_EQ(records[0].prompt_elements(), 3u);
+  EXPECT_FALSE(records[0].prompt.has_value());
+  ASSERT_TRUE(records[1].ok) << records[1].error;
+  EXPECT_EQ(*records[1].prompt_token_ids_list, (std::vector<std::vector<int32_t>>{{1, 2}, {3}}));
+  ASSERT_TRUE(records[2].ok) << records[2].error;
+  EXPECT_EQ(*records[2].prompt, "only");
+  EXPECT_FALSE(records[2].prompt_list.has_value());
+  EXPECT_EQ(records[2].prompt_elements(), 1u);
+  const std::vector<std::pair<size_t, std::string>> refused = {
+      {3, "\"body.prompt\": expected a string, an array of token ids, or a non-empty array of prompts"},
+      {4, "\"body.prompt[1]\": expected a string, as the array's first prompt is"},
+      {5, "\"body.prompt[1]\": expected an array of token ids, as the array's first prompt is"},
+      {6, "\"body.prompt[0]\": expected a string or an array of token ids, found null"},
+      {7, "\"body.n\": expected at most 128 choices in all (2 prompts x n), found 65"}};
+  for (const auto& [i, part] : refused) {
+    EXPECT_FALSE(records[i].ok) << i;
+    EXPECT_NE(records[i].error.find(path + ":" + std::to_string(i + 1) + ": " + part), std::string::npos) << records[i].error;
+  }
+  EXPECT_TRUE(records[8].ok) << records[8].error;
+}
+
 // Each bad line must fail on its own with a message naming the file, its line and the offending key;
 // every good line among them still loads.
 TEST(IoPromptReader, BadLinesAreIsolatedWithTheirOwnMessages) {
