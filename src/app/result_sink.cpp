@@ -112,6 +112,7 @@ ResultSink::ResultSink(const JobOptions& o, const Provenance& p, const std::vect
   for (const auto& rec : records) {
     digests_.push_back(prompt_digest(rec, o));
     if (rec.ok) top_logprobs_width_ = std::max(top_logprobs_width_, sampling_for(rec, o).top_logprobs);
+    if (rec.ok) prompt_logprobs_width_ = std::max(prompt_logprobs_width_, sampling_for(rec, o).prompt_logprobs);
     samples_.push_back(result_rows(rec, o));
     first_row_.push_back(row);
     row += samples_.back();
@@ -144,7 +145,8 @@ void ResultSink::open_outputs(const std::vector<io::ResultRecord>& rows, nlohman
       GLACIER_LOG_WARN("replacing the existing results file %s (to continue it instead, run with --resume)",
                        options_.h5_out.c_str());
     const std::string building = temporary_path(options_.h5_out);
-    h5_ = std::make_unique<io::ResultsFile>(building, io::ResultsFile::Mode::Create, top_logprobs_width_);
+    h5_ = std::make_unique<io::ResultsFile>(building, io::ResultsFile::Mode::Create, top_logprobs_width_,
+                                            prompt_logprobs_width_);
     write_provenance(resumes);
     for (const auto& r : rows) h5_->append(r);
     h5_->move_to(options_.h5_out);
@@ -301,6 +303,7 @@ io::OpenAiBatchLine ResultSink::openai_line(const io::PromptRecord& record, int6
   line.model = std::filesystem::path(options_.model).filename().string();
   line.created = created_;
   line.logprobs = record.openai_logprobs;
+  line.prompt_logprobs = record.prompt_logprobs.has_value();
   line.token_text = token_text_;
   return line;
 }

@@ -225,7 +225,7 @@ struct UnimplementedKey {
   std::string_view name;
   std::string_view neutral;  // JSON text of the accepted values, "" when none (only absent or null)
 };
-constexpr std::array<UnimplementedKey, 25> kUnimplementedKeys = {{
+constexpr std::array<UnimplementedKey, 24> kUnimplementedKeys = {{
     // Plain lines: every row carries the sampled tokens' log-probs ("top_logprobs" asks for alternatives);
     // OpenAI bodies honour both keys as the API defines them (read_openai_logprobs).
     {"logprobs", "[false, true, 0]"},
@@ -238,7 +238,6 @@ constexpr std::array<UnimplementedKey, 25> kUnimplementedKeys = {{
     {"length_penalty", "[1]"},
     {"typical_p", "[1]"},
     {"use_beam_search", "[false]"},
-    {"prompt_logprobs", ""},
     {"response_format", "[{\"type\": \"text\"}]"},
     {"tools", "[[]]"},
     {"tool_choice", "[\"none\"]"},
@@ -365,6 +364,13 @@ void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
 const std::string kTopLogprobsExpected =
     "an integer in 0.." + std::to_string(kMaxTopLogprobs) + " (alternatives returned per generated token)";
 
+// vLLM's extra field, on plain lines and OpenAI bodies alike.
+void read_prompt_logprobs(const FieldReader& f, PromptRecord& r) {
+  if (auto k = f.integer("prompt_logprobs", 0, kMaxTopLogprobs,
+                         "an integer in 0.." + std::to_string(kMaxTopLogprobs) + " (alternatives returned per prompt token)"))
+    r.prompt_logprobs = static_cast<int>(*k);
+}
+
 // OpenAI's log-prob keys. Completions: "logprobs": k asks for the sampled tokens' log-probs with k
 // alternatives each. Chat: "logprobs": true asks for them, "top_logprobs": k for alternatives, which the
 // API accepts only with "logprobs": true.
@@ -401,7 +407,7 @@ void read_plain_line(const json& object, PromptRecord& r) {
   // After the id, so that the error row of a line with a misspelt key still carries its id.
   static const std::vector<std::string_view> keys =
       with_keys(with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation", "continuations"}),
-                {"top_logprobs"});
+                {"top_logprobs", "prompt_logprobs"});
   check_keys(object, "", keys, false);
   const bool has_score = f.has("context") || f.has("continuation") || f.has("continuations");
   const int n_inputs = int(f.has("prompt")) + int(f.has("prompt_token_ids")) + int(f.has("messages")) + int(has_score);
@@ -439,6 +445,7 @@ void read_plain_line(const json& object, PromptRecord& r) {
   }
   read_sampling(f, r, false);
   if (auto k = f.integer("top_logprobs", 0, kMaxTopLogprobs, kTopLogprobsExpected)) r.top_logprobs = static_cast<int>(*k);
+  read_prompt_logprobs(f, r);
 }
 
 void read_batch_line(const json& object, PromptRecord& r) {
@@ -459,8 +466,9 @@ void read_batch_line(const json& object, PromptRecord& r) {
 
   FieldReader f(body, "body.");
   static const std::vector<std::string_view> chat_keys =
-      with_keys(with_sampling({"messages", "max_completion_tokens"}), {"logprobs", "top_logprobs"});
-  static const std::vector<std::string_view> completion_keys = with_keys(with_sampling({"prompt"}), {"logprobs"});
+      with_keys(with_sampling({"messages", "max_completion_tokens"}), {"logprobs", "top_logprobs", "prompt_logprobs"});
+  static const std::vector<std::string_view> completion_keys =
+      with_keys(with_sampling({"prompt"}), {"logprobs", "prompt_logprobs"});
   check_keys(body, "body.", chat ? chat_keys : completion_keys, true);
   if (chat) {
     r.messages_json = f.messages("messages");
@@ -503,6 +511,7 @@ void read_batch_line(const json& object, PromptRecord& r) {
   }
   read_sampling(f, r, true);
   read_openai_logprobs(f, r, chat);
+  read_prompt_logprobs(f, r);
   if (r.prompt_elements() > 1 && r.n && r.prompt_elements() * static_cast<size_t>(*r.n) > static_cast<size_t>(kMaxSamplesPerPrompt))
     f.fail("n", "at most " + std::to_string(kMaxSamplesPerPrompt) + " choices in all (" + std::to_string(r.prompt_elements()) +
                     " prompts x n)", json(*r.n));

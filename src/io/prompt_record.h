@@ -69,6 +69,9 @@ struct PromptRecord {
   // OpenAI batch lines: the body asked for log-probs ("logprobs": k for completions, true for chat), so the
   // output line carries them, as the API's does only when asked.
   bool openai_logprobs = false;
+  // vLLM's prompt_logprobs (0..20): per prompt token after the first, its log-prob given the tokens before
+  // it and the k most likely tokens there; absent asks for none.
+  std::optional<int> prompt_logprobs;
   std::optional<int> n;  // samples of this prompt (plain .jsonl lines; OpenAI batch bodies only 1)
 
   bool is_chat() const { return messages_json.has_value(); }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "common/test_env.h"
@@ -131,6 +132,39 @@ TEST(IoPromptReader, OpenAiBatchCompletionAndChatLines) {
   EXPECT_FALSE(records[1].prompt.has_value());
 
   EXPECT_EQ(*records[2].prompt_token_ids, (std::vector<int32_t>{5, 6, 7}));
+}
+
+// vLLM's prompt_logprobs on plain lines and OpenAI bodies (completions and chat): 0..20, read as given.
+TEST(IoPromptReader, PromptLogprobsIsReadAndRangeChecked) {
+  const std::vector<std::pair<std::string, std::optional<int>>> good = {
+      {R"({"prompt": "x", "prompt_logprobs": 0})", 0},
+      {R"({"prompt": "x", "prompt_logprobs": 20})", 20},
+      {R"({"prompt": "x", "prompt_logprobs": null})", std::nullopt},
+      {R"({"custom_id": "a", "url": "/v1/completions", "body": {"prompt": "x", "prompt_logprobs": 3}})", 3},
+      {R"({"custom_id": "b", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1}})", 1},
+  };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"prompt": "x", "prompt_logprobs": 21})", "\"prompt_logprobs\": expected an integer in 0..20 (alternatives returned per prompt token), found 21"},
+      {R"({"prompt": "x", "prompt_logprobs": -1})", "\"prompt_logprobs\": expected an integer in 0..20"},
+      {R"({"prompt": "x", "prompt_logprobs": "2"})", "\"prompt_logprobs\": expected an integer in 0..20 (alternatives returned per prompt token), found the string \"2\""},
+      {R"({"prompt": "x", "prompt_logprobs": true})", "\"prompt_logprobs\": expected an integer in 0..20"},
+      {R"({"custom_id": "c", "url": "/v1/completions", "body": {"prompt": "x", "prompt_logprobs": 1.5}})", "\"body.prompt_logprobs\": expected an integer in 0..20"},
+  };
+  std::string contents;
+  for (const auto& [line, k] : good) contents += line + "\n";
+  for (const auto& [line, part] : bad) contents += line + "\n";
+  const std::string path = write_file("prompt_logprobs.jsonl", contents);
+  const auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), good.size() + bad.size());
+  for (size_t i = 0; i < good.size(); ++i) {
+    ASSERT_TRUE(records[i].ok) << records[i].error;
+    EXPECT_EQ(records[i].prompt_logprobs, good[i].second) << good[i].first;
+  }
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const PromptRecord& r = records[good.size() + i];
+    EXPECT_FALSE(r.ok) << bad[i].first;
+    EXPECT_NE(r.error.find(path + ":" + std::to_string(good.size() + i + 1) + ": " + bad[i].second), std::string::npos) << r.error;
+  }
 }
 
 // A completions "prompt" array: several strings or several token-id lists become the record's prompt list
