@@ -1,7 +1,7 @@
 // prompt_logprobs (vLLM's) in whole jobs on stories260K: each prompt token's log-prob is the figure
 // --mode score gives that token after the same text, the k alternatives come sorted and hold the token when
 // it ranks within k, JSONL and HDF5 agree, results are byte-identical with prefix sharing on and off, at 1
-// and 3 ranks and with --n-prefill each (n > 1: on the prompt's first sample only), the OpenAI formats
+// and 3 ranks, 2 replicas and --n-prefill each (n > 1: on the prompt's first sample only), the OpenAI formats
 // carry vLLM's shape, and bad values fail their line by name.
 #include <gtest/gtest.h>
 
@@ -150,12 +150,14 @@ TEST(JobPromptLogprobs, ByteIdenticalWithPrefixSharingOnAndOffAndOnTheFirstSampl
   const Job on = run(model, "share-on", 1, lines, "--prefix-sharing on");
   const Job on3 = run(model, "share-on-np3", 3, lines, "--prefix-sharing on");
   const Job each = run(model, "n-prefill-each", 1, lines, "--prefix-sharing on --n-prefill each");
+  const Job replicas = run(model, "replicas", 2, lines, "--prefix-sharing on --replicas 2");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(on.log, m, std::regex("(\\d+) taken from the prefix cache"))) << on.log;
   EXPECT_GT(std::stoll(m[1]), 0) << "the prompts without prompt_logprobs shared their preamble";
   EXPECT_EQ(on.jsonl_text, off.jsonl_text);
   EXPECT_EQ(on3.jsonl_text, off.jsonl_text);
   EXPECT_EQ(each.jsonl_text, off.jsonl_text);
+  EXPECT_EQ(replicas.jsonl_text, off.jsonl_text) << "rows that travel between replicas keep their prompt log-probs";
   // Rows: a, b, c (3 samples), d, e; the prompt's log-probs on c's sample 0 only.
   ASSERT_EQ(off.rows.size(), 7u);
   const std::vector<bool> carries = {false, true, true, false, false, false, true};
