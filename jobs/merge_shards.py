@@ -17,9 +17,10 @@ SHARD_NAME = re.compile(r"shard-(\d+)-of-(\d+)\.h5$")
 # Attributes that must agree between shards: results computed differently must not be mixed.
 MUST_AGREE = ("glacier_results_format", "model_sha256", "result_settings", "mode", "tensor_types")
 ROWS_PER_CHUNK = 1024  # as src/io/hdf5_results.cpp writes
-# Columns of [tokens x width] per row, width their "width" attribute (each shard's largest top_logprobs),
-# and the marker past a row's own k.
-WIDE_COLUMNS = {"top_logprob_ids": -1, "top_logprob_values": np.nan}
+# Columns of [tokens x width] per row, width their "width" attribute (each shard's largest top_logprobs, or
+# prompt_logprobs for the prompt ones), and the marker past a row's own k.
+WIDE_COLUMNS = {"top_logprob_ids": -1, "top_logprob_values": np.nan,
+                "prompt_top_logprob_ids": -1, "prompt_top_logprob_values": np.nan}
 
 
 def widen(row, width, to_width, marker):

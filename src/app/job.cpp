@@ -380,6 +380,7 @@ class PromptBook {
     const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
     if (!rec.ok) return {make_error_result(rec, rec.error)};
     if (rec.continuations) return add_continuations(i, sched);
+    if (rec.prompt_elements() > 1) return add_prompt_list(i, sched);
     pipeline::SequenceRequest req;
     PromptPlan& plan = plans_[static_cast<size_t>(i)];
     if (auto err = build_request(rec, o_, tok_, chat_, i, req, plan)) {
@@ -464,8 +465,57 @@ class PromptBook {
     return {};
   }
 
+  // An OpenAI completions request with a prompt array: element p is a prompt of its own (the line with
+  // that one prompt) whose n samples are rows p*n .. p*n+n-1. All elements run, or the line fails whole.
+  std::vector<io::ResultRecord> add_prompt_list(int32_t i, pipeline::Scheduler& sched) {
+    const io::PromptRecord& rec = records_[static_cast<size_t>(i)];
+    const size_t m = rec.prompt_elements();
+    const int32_t n = sampling_for(rec, o_).n;
+    const int32_t rows = result_rows(rec, o_);
+    const auto fail_all = [&](const std::string& message) {
+      std::vector<io::ResultRecord> out;
+      for (int32_t j = 0; j < rows; ++j) {
+        out.push_back(make_error_result(rec, where(rec) + message));
+        out.back().sample = j;
+      }
+      return out;
+    };
+    if (static_cast<int64_t>(m) * n != rows)
+      return fail_all("n of " + std::to_string(n) + " (from --n): expected at most " +
+                      std::to_string(io::kMaxSamplesPerPrompt / static_cast<int32_t>(m)) + " with a prompt array of " +
+                      std::to_string(m) + " prompts (at most " + std::to_string(io::kMaxSamplesPerPrompt) +
+                      " choices in one request)");
+    std::vector<PromptPlan> plans(static_cast<size_t>(rows));
+    std::vector<pipeline::SequenceRequest> reqs(m);
+    for (size_t p = 0; p < m; ++p) {
+      io::PromptRecord one = rec;
+      one.prompt_list.reset();
+      one.prompt_token_ids_list.reset();
+      if (rec.prompt_list) one.prompt = (*rec.prompt_list)[p];
+      else one.prompt_token_ids = (*rec.prompt_token_ids_list)[p];
+      PromptPlan plan;
+      if (auto err = build_request(one, o_, tok_, chat_, i, reqs[p], plan)) {
+        std::string message = "\"body.prompt[";
+        message += std::to_string(p);
+        message += "]\": ";
+        message += *err;
+        return fail_all(message);
+      }
+      reqs[p].row = static_cast<int32_t>(p) * n;
+      for (int32_t j = 0; j < n; ++j) plans[p * static_cast<size_t>(n) + static_cast<size_t>(j)] = plan;
+    }
+    PromptPlan& plan = plans_[static_cast<size_t>(i)];
+    plan = plans[0];
+    plan.record = rec;
+    plan.n_samples = rows;
+    choice_plans_[i] = std::move(plans);
+    for (pipeline::SequenceRequest& req : reqs) sched.add(std::move(req));
+    return {};
+  }
+
   std::vector<PromptPlan> plans_;
-  std::map<int32_t, std::vector<PromptPlan>> choice_plans_;  // per `continuations` line, one per continuation
+  // Per `continuations` line or prompt-array request, one plan per row (continuation, or element's sample).
+  std::map<int32_t, std::vector<PromptPlan>> choice_plans_;
   std::map<int32_t, std::vector<io::ResultRecord>> unfinished_;  // prompts with some samples finished
 };
 

@@ -29,19 +29,22 @@ PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) 
                                                                 : opt.include_stop_str_in_output;
   s.top_logprobs = rec.top_logprobs ? *rec.top_logprobs : opt.top_logprobs;
   s.n = rec.n ? *rec.n : opt.n;
+  s.prompt_logprobs = rec.prompt_logprobs.value_or(-1);
   return s;
 }
 
 int32_t result_rows(const io::PromptRecord& rec, const JobOptions& opt) {
   if (!rec.ok) return 1;
   if (rec.continuations) return static_cast<int32_t>(rec.continuations->size());
-  return sampling_for(rec, opt).n;
+  const auto rows = static_cast<int64_t>(rec.prompt_elements()) * sampling_for(rec, opt).n;
+  // A prompt array whose choices outnumber a line's bound (n from --n) fails as one error row.
+  return rows > io::kMaxSamplesPerPrompt ? 1 : static_cast<int32_t>(rows);
 }
 
 nlohmann::json sampling_json(const PromptSampling& s) {
   nlohmann::json bias = nlohmann::json::object();
   for (const auto& [id, b] : s.logit_bias) bias[std::to_string(id)] = b;
-  return {{"max_tokens", s.max_tokens},
+  nlohmann::json out = {{"max_tokens", s.max_tokens},
           {"temperature", s.temperature},
           {"top_k", s.top_k},
           {"top_p", s.top_p},
@@ -58,6 +61,9 @@ nlohmann::json sampling_json(const PromptSampling& s) {
           {"include_stop_str_in_output", s.include_stop_str_in_output},
           {"top_logprobs", s.top_logprobs},
           {"n", s.n}};
+  // Only when asked, so the digests of lines without it (and --resume of their rows) stay as they were.
+  if (s.prompt_logprobs >= 0) out["prompt_logprobs"] = s.prompt_logprobs;
+  return out;
 }
 
 std::string sampling_text(const io::PromptRecord& rec, const JobOptions& opt) {

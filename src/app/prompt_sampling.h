@@ -30,18 +30,20 @@ struct PromptSampling {
   std::vector<std::pair<int32_t, float>> logit_bias;  // ascending ids
   bool include_stop_str_in_output = false;
   int32_t top_logprobs = 0;
+  int32_t prompt_logprobs = -1;  // alternatives per prompt token, -1: no prompt log-probs asked
   int32_t n = 1;  // samples
 };
 
 PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt);
-// Result rows the record gives: one a sample, one a continuation of a `continuations` line, one for a
-// line that could not be read.
+// Result rows the record gives: one a sample (of each element of an OpenAI prompt array), one a
+// continuation of a `continuations` line, one for a line that could not be read or whose prompt array
+// times n exceeds io::kMaxSamplesPerPrompt choices.
 int32_t result_rows(const io::PromptRecord& rec, const JobOptions& opt);
 
 // {"max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop", "repetition_penalty",
 // "presence_penalty", "frequency_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "logit_bias"
-// ({"id": bias}), "include_stop_str_in_output", "top_logprobs", "n"}: the values as run (floats as the engine
-// holds them).
+// ({"id": bias}), "include_stop_str_in_output", "top_logprobs", "n"} plus "prompt_logprobs" when asked: the
+// values as run (floats as the engine holds them).
 nlohmann::json sampling_json(const PromptSampling& s);
 
 // The record's sampling_json as compact text; "null" for a line that could not be read (it has none).

@@ -3,6 +3,7 @@
 #include "app/requests.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "app/prompt_sampling.h"
 #include "compute/top_logprobs.h"
@@ -85,6 +86,19 @@ std::optional<std::string> set_sequence_controls(const io::PromptRecord& rec, co
   return std::nullopt;
 }
 
+// Prompt log-probs: every prompt position but the last predicts the next prompt token (scored on the
+// last stage as --mode score scores). The scheduler then computes the whole prompt in this sequence.
+std::optional<std::string> set_prompt_targets(const PromptPlan& plan, pipeline::SequenceRequest& req) {
+  if (plan.prompt_logprobs < 0) return std::nullopt;
+  if (req.max_new_tokens == 0)
+    return "prompt_logprobs " + std::to_string(plan.prompt_logprobs) +
+           ": expected max_tokens >= 1 beside it (a prompt with nothing to generate is not run)";
+  req.prompt_top = plan.prompt_logprobs;
+  req.targets.assign(req.tokens.size(), -1);
+  for (size_t i = 0; i + 1 < req.tokens.size(); ++i) req.targets[i] = req.tokens[i + 1];
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> build_request(const io::PromptRecord& rec, const JobOptions& opt,
@@ -99,6 +113,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   plan.ignore_eos = sampling.ignore_eos;
   plan.min_tokens = sampling.min_tokens;
   plan.top_logprobs = std::min(sampling.top_logprobs, tok.n_vocab());
+  plan.prompt_logprobs = sampling.prompt_logprobs < 0 ? -1 : std::min(sampling.prompt_logprobs, tok.n_vocab());
   req = {};
   req.seq = seq;
   req.prompt_key = prompt_key(rec.id);
@@ -127,10 +142,13 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
     if (req.tokens.empty()) return "the chat template rendered an empty prompt";
     plan.n_prompt = static_cast<int32_t>(req.tokens.size());
     plan.prompt_tokens = req.tokens;
-    return std::nullopt;
+    return set_prompt_targets(plan, req);
   }
   if (rec.is_score()) {
     if (opt.mode != "score") return "a context/continuation record needs --mode score";
+    if (sampling.prompt_logprobs >= 0)
+      return "prompt_logprobs " + std::to_string(sampling.prompt_logprobs) +
+             ": expected no such key on a context/continuation record (--mode score returns the continuation's log-probs)";
     if (sampling.top_logprobs > 0)
       return std::string("top_logprobs ") + std::to_string(sampling.top_logprobs) +
              (rec.top_logprobs ? "" : " (from --top-logprobs)") +
@@ -169,7 +187,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   if (req.tokens.empty()) return "the prompt is empty and the model adds no BOS token, so there is nothing to start from";
   plan.n_prompt = static_cast<int32_t>(req.tokens.size());
   plan.prompt_tokens = req.tokens;
-  return std::nullopt;
+  return set_prompt_targets(plan, req);
 }
 
 namespace {
@@ -249,6 +267,21 @@ io::ResultRecord make_result(const model::Tokenizer& tok, const PromptPlan& plan
                  "top_logprobs alternatives for every generated token");
   r.text = tok.decode(out.generated);
   r.finish_reason = out.finish == pipeline::FinishReason::Stop ? "stop" : "length";
+  // The prompt's log-probs belong to the prompt: on its first sample's row (the one that computed them).
+  if (plan.prompt_logprobs >= 0 && out.sample % plan.n_samples == 0) {
+    const auto k = static_cast<size_t>(plan.prompt_logprobs);
+    GLACIER_ASSERT(out.target_logprobs.size() + 1 == plan.prompt_tokens.size() &&
+                       out.target_top_ids.size() == out.target_logprobs.size() * k,
+                   "a log-prob and prompt_logprobs alternatives for every prompt token after the first");
+    r.prompt_logprobs = plan.prompt_logprobs;
+    // The first token follows nothing: the "no value" markers in its place.
+    r.prompt_logprob_values.assign(1, std::numeric_limits<float>::quiet_NaN());
+    r.prompt_logprob_values.insert(r.prompt_logprob_values.end(), out.target_logprobs.begin(), out.target_logprobs.end());
+    r.prompt_top_ids.assign(k, io::kNoTokenId);
+    r.prompt_top_ids.insert(r.prompt_top_ids.end(), out.target_top_ids.begin(), out.target_top_ids.end());
+    r.prompt_top_values.assign(k, std::numeric_limits<float>::quiet_NaN());
+    r.prompt_top_values.insert(r.prompt_top_values.end(), out.target_top_logprobs.begin(), out.target_top_logprobs.end());
+  }
   // A stop string ends the text where it begins, or with include_stop_str_in_output where it ends
   // (either way, text the same token brought after it is dropped). Tokens are kept whole.
   const int32_t newest = out.generated.empty() ? -1 : out.generated.back();

@@ -24,6 +24,7 @@ struct PromptPlan {
   bool ignore_eos = false;
   int32_t min_tokens = 0;         // nothing ends the row before this many tokens
   int32_t top_logprobs = 0;       // alternatives per generated token (at most the vocabulary's size)
+  int32_t prompt_logprobs = -1;   // alternatives per prompt token (at most the vocabulary's size); -1: none asked
   int32_t n_prompt = 0;           // tokens of the prompt (score: of the context)
   std::vector<int32_t> continuation;  // score mode: the continuation's tokens
   std::vector<int32_t> prompt_tokens;

@@ -112,6 +112,7 @@ ResultSink::ResultSink(const JobOptions& o, const Provenance& p, const std::vect
   for (const auto& rec : records) {
     digests_.push_back(prompt_digest(rec, o));
     if (rec.ok) top_logprobs_width_ = std::max(top_logprobs_width_, sampling_for(rec, o).top_logprobs);
+    if (rec.ok) prompt_logprobs_width_ = std::max(prompt_logprobs_width_, sampling_for(rec, o).prompt_logprobs);
     samples_.push_back(result_rows(rec, o));
     first_row_.push_back(row);
     row += samples_.back();
@@ -144,7 +145,8 @@ void ResultSink::open_outputs(const std::vector<io::ResultRecord>& rows, nlohman
       GLACIER_LOG_WARN("replacing the existing results file %s (to continue it instead, run with --resume)",
                        options_.h5_out.c_str());
     const std::string building = temporary_path(options_.h5_out);
-    h5_ = std::make_unique<io::ResultsFile>(building, io::ResultsFile::Mode::Create, top_logprobs_width_);
+    h5_ = std::make_unique<io::ResultsFile>(building, io::ResultsFile::Mode::Create, top_logprobs_width_,
+                                            prompt_logprobs_width_);
     write_provenance(resumes);
     for (const auto& r : rows) h5_->append(r);
     h5_->move_to(options_.h5_out);
@@ -264,7 +266,7 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
   const int32_t n_rows = samples_[static_cast<size_t>(r.index)];
   const bool openai = record.format == io::PromptFormat::OpenAiBatch;
   if (record.continuations || (openai && n_rows > 1)) {
-    // One line for all of a record's rows (its continuations, or an OpenAI request's n choices), once the
+    // One line for all of a record's rows (its continuations, or an OpenAI request's choices), once the
     // last has come.
     std::vector<io::ResultRecord>& rows = grouped_rows_[r.index];
     rows.push_back(r);
@@ -276,7 +278,9 @@ void ResultSink::write_jsonl(const io::ResultRecord& r) {
       for (const std::string& text : *record.continuations) text_bytes.push_back(text.size());
       jsonl_->put(first, io::format_continuations_line(rows, text_bytes));
     } else {
-      jsonl_->put(first, io::format_openai_batch_line(rows, openai_line(record, r.index, n_rows)));
+      // A prompt array's rows are its elements' n samples each, in element order.
+      const auto per_element = std::max<int32_t>(1, n_rows / static_cast<int32_t>(record.prompt_elements()));
+      jsonl_->put(first, io::format_openai_batch_line(rows, openai_line(record, r.index, per_element)));
     }
     for (size_t k = 1; k < rows.size(); ++k) jsonl_->skip(first + static_cast<int64_t>(k));
     grouped_rows_.erase(r.index);
@@ -299,6 +303,7 @@ io::OpenAiBatchLine ResultSink::openai_line(const io::PromptRecord& record, int6
   line.model = std::filesystem::path(options_.model).filename().string();
   line.created = created_;
   line.logprobs = record.openai_logprobs;
+  line.prompt_logprobs = record.prompt_logprobs.has_value();
   line.token_text = token_text_;
   return line;
 }

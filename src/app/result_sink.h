@@ -119,6 +119,7 @@ class ResultSink {
   FreeSpaceProbe free_space_ = statvfs_free_space;
   io::TokenText token_text_;
   int32_t top_logprobs_width_ = 0;  // the largest top_logprobs any prompt asks for: the HDF5 columns' width
+  int32_t prompt_logprobs_width_ = 0;  // the largest prompt_logprobs: the prompt_top_logprob columns' width
 };
 
 }  // namespace glacier::app

@@ -47,6 +47,10 @@ void put_result(ByteWriter& w, const io::ResultRecord& r) {
   w.put<int32_t>(r.top_logprobs);
   w.put_vector(r.top_ids);
   w.put_vector(r.top_values);
+  w.put<int32_t>(r.prompt_logprobs);
+  w.put_vector(r.prompt_logprob_values);
+  w.put_vector(r.prompt_top_ids);
+  w.put_vector(r.prompt_top_values);
   w.put_string(r.finish_reason);
   w.put<double>(r.time_to_first_token_s);
   w.put<double>(r.total_time_s);
@@ -69,6 +73,10 @@ io::ResultRecord get_result(ByteReader& in) {
   r.top_logprobs = in.get<int32_t>();
   r.top_ids = in.get_vector<int32_t>();
   r.top_values = in.get_vector<float>();
+  r.prompt_logprobs = in.get<int32_t>();
+  r.prompt_logprob_values = in.get_vector<float>();
+  r.prompt_top_ids = in.get_vector<int32_t>();
+  r.prompt_top_values = in.get_vector<float>();
   r.finish_reason = in.get_string();
   r.time_to_first_token_s = in.get<double>();
   r.total_time_s = in.get<double>();

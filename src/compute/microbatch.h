@@ -83,6 +83,9 @@ struct Chunk {
   // The sequence's first chunk though start_pos > 0: its first start_pos rows were copied from another
   // prompt's slot (a shared prefix), so the last stage starts the slot's logit state afresh here.
   bool starts_sequence = false;
+  // Generate chunks of a prompt that asked for prompt log-probs: its positions with a target (the next
+  // prompt token) are scored like a Score chunk's, each with this many alternatives (0..kMaxTopLogprobs).
+  int32_t target_top = 0;
 };
 
 struct MicroBatch {
@@ -117,12 +120,16 @@ struct ChunkResult {
   int32_t n_top = 0;         // Sample: how many (sampling.top_logprobs, or the vocabulary if smaller)
   int32_t first_sample = 0;  // Sample with n_samples > 1: draws 1..n-1 in the sample arrays below
   int32_t n_extra = 0;
+  // Chunk::target_top > 0: the targets' alternatives in the top arrays, n_target_top per target, target
+  // after target (log-probs of the raw logits, as the targets' own).
+  int32_t first_target_top = 0;
+  int32_t n_target_top = 0;
 };
 
 struct MicroBatchResult {
   int64_t id = 0;
   std::vector<ChunkResult> chunks;
-  std::vector<float> target_logprobs;  // Score: log p(target) per scored position
+  std::vector<float> target_logprobs;  // log p(target) per scored position (Score, and prompt log-probs)
   std::vector<uint8_t> target_greedy;  // Score: 1 when the target was the argmax
   std::vector<int32_t> top_ids;        // Sample: the most likely tokens, best first (compute/top_logprobs.h)
   std::vector<float> top_logprobs;     // Sample: their log-probs, under the chosen token's distribution

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "compute/top_logprobs.h"
+#include "util/error.h"
 
 namespace glacier::compute {
 namespace {
@@ -43,18 +44,26 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
     ChunkResult r;
     r.seq = c.seq;
     r.first_target = static_cast<int32_t>(out.target_logprobs.size());
-    if (c.output == OutputKind::Sample) {
+    // Rows with a target: a Score chunk's, or a generate chunk's prompt positions (prompt log-probs).
+    for (int32_t j = 0; j < c.n_tokens; ++j) {
+      if (mb.targets[c.token_offset + j] < 0) continue;
+      rows.push_back(c.token_offset + j);
+      row_chunk_.push_back(static_cast<int32_t>(ci));
+      ++r.n_targets;
+      out.target_logprobs.push_back(0.0f);
+      out.target_greedy.push_back(0);
+    }
+    if (c.target_top > 0 && r.n_targets > 0) {
+      // Their alternatives' place, reserved now so a chunk's are contiguous (a sampled row's follow later).
+      r.first_target_top = static_cast<int32_t>(out.top_ids.size());
+      r.n_target_top = std::min(c.target_top, n_vocab);
+      out.top_ids.resize(out.top_ids.size() + static_cast<size_t>(r.n_targets) * r.n_target_top);
+      out.top_logprobs.resize(out.top_ids.size());
+    }
+    if (c.output == OutputKind::Sample) {  // its last row, which has no target
+      GLACIER_ASSERT(mb.targets[c.token_offset + c.n_tokens - 1] < 0, "a sampled row has no target");
       rows.push_back(c.token_offset + c.n_tokens - 1);
       row_chunk_.push_back(static_cast<int32_t>(ci));
-    } else if (c.output == OutputKind::Score) {
-      for (int32_t j = 0; j < c.n_tokens; ++j) {
-        if (mb.targets[c.token_offset + j] < 0) continue;
-        rows.push_back(c.token_offset + j);
-        row_chunk_.push_back(static_cast<int32_t>(ci));
-        ++r.n_targets;
-        out.target_logprobs.push_back(0.0f);
-        out.target_greedy.push_back(0);
-      }
     }
     out.chunks.push_back(r);
   }
@@ -71,7 +80,9 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
       ChunkResult& r = out.chunks[row_chunk_[g + i]];
       if (!all_finite(lg, n_vocab) || !normable(x + static_cast<size_t>(group[i]) * n_embd, n_embd))
         r.non_finite = 1;
-      if (c.output == OutputKind::Sample) {
+      const int32_t target = mb.targets[group[i]];
+      if (target < 0) {
+        GLACIER_ASSERT(c.output == OutputKind::Sample, "a row without a target is a sampled row");
         // After the finite check: the min_tokens mask writes -inf on purpose.
         slot_states_.slot(c.slot).apply(lg, n_vocab, c.sampling, c.step);
         TokenChoice t = sampler_.choose(lg, c.sampling, c.prompt_key, c.step);
@@ -99,9 +110,17 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
           out.sample_logprobs.push_back(tj.logprob);
         }
       } else {
-        auto [lp, greedy] = target_logprob(lg, n_vocab, mb.targets[group[i]]);
+        // The raw logits, as --mode score reads them: the same figure whichever way the position is asked.
+        auto [lp, greedy] = target_logprob(lg, n_vocab, target);
         out.target_logprobs[target_index] = static_cast<float>(lp);
         out.target_greedy[target_index] = greedy ? 1 : 0;
+        if (r.n_target_top > 0) {
+          const size_t at = static_cast<size_t>(r.first_target_top) +
+                            static_cast<size_t>(target_index - static_cast<size_t>(r.first_target)) * r.n_target_top;
+          const int32_t n = top_logprobs(lg, n_vocab, r.n_target_top, log_sum_exp(lg, n_vocab), out.top_ids.data() + at,
+                                         out.top_logprobs.data() + at);
+          GLACIER_ASSERT(n == r.n_target_top, "every target's alternatives");
+        }
         ++target_index;
       }
     }

@@ -31,8 +31,13 @@ using h5::Handle;
 // (-1 not a score, 0 false, 1 true), so the "score" flag survives the round trip.
 // TopIds and TopValues hold a row's top_logprobs alternatives at the file's fixed width W (attribute
 // "width" of both datasets): [tokens x W] row-major, the row's own k first in each token's W, the rest
-// kNoTopId / NaN; empty for a row that asked for none (Int32 column top_logprobs = 0).
-enum class Kind { String, Int64, Int32, Float64, ScoreSum, ScoreFlag, Int32List, Float32List, RawBytes, TopIds, TopValues };
+// kNoTopId / NaN; empty for a row that asked for none (Int32 column top_logprobs = 0). PromptTopIds and
+// PromptTopValues hold prompt_top_ids / _values the same way over the prompt's tokens, at their own width
+// (the first token's W entries are markers); empty when prompt_logprobs <= 0.
+enum class Kind {
+  String, Int64, Int32, Float64, ScoreSum, ScoreFlag, Int32List, Float32List, RawBytes, TopIds, TopValues,
+  PromptTopIds, PromptTopValues
+};
 using Field = std::variant<std::string ResultRecord::*, int64_t ResultRecord::*, int32_t ResultRecord::*,
                            double ResultRecord::*, std::vector<int32_t> ResultRecord::*,
                            std::vector<float> ResultRecord::*, std::monostate>;
@@ -54,6 +59,10 @@ const ColumnSpec kColumns[] = {
     {"top_logprobs", Kind::Int32, &ResultRecord::top_logprobs},
     {"top_logprob_ids", Kind::TopIds, std::monostate{}},
     {"top_logprob_values", Kind::TopValues, std::monostate{}},
+    {"prompt_logprobs", Kind::Int32, &ResultRecord::prompt_logprobs},
+    {"prompt_logprob_values", Kind::Float32List, &ResultRecord::prompt_logprob_values},
+    {"prompt_top_logprob_ids", Kind::PromptTopIds, std::monostate{}},
+    {"prompt_top_logprob_values", Kind::PromptTopValues, std::monostate{}},
     {"finish_reason", Kind::String, &ResultRecord::finish_reason},
     {"time_to_first_token", Kind::Float64, &ResultRecord::time_to_first_token_s},
     {"total_time", Kind::Float64, &ResultRecord::total_time_s},
@@ -71,11 +80,13 @@ constexpr size_t kMaxBufferedRows = 4096;     // bounds memory between the calle
 // 3: top_logprobs, top_logprob_ids and top_logprob_values (fixed width), "top_logprobs" in the sampling
 // column, and the sample column (n samples a prompt, one row each); a format-2 file has no place for a
 // row's alternatives and no sample to match rows by, so it is not read back.
-constexpr int64_t kFormatVersion = 3;
+// 4: prompt_logprobs, prompt_logprob_values, prompt_top_logprob_ids and _values (vLLM's prompt_logprobs);
+// a format-3 file has no place for them.
+constexpr int64_t kFormatVersion = 4;
 constexpr const char* kFormatAttribute = "glacier_results_format";
 constexpr const char* kWidthAttribute = "width";
 constexpr int8_t kGreedyNotScored = -1;
-constexpr int32_t kNoTopId = -1;  // top_logprob_ids past a row's own k
+constexpr int32_t kNoTopId = kNoTokenId;  // top_logprob_ids past a row's own k
 
 Handle file_type(Kind kind) {
   switch (kind) {
@@ -86,9 +97,11 @@ Handle file_type(Kind kind) {
     case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_IEEE_F64LE), "H5Tcopy"), H5Tclose);
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_STD_I8LE), "H5Tcopy"), H5Tclose);
     case Kind::Int32List:
-    case Kind::TopIds: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::TopIds:
+    case Kind::PromptTopIds: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
     case Kind::Float32List:
-    case Kind::TopValues: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::TopValues:
+    case Kind::PromptTopValues: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
     case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_STD_U8LE), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
@@ -103,9 +116,11 @@ Handle memory_type(Kind kind) {
     case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_NATIVE_DOUBLE), "H5Tcopy"), H5Tclose);
     case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_NATIVE_INT8), "H5Tcopy"), H5Tclose);
     case Kind::Int32List:
-    case Kind::TopIds: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
+    case Kind::TopIds:
+    case Kind::PromptTopIds: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
     case Kind::Float32List:
-    case Kind::TopValues: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
+    case Kind::TopValues:
+    case Kind::PromptTopValues: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
     case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_NATIVE_UINT8), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
@@ -123,15 +138,14 @@ Handle create_column(hid_t group, const ColumnSpec& spec, const std::string& pat
 }
 
 // The width of the top-logprob columns, from their "width" attribute.
-int32_t top_width(hid_t group, const std::string& path) {
-  Handle dataset(check(H5Dopen2(group, "top_logprob_ids", H5P_DEFAULT), path + ": cannot open /results/top_logprob_ids"),
-                 H5Dclose);
+int32_t top_width(hid_t group, const std::string& path, const std::string& name = "top_logprob_ids") {
+  Handle dataset(check(H5Dopen2(group, name.c_str(), H5P_DEFAULT), path + ": cannot open /results/" + name), H5Dclose);
   const auto attributes = h5::read_attributes(dataset.get());
   const auto it = attributes.find(kWidthAttribute);
   const auto* width = it == attributes.end() ? nullptr : std::get_if<int64_t>(&it->second);
   if (!width || *width < 0 || *width > std::numeric_limits<int32_t>::max())
     throw InputError("results file " + path + ": expected an integer attribute " + kWidthAttribute +
-                     " >= 0 on /results/top_logprob_ids, found " + (width ? std::to_string(*width) : std::string("none")));
+                     " >= 0 on /results/" + name + ", found " + (width ? std::to_string(*width) : std::string("none")));
   return static_cast<int32_t>(*width);
 }
 
@@ -198,34 +212,46 @@ std::vector<T> from_vlen(const hvl_t& v) {
 }
 
 // Gathers one column of `rows` into the memory layout HDF5 expects and hands it to write(data).
-// A row's alternatives spread to the file's width: [tokens x width], kNoTopId / NaN past its own k.
+// The alternatives of a row's `count` tokens (generated or prompt), k each, spread to the file's width:
+// [count x width], `marker` past its own k; empty when k <= 0.
 template <typename T>
-std::vector<T> widened(const ResultRecord& r, const std::vector<T>& values, int32_t width, T marker) {
-  if (r.top_logprobs == 0) return {};
-  GLACIER_ASSERT(r.top_logprobs <= width && values.size() == r.tokens.size() * static_cast<size_t>(r.top_logprobs),
-                 "a row's top_logprobs fit the results file's width");
-  const auto k = static_cast<size_t>(r.top_logprobs), w = static_cast<size_t>(width);
-  std::vector<T> out(r.tokens.size() * w, marker);
-  for (size_t t = 0; t < r.tokens.size(); ++t) std::copy_n(values.begin() + t * k, k, out.begin() + t * w);
+std::vector<T> widened(int32_t k_asked, size_t count, const std::vector<T>& values, int32_t width, T marker) {
+  if (k_asked <= 0) return {};
+  GLACIER_ASSERT(k_asked <= width && values.size() == count * static_cast<size_t>(k_asked),
+                 "a row's alternatives fit the results file's width");
+  const auto k = static_cast<size_t>(k_asked), w = static_cast<size_t>(width);
+  std::vector<T> out(count * w, marker);
+  for (size_t t = 0; t < count; ++t) std::copy_n(values.begin() + t * k, k, out.begin() + t * w);
   return out;
 }
 
-// The inverse of widened(): the row's own k of each token's width.
+// The inverse of widened(): the row's own k of each token's width. `what` names the columns in messages.
 template <typename T>
-std::vector<T> narrowed(const ResultRecord& r, const std::vector<T>& stored, int32_t width, const std::string& path) {
-  if (r.top_logprobs == 0 && stored.empty()) return {};
-  const auto k = static_cast<size_t>(r.top_logprobs), w = static_cast<size_t>(width);
-  if (r.top_logprobs < 0 || k > w || stored.size() != r.tokens.size() * w)
+std::vector<T> narrowed(const ResultRecord& r, int32_t k_asked, size_t count, const std::vector<T>& stored, int32_t width,
+                        const std::string& path, const char* what) {
+  if (k_asked <= 0 && stored.empty()) return {};
+  const auto k = static_cast<size_t>(std::max(k_asked, 0)), w = static_cast<size_t>(width);
+  if (k_asked <= 0 || k > w || stored.size() != count * w)
     throw InputError("results file " + path + ": row " + std::to_string(r.index) + " has " + std::to_string(stored.size()) +
-                     " top-logprob entries, expected tokens x width = " + std::to_string(r.tokens.size()) + " x " +
-                     std::to_string(width) + " with top_logprobs " + std::to_string(r.top_logprobs) + " <= width");
-  std::vector<T> out(r.tokens.size() * k);
-  for (size_t t = 0; t < r.tokens.size(); ++t) std::copy_n(stored.begin() + t * w, k, out.begin() + t * k);
+                     " " + what + " entries, expected tokens x width = " + std::to_string(count) + " x " +
+                     std::to_string(width) + " with k " + std::to_string(k_asked) + " in 1..width");
+  std::vector<T> out(count * k);
+  for (size_t t = 0; t < count; ++t) std::copy_n(stored.begin() + t * w, k, out.begin() + t * k);
   return out;
+}
+
+// The widths of the fixed-width columns: generated tokens' alternatives and prompt tokens'.
+struct Widths {
+  int32_t top = 0;
+  int32_t prompt_top = 0;
+};
+
+Widths read_widths(hid_t group, const std::string& path) {
+  return {top_width(group, path), top_width(group, path, "prompt_top_logprob_ids")};
 }
 
 template <typename Write>
-void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, int32_t width, Write&& write) {
+void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, Widths width, Write&& write) {
   switch (spec.kind) {
     case Kind::Int32: {
       auto field = std::get<int32_t ResultRecord::*>(spec.field);
@@ -234,18 +260,28 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
       return write(values.data());
     }
     case Kind::TopIds:
-    case Kind::TopValues: {
+    case Kind::TopValues:
+    case Kind::PromptTopIds:
+    case Kind::PromptTopValues: {
       std::vector<std::vector<int32_t>> ids;
       std::vector<std::vector<float>> logprobs;
       std::vector<hvl_t> values;
       ids.reserve(rows.size());  // as_vlen keeps pointers into these
       logprobs.reserve(rows.size());
+      constexpr float kNoValue = std::numeric_limits<float>::quiet_NaN();
       for (const auto& r : rows) {
         if (spec.kind == Kind::TopIds) {
-          ids.push_back(widened(r, r.top_ids, width, kNoTopId));
+          ids.push_back(widened(r.top_logprobs, r.tokens.size(), r.top_ids, width.top, kNoTopId));
+          values.push_back(as_vlen(ids.back()));
+        } else if (spec.kind == Kind::TopValues) {
+          logprobs.push_back(widened(r.top_logprobs, r.tokens.size(), r.top_values, width.top, kNoValue));
+          values.push_back(as_vlen(logprobs.back()));
+        } else if (spec.kind == Kind::PromptTopIds) {
+          ids.push_back(widened(r.prompt_logprobs, r.prompt_tokens.size(), r.prompt_top_ids, width.prompt_top, kNoTopId));
           values.push_back(as_vlen(ids.back()));
         } else {
-          logprobs.push_back(widened(r, r.top_values, width, std::numeric_limits<float>::quiet_NaN()));
+          logprobs.push_back(
+              widened(r.prompt_logprobs, r.prompt_tokens.size(), r.prompt_top_values, width.prompt_top, kNoValue));
           values.push_back(as_vlen(logprobs.back()));
         }
       }
@@ -314,7 +350,7 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
 // Reads one column into `rows` (already sized); read(buffer) fills buffer, reclaim(buffer) frees
 // what HDF5 allocated for variable-length data.
 template <typename Read, typename Reclaim>
-void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, int32_t width, const std::string& path,
+void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Widths width, const std::string& path,
                  Read&& read, Reclaim&& reclaim) {
   const size_t n = rows.size();
   switch (spec.kind) {
@@ -326,15 +362,24 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, int32_
       return;
     }
     case Kind::TopIds:
-    case Kind::TopValues: {  // after tokens and top_logprobs, which say how to narrow them
+    case Kind::TopValues:
+    case Kind::PromptTopIds:
+    case Kind::PromptTopValues: {  // after the token lists and k columns, which say how to narrow them
       std::vector<hvl_t> values(n);
       read(values.data());
       try {
         for (size_t i = 0; i < n; ++i) {
+          ResultRecord& r = rows[i];
           if (spec.kind == Kind::TopIds)
-            rows[i].top_ids = narrowed(rows[i], from_vlen<int32_t>(values[i]), width, path);
+            r.top_ids = narrowed(r, r.top_logprobs, r.tokens.size(), from_vlen<int32_t>(values[i]), width.top, path, "top-logprob");
+          else if (spec.kind == Kind::TopValues)
+            r.top_values = narrowed(r, r.top_logprobs, r.tokens.size(), from_vlen<float>(values[i]), width.top, path, "top-logprob");
+          else if (spec.kind == Kind::PromptTopIds)
+            r.prompt_top_ids = narrowed(r, r.prompt_logprobs, r.prompt_tokens.size(), from_vlen<int32_t>(values[i]),
+                                        width.prompt_top, path, "prompt top-logprob");
           else
-            rows[i].top_values = narrowed(rows[i], from_vlen<float>(values[i]), width, path);
+            r.prompt_top_values = narrowed(r, r.prompt_logprobs, r.prompt_tokens.size(), from_vlen<float>(values[i]),
+                                           width.prompt_top, path, "prompt top-logprob");
         }
       } catch (...) {
         reclaim(values.data());
@@ -401,7 +446,7 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, int32_
 }  // namespace
 
 struct ResultsFile::Columns {
-  int32_t top_width = 0;
+  Widths widths;
   Handle file;
   Handle group;
   std::vector<Handle> datasets;  // in kColumns order
@@ -425,11 +470,11 @@ void check_writable(const std::string& path) {
     throw InputError("output file " + path + ": exists and is not writable (" + std::strerror(errno) + ")");
 }
 
-ResultsFile::ResultsFile(const std::string& path, Mode mode, int32_t top_logprobs_width)
+ResultsFile::ResultsFile(const std::string& path, Mode mode, int32_t top_logprobs_width, int32_t prompt_logprobs_width)
     : path_(path), columns_(std::make_unique<Columns>()) {
   h5::silence_errors();
   Columns& c = *columns_;
-  c.top_width = top_logprobs_width;
+  c.widths = {top_logprobs_width, prompt_logprobs_width};
   if (mode == Mode::Create) {
     hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0) throw InputError("cannot create results file " + path + h5::error_detail());
@@ -448,7 +493,7 @@ ResultsFile::ResultsFile(const std::string& path, Mode mode, int32_t top_logprob
     for (auto& d : c.datasets)  // drop the rows of an unfinished flush so all columns agree
       check_status(H5Dset_extent(d.get(), &rows), path + ": cannot trim /results to " + std::to_string(rows) + " rows");
     rows_written_ = static_cast<int64_t>(rows);
-    c.top_width = top_width(c.group.get(), path);
+    c.widths = read_widths(c.group.get(), path);
   } else {
     c.group = Handle(check(H5Gcreate2(c.file.get(), "results", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                            path + ": cannot create group /results"),
@@ -456,7 +501,9 @@ ResultsFile::ResultsFile(const std::string& path, Mode mode, int32_t top_logprob
     for (const auto& spec : kColumns) {
       c.datasets.push_back(create_column(c.group.get(), spec, path));
       if (spec.kind == Kind::TopIds || spec.kind == Kind::TopValues)
-        h5::write_attribute(c.datasets.back().get(), kWidthAttribute, static_cast<int64_t>(c.top_width));
+        h5::write_attribute(c.datasets.back().get(), kWidthAttribute, static_cast<int64_t>(c.widths.top));
+      if (spec.kind == Kind::PromptTopIds || spec.kind == Kind::PromptTopValues)
+        h5::write_attribute(c.datasets.back().get(), kWidthAttribute, static_cast<int64_t>(c.widths.prompt_top));
     }
     set_attribute(kFormatAttribute, kFormatVersion);
   }
@@ -495,7 +542,7 @@ void ResultsFile::write_buffer() {
       write_column_rows(columns_->datasets[c].get(), columns_->memory_types[c].get(), start, buffer_.size(), data,
                         "cannot write results to " + path_ + " (/results/" + spec.name + ")");
     };
-    write_column(spec, buffer_, columns_->top_width, write);
+    write_column(spec, buffer_, columns_->widths, write);
   }
   rows_written_ += static_cast<int64_t>(buffer_.size());
   buffer_.clear();
@@ -554,7 +601,7 @@ FinishedResults read_finished(const std::string& path) {
   Handle group(check(H5Gopen2(file.get(), "results", H5P_DEFAULT), path + ": cannot open /results"), H5Gclose);
   std::vector<Handle> datasets;
   const hsize_t n = open_columns(group.get(), path, datasets);
-  const int32_t width = top_width(group.get(), path);
+  const Widths width = read_widths(group.get(), path);
 
   FinishedResults out;
   out.attributes = h5::read_attributes(file.get());

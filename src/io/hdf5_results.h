@@ -24,8 +24,9 @@ class ResultsFile {
   };
 
   // Throws InputError naming the path when the file cannot be created or opened. A new file's
-  // top_logprob columns are top_logprobs_width wide: no row may ask for more (a resumed file keeps its own).
-  ResultsFile(const std::string& path, Mode mode, int32_t top_logprobs_width = 0);
+  // top_logprob columns are top_logprobs_width wide, the prompt_top_logprob ones prompt_logprobs_width: no
+  // row may ask for more (a resumed file keeps its own).
+  ResultsFile(const std::string& path, Mode mode, int32_t top_logprobs_width = 0, int32_t prompt_logprobs_width = 0);
   ~ResultsFile();  // flushes and closes; errors there are logged, call close() to see them
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;

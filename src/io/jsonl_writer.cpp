@@ -71,6 +71,57 @@ json glacier_top_logprobs(const ResultRecord& r, const TokenText& token_text) {
   return out;
 }
 
+// Rows that carry prompt log-probs: per prompt token null (the first) or {"id", "token", "logprob",
+// "top_logprobs": k {"id", "token", "logprob"}}.
+json glacier_prompt_logprobs(const ResultRecord& r, const TokenText& token_text) {
+  GLACIER_ASSERT(static_cast<bool>(token_text), "token texts for a row with prompt_logprobs");
+  const auto k = static_cast<size_t>(r.prompt_logprobs);
+  GLACIER_ASSERT(r.prompt_logprob_values.size() == r.prompt_tokens.size() && r.prompt_top_ids.size() == r.prompt_tokens.size() * k,
+                 "a prompt log-prob and k alternatives per prompt token");
+  json out = json::array();
+  for (size_t t = 0; t < r.prompt_tokens.size(); ++t) {
+    if (t == 0) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json alternatives = json::array();
+    for (size_t j = t * k; j < (t + 1) * k; ++j)
+      alternatives.push_back(
+          {{"id", r.prompt_top_ids[j]}, {"token", token_text(r.prompt_top_ids[j])}, {"logprob", json_float(r.prompt_top_values[j])}});
+    out.push_back({{"id", r.prompt_tokens[t]},
+                   {"token", token_text(r.prompt_tokens[t])},
+                   {"logprob", json_float(r.prompt_logprob_values[t])},
+                   {"top_logprobs", std::move(alternatives)}});
+  }
+  return out;
+}
+
+// vLLM's OpenAI-server prompt_logprobs: per prompt token null (the first) or {"<token id>": {"logprob",
+// "rank", "decoded_token"}} holding the prompt token and the k most likely. A rank is the 1-based place
+// among the k (ties: lower id first); the prompt token's is null when it is not among them (not computed).
+json vllm_prompt_logprobs(const ResultRecord& r, const TokenText& token_text) {
+  const auto k = static_cast<size_t>(r.prompt_logprobs);
+  json out = json::array();
+  for (size_t t = 0; t < r.prompt_tokens.size(); ++t) {
+    if (t == 0) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json entries = json::object();
+    const int32_t token = r.prompt_tokens[t];
+    entries[std::to_string(token)] = {
+        {"logprob", json_float(r.prompt_logprob_values[t])}, {"rank", nullptr}, {"decoded_token", token_text(token)}};
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t id = r.prompt_top_ids[t * k + j];
+      entries[std::to_string(id)] = {{"logprob", json_float(r.prompt_top_values[t * k + j])},
+                                     {"rank", j + 1},
+                                     {"decoded_token", token_text(id)}};
+    }
+    out.push_back(std::move(entries));
+  }
+  return out;
+}
+
 // OpenAI's completions log-probs: the tokens' texts, their log-probs, per token {text: logprob} of the
 // alternatives (null when none were asked; of alternatives sharing a text, the likelier one), and each
 // token's byte offset in the choice's text.
@@ -118,16 +169,20 @@ json chat_logprobs(const ResultRecord& r, const OpenAiBatchLine& line) {
   return {{"content", std::move(content)}};
 }
 
-json completion_choice(const ResultRecord& r, const OpenAiBatchLine& line, int64_t index) {
+// `prompt_row`: the row that carries the choice's prompt log-probs (its prompt element's first sample).
+json completion_choice(const ResultRecord& r, const ResultRecord& prompt_row, const OpenAiBatchLine& line, int64_t index) {
   json finish = r.finish_reason.empty() ? json(nullptr) : json(r.finish_reason);
   json choice = {{"index", index}};
-  GLACIER_ASSERT(!line.logprobs || static_cast<bool>(line.token_text), "token texts for an OpenAI line with logprobs");
+  GLACIER_ASSERT(!(line.logprobs || line.prompt_logprobs) || static_cast<bool>(line.token_text),
+                 "token texts for an OpenAI line with logprobs");
   if (line.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", r.text}};
     choice["logprobs"] = line.logprobs ? chat_logprobs(r, line) : json(nullptr);
   } else {
     choice["text"] = r.text;
     choice["logprobs"] = line.logprobs ? completion_logprobs(r, line) : json(nullptr);
+    // vLLM's extra field, on every choice of the prompt (as vLLM writes it).
+    if (line.prompt_logprobs) choice["prompt_logprobs"] = vllm_prompt_logprobs(prompt_row, line.token_text);
   }
   choice["finish_reason"] = std::move(finish);
   return choice;
@@ -150,6 +205,7 @@ std::string format_result_line(const ResultRecord& r, const TokenText& token_tex
     line["greedy"] = r.greedy;
   }
   if (r.top_logprobs > 0) line["top_logprobs"] = glacier_top_logprobs(r, token_text);
+  if (r.prompt_logprobs >= 0) line["prompt_logprobs"] = glacier_prompt_logprobs(r, token_text);
   return dump_line(std::move(line));
 }
 
@@ -204,7 +260,9 @@ std::string format_openai_batch_line(const std::vector<ResultRecord>& choices, c
     // Every sample of one prompt element saw the same prompt: OpenAI counts its tokens once.
     if (static_cast<int64_t>(i) % line.n == 0) n_prompt += static_cast<int64_t>(r.prompt_tokens.size());
     n_completion += static_cast<int64_t>(r.tokens.size());
-    list.push_back(completion_choice(r, line, static_cast<int64_t>(i)));
+    const ResultRecord& prompt_row = choices[i - i % static_cast<size_t>(line.n)];
+    GLACIER_ASSERT(!line.prompt_logprobs || prompt_row.prompt_logprobs >= 0, "prompt log-probs on each prompt's first choice");
+    list.push_back(completion_choice(r, prompt_row, line, static_cast<int64_t>(i)));
   }
   json body = {{"id", (line.chat ? "chatcmpl-" : "cmpl-") + number},
                {"object", line.chat ? "chat.completion" : "text_completion"},
@@ -215,6 +273,8 @@ std::string format_openai_batch_line(const std::vector<ResultRecord>& choices, c
                 {{"prompt_tokens", n_prompt},
                  {"completion_tokens", n_completion},
                  {"total_tokens", n_prompt + n_completion}}}};
+  // Chat: vLLM's extra field is the response's (one conversation a request).
+  if (line.chat && line.prompt_logprobs) body["prompt_logprobs"] = vllm_prompt_logprobs(choices.front(), line.token_text);
   out["response"] = {{"status_code", 200}, {"request_id", "req_" + number}, {"body", std::move(body)}};
   out["error"] = nullptr;
   return dump_line(std::move(out));

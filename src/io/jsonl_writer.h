@@ -19,7 +19,9 @@ using TokenText = std::function<std::string(int32_t id)>;
 // {"id", "status", "prompt_tokens", "tokens", "text", "logprobs", "finish_reason", "sample"} plus "error" for
 // failed requests, "sum_logprob", "greedy" for scores and, for rows that asked for top_logprobs k > 0,
 // "top_logprobs": per generated token a list of k {"id", "token", "logprob"} (token_text gives "token");
-// ends with '\n'. Never throws on invalid UTF-8 in text (tokens may split a character): bad sequences
+// and, for rows that carry prompt log-probs, "prompt_logprobs": per prompt token null (the first) or {"id",
+// "token", "logprob", "top_logprobs": k {"id", "token", "logprob"}}; ends with '\n'. Never throws on
+// invalid UTF-8 in text (tokens may split a character): bad sequences
 // become U+FFFD. Float log-probs are printed in the shortest form that reads back as the same float32.
 std::string format_result_line(const ResultRecord& result, const TokenText& token_text = {});
 
@@ -41,7 +43,10 @@ struct OpenAiBatchLine {
   int64_t created = 0;         // the body's "created": Unix seconds
   int64_t n = 1;               // choices per prompt: choice i answers prompt element i / n
   bool logprobs = false;       // the request asked for log-probs (only then does a choice carry them)
-  TokenText token_text;        // needed when logprobs
+  // The request asked for vLLM's prompt_logprobs: each completions choice carries its prompt's (from the
+  // row of its prompt element's first sample), a chat response its conversation's.
+  bool prompt_logprobs = false;
+  TokenText token_text;        // needed when logprobs or prompt_logprobs
 };
 
 // One line of an OpenAI batch output file: {"id", "custom_id", "response": {"status_code", "request_id",

@@ -225,7 +225,7 @@ struct UnimplementedKey {
   std::string_view name;
   std::string_view neutral;  // JSON text of the accepted values, "" when none (only absent or null)
 };
-constexpr std::array<UnimplementedKey, 25> kUnimplementedKeys = {{
+constexpr std::array<UnimplementedKey, 24> kUnimplementedKeys = {{
     // Plain lines: every row carries the sampled tokens' log-probs ("top_logprobs" asks for alternatives);
     // OpenAI bodies honour both keys as the API defines them (read_openai_logprobs).
     {"logprobs", "[false, true, 0]"},
@@ -238,7 +238,6 @@ constexpr std::array<UnimplementedKey, 25> kUnimplementedKeys = {{
     {"length_penalty", "[1]"},
     {"typical_p", "[1]"},
     {"use_beam_search", "[false]"},
-    {"prompt_logprobs", ""},
     {"response_format", "[{\"type\": \"text\"}]"},
     {"tools", "[[]]"},
     {"tool_choice", "[\"none\"]"},
@@ -365,6 +364,13 @@ void read_sampling(const FieldReader& f, PromptRecord& r, bool openai) {
 const std::string kTopLogprobsExpected =
     "an integer in 0.." + std::to_string(kMaxTopLogprobs) + " (alternatives returned per generated token)";
 
+// vLLM's extra field, on plain lines and OpenAI bodies alike.
+void read_prompt_logprobs(const FieldReader& f, PromptRecord& r) {
+  if (auto k = f.integer("prompt_logprobs", 0, kMaxTopLogprobs,
+                         "an integer in 0.." + std::to_string(kMaxTopLogprobs) + " (alternatives returned per prompt token)"))
+    r.prompt_logprobs = static_cast<int>(*k);
+}
+
 // OpenAI's log-prob keys. Completions: "logprobs": k asks for the sampled tokens' log-probs with k
 // alternatives each. Chat: "logprobs": true asks for them, "top_logprobs": k for alternatives, which the
 // API accepts only with "logprobs": true.
@@ -401,7 +407,7 @@ void read_plain_line(const json& object, PromptRecord& r) {
   // After the id, so that the error row of a line with a misspelt key still carries its id.
   static const std::vector<std::string_view> keys =
       with_keys(with_sampling({"id", "prompt", "prompt_token_ids", "messages", "context", "continuation", "continuations"}),
-                {"top_logprobs"});
+                {"top_logprobs", "prompt_logprobs"});
   check_keys(object, "", keys, false);
   const bool has_score = f.has("context") || f.has("continuation") || f.has("continuations");
   const int n_inputs = int(f.has("prompt")) + int(f.has("prompt_token_ids")) + int(f.has("messages")) + int(has_score);
@@ -439,6 +445,7 @@ void read_plain_line(const json& object, PromptRecord& r) {
   }
   read_sampling(f, r, false);
   if (auto k = f.integer("top_logprobs", 0, kMaxTopLogprobs, kTopLogprobsExpected)) r.top_logprobs = static_cast<int>(*k);
+  read_prompt_logprobs(f, r);
 }
 
 void read_batch_line(const json& object, PromptRecord& r) {
@@ -459,31 +466,55 @@ void read_batch_line(const json& object, PromptRecord& r) {
 
   FieldReader f(body, "body.");
   static const std::vector<std::string_view> chat_keys =
-      with_keys(with_sampling({"messages", "max_completion_tokens"}), {"logprobs", "top_logprobs"});
-  static const std::vector<std::string_view> completion_keys = with_keys(with_sampling({"prompt"}), {"logprobs"});
+      with_keys(with_sampling({"messages", "max_completion_tokens"}), {"logprobs", "top_logprobs", "prompt_logprobs"});
+  static const std::vector<std::string_view> completion_keys =
+      with_keys(with_sampling({"prompt"}), {"logprobs", "prompt_logprobs"});
   check_keys(body, "body.", chat ? chat_keys : completion_keys, true);
   if (chat) {
     r.messages_json = f.messages("messages");
   } else {
-    static const std::string expected = "a string or an array of token ids";
+    static const std::string expected =
+        "a string, an array of token ids, or a non-empty array of prompts (all strings, or all arrays of token ids)";
     const json* prompt = f.find("prompt");
     if (!prompt) f.fail_missing("prompt", expected);
-    // OpenAI also allows a list of prompts; one element is read as that prompt, more are not implemented
-    // (each would be its own choice set in the one output line).
-    const bool prompt_list = prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number();
-    if (prompt_list && prompt->size() > 1)
-      f.fail("prompt", "a string, an array of token ids or a one-element array of prompts (several prompts in one "
-             "request are not implemented: write one request line per prompt)", *prompt);
-    const json& p = prompt_list ? (*prompt)[0] : *prompt;
-    if (p.is_string())
-      r.prompt = p.get<std::string>();
-    else if (p.is_array())
-      r.prompt_token_ids = f.token_ids("prompt", p);
-    else
+    if (prompt->is_string()) {
+      r.prompt = prompt->get<std::string>();
+    } else if (!prompt->is_array() || prompt->empty()) {
       f.fail("prompt", expected, *prompt);
+    } else if ((*prompt)[0].is_number()) {
+      r.prompt_token_ids = f.token_ids("prompt", *prompt);
+    } else {
+      // A list of prompts, as OpenAI accepts: every element of the first one's kind.
+      const bool strings = (*prompt)[0].is_string();
+      if (!strings && !(*prompt)[0].is_array()) f.fail("prompt[0]", "a string or an array of token ids", (*prompt)[0]);
+      if (prompt->size() > static_cast<size_t>(kMaxSamplesPerPrompt))
+        f.fail("prompt", "at most " + std::to_string(kMaxSamplesPerPrompt) + " prompts in one request", *prompt);
+      std::vector<std::string> texts;
+      std::vector<std::vector<int32_t>> id_lists;
+      for (size_t k = 0; k < prompt->size(); ++k) {
+        const json& item = (*prompt)[k];
+        const std::string key = "prompt[" + std::to_string(k) + "]";
+        if (strings) {
+          if (!item.is_string()) f.fail(key, "a string, as the array's first prompt is (prompts of one kind)", item);
+          texts.push_back(item.get<std::string>());
+        } else {
+          if (!item.is_array()) f.fail(key, "an array of token ids, as the array's first prompt is (prompts of one kind)", item);
+          id_lists.push_back(f.token_ids(key, item));
+        }
+      }
+      // One element is that prompt, exactly as a string or an id list would be.
+      if (strings && texts.size() == 1) r.prompt = std::move(texts[0]);
+      else if (strings) r.prompt_list = std::move(texts);
+      else if (id_lists.size() == 1) r.prompt_token_ids = std::move(id_lists[0]);
+      else r.prompt_token_ids_list = std::move(id_lists);
+    }
   }
   read_sampling(f, r, true);
   read_openai_logprobs(f, r, chat);
+  read_prompt_logprobs(f, r);
+  if (r.prompt_elements() > 1 && r.n && r.prompt_elements() * static_cast<size_t>(*r.n) > static_cast<size_t>(kMaxSamplesPerPrompt))
+    f.fail("n", "at most " + std::to_string(kMaxSamplesPerPrompt) + " choices in all (" + std::to_string(r.prompt_elements()) +
+                    " prompts x n)", json(*r.n));
 }
 
 }  // namespace
@@ -525,6 +556,8 @@ void parse_jsonl_prompt_line(const std::string& path, const std::string& line_te
     record.context.reset();
     record.continuation.reset();
     record.continuations.reset();
+    record.prompt_list.reset();
+    record.prompt_token_ids_list.reset();
   }
 }
 

@@ -41,6 +41,12 @@ struct PromptRecord {
   // scored as if on a line of its own; one result row each (its index in the `sample` column).
   std::optional<std::vector<std::string>> continuations;
 
+  // OpenAI /v1/completions bodies whose "prompt" is an array of two or more prompts (strings, or token-id
+  // lists): each element runs as its own prompt with its own n samples, and the one output line holds
+  // them all (choice index = element * n + sample). One element reads as `prompt` / `prompt_token_ids`.
+  std::optional<std::vector<std::string>> prompt_list;
+  std::optional<std::vector<std::vector<int32_t>>> prompt_token_ids_list;
+
   std::optional<std::string> custom_id;  // OpenAI batch lines only, echoed in the output
 
   // Sampling overrides; absent means "use the command-line default".
@@ -63,9 +69,16 @@ struct PromptRecord {
   // OpenAI batch lines: the body asked for log-probs ("logprobs": k for completions, true for chat), so the
   // output line carries them, as the API's does only when asked.
   bool openai_logprobs = false;
+  // vLLM's prompt_logprobs (0..20): per prompt token after the first, its log-prob given the tokens before
+  // it and the k most likely tokens there; absent asks for none.
+  std::optional<int> prompt_logprobs;
   std::optional<int> n;  // samples of this prompt (plain .jsonl lines; OpenAI batch bodies only 1)
 
   bool is_chat() const { return messages_json.has_value(); }
+  // Prompts the record holds: the elements of a prompt array, else 1.
+  size_t prompt_elements() const {
+    return prompt_list ? prompt_list->size() : prompt_token_ids_list ? prompt_token_ids_list->size() : 1;
+  }
   bool is_score() const { return context.has_value(); }
 };
 

@@ -7,6 +7,8 @@
 
 namespace glacier::io {
 
+constexpr int32_t kNoTokenId = -1;  // "no value" in a token id list (the first prompt token's alternatives)
+
 struct ResultRecord {
   std::string id;
   int64_t index = 0;            // the prompt's 0-based order in the input: output order
@@ -24,6 +26,14 @@ struct ResultRecord {
   int32_t top_logprobs = 0;
   std::vector<int32_t> top_ids;
   std::vector<float> top_values;
+  // Prompt log-probs (vLLM's prompt_logprobs k, 0..20; -1 when the row carries none: not asked, or a
+  // sample after the prompt's first, whose row has them): per prompt token, its log-prob given the
+  // tokens before it (of the raw logits, as --mode score gives it) and the k most likely tokens there,
+  // best first, ties by lower id, [prompt tokens x k]. The first token has no value: NaN and kNoTokenId.
+  int32_t prompt_logprobs = -1;
+  std::vector<float> prompt_logprob_values;
+  std::vector<int32_t> prompt_top_ids;
+  std::vector<float> prompt_top_values;
   std::string finish_reason;    // "length" | "stop" | "error" | ""
   double time_to_first_token_s = 0;
   double total_time_s = 0;

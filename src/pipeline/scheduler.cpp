@@ -102,11 +102,13 @@ namespace {
 constexpr int32_t kMinSharedPrefix = 8;
 
 // The prompt positions a sequence may take from another slot: never its last token (its row gives the
-// first output, or its score), never a scored position, and none for penalized sampling (the last
-// stage counts the prompt's tokens as its chunks feed them, and copied rows feed nothing).
+// first output, or its score), never a scored position (prompt log-probs score them all), and none for
+// penalized sampling (the last stage counts the prompt's tokens as its chunks feed them, and copied rows
+// feed nothing).
 int32_t reusable_prefix(const SequenceRequest& r) {
   const auto n = static_cast<int32_t>(r.tokens.size());
-  if (r.mode == SeqMode::Generate) return r.sampling.penalized() ? 0 : n - 1;
+  // Prompt log-probs score every prompt position: none may come without its logits.
+  if (r.mode == SeqMode::Generate) return r.sampling.penalized() || !r.targets.empty() ? 0 : n - 1;
   int32_t first_scored = n - 1;
   for (int32_t i = 0; i < static_cast<int32_t>(r.targets.size()); ++i)
     if (r.targets[static_cast<size_t>(i)] >= 0) {
@@ -237,12 +239,13 @@ void Scheduler::admit() {
         s.req.prompt_key = compute::sample_stream_key(a.req.prompt_key, j);
         s.slot = take_free_slot();
         s.out.seq = a.req.seq;
-        s.out.sample = j;
+        s.out.sample = a.req.row + j;
         s.t_start = a.t_start;
         active_.push_back(std::move(s));
         continue;
       }
       s.req.seq = a.req.seq;
+      s.req.row = a.req.row;
       s.req.tokens = a.req.tokens;
       s.req.mode = a.req.mode;
       s.req.max_new_tokens = a.req.max_new_tokens;
@@ -252,7 +255,7 @@ void Scheduler::admit() {
       s.n_fed = static_cast<int32_t>(s.req.tokens.size());
       s.started = true;
       s.out.seq = a.req.seq;
-      s.out.sample = j;
+      s.out.sample = a.req.row + j;
       s.out.generated.reserve(static_cast<size_t>(a.req.max_new_tokens));
       s.out.logprobs.reserve(static_cast<size_t>(a.req.max_new_tokens));
       s.t_start = a.t_start;
@@ -342,6 +345,7 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       c.step = static_cast<int32_t>(a.out.generated.size());
       c.prompt_key = a.req.prompt_key;
       c.sampling = a.req.sampling;
+      c.target_top = a.req.prompt_top;
       if (last_chunk && a.out.generated.empty()) {
         c.n_samples = a.req.n_samples;
         extra_samples += a.req.n_samples - 1;
@@ -360,7 +364,9 @@ bool Scheduler::build(compute::MicroBatch& mb) {
     }
     for (int32_t j = 0; j < c.n_tokens; ++j) {
       mb.tokens.push_back(a.req.tokens[a.n_fed + j]);
-      mb.targets.push_back(a.req.targets.empty() ? -1 : a.req.targets[a.n_fed + j]);
+      // Generate's targets cover the prompt only; the output tokens fed back have none.
+      const auto at = static_cast<size_t>(a.n_fed + j);
+      mb.targets.push_back(at < a.req.targets.size() ? a.req.targets[at] : -1);
     }
     mb.chunks.push_back(c);
     // The prompt's positions (the output tokens fed back are the rest).
@@ -417,7 +423,7 @@ void Scheduler::start_siblings(Active& leader, const compute::ChunkResult& cr, c
   const auto n_prompt = static_cast<int32_t>(leader.req.tokens.size());
   for (Active& s : active_) {
     if (!s.held || s.leader_slot != leader.slot || !s.out.generated.empty()) continue;
-    const size_t k = static_cast<size_t>(cr.first_sample + s.out.sample - 1);
+    const size_t k = static_cast<size_t>(cr.first_sample + (s.out.sample - leader.req.row) - 1);
     if (take_token(s, r.sample_tokens[k], r.sample_logprobs[k], cr, r)) {
       pending_copies_.push_back({leader.slot, s.slot, n_prompt});
       leader.copies_pending++;
@@ -448,6 +454,13 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
       if (a.n_fed == static_cast<int32_t>(a.req.tokens.size()) && a.chunks_in_flight == 0)
         finish(a, FinishReason::Length);
       continue;
+    }
+    for (int32_t i = 0; i < cr.n_targets; ++i) {  // prompt log-probs
+      a.out.target_logprobs.push_back(r.target_logprobs[cr.first_target + i]);
+      const auto top = r.top_ids.begin() + cr.first_target_top + i * cr.n_target_top;
+      a.out.target_top_ids.insert(a.out.target_top_ids.end(), top, top + cr.n_target_top);
+      const auto values = r.top_logprobs.begin() + cr.first_target_top + i * cr.n_target_top;
+      a.out.target_top_logprobs.insert(a.out.target_top_logprobs.end(), values, values + cr.n_target_top);
     }
     if (cr.token < 0) continue;  // a prefill chunk that needed no output
     if (a.out.generated.empty() && a.req.n_samples > 1) start_siblings(a, cr, r);

@@ -19,9 +19,12 @@ enum class FinishReason { Length, Stop, Error };
 
 struct SequenceRequest {
   int32_t seq = 0;                // caller's index; results are reported by it (with the sample index)
-  int32_t row = 0;                // n_samples = 1: the caller's row of seq it answers (reported as `sample`)
+  int32_t row = 0;                // the caller's row of seq it answers (reported as `sample`; sample j as row + j)
   std::vector<int32_t> tokens;    // the prompt (BOS included), for Score also the continuation
-  std::vector<int32_t> targets;   // Score: per position, the token it should predict, or -1
+  // Score: per position, the token it should predict, or -1. Generate with prompt log-probs: the prompt's
+  // positions but its last, each the next prompt token (scored as in Score, prompt_top alternatives each).
+  std::vector<int32_t> targets;
+  int32_t prompt_top = 0;
   SeqMode mode = SeqMode::Generate;
   int32_t max_new_tokens = 0;
   compute::SamplingParams sampling;
@@ -47,6 +50,10 @@ struct SequenceOutcome {
   std::vector<float> top_logprobs;
   std::vector<float> target_logprobs;
   std::vector<uint8_t> target_greedy;
+  // Generate with prompt log-probs (the prompt's first sample only): per target, its log-prob in
+  // target_logprobs and its prompt_top alternatives here, best first, [targets x prompt_top].
+  std::vector<int32_t> target_top_ids;
+  std::vector<float> target_top_logprobs;
   FinishReason finish = FinishReason::Length;
   std::string error;
   double time_to_first_token = 0.0;  // seconds from admission
@@ -63,7 +70,9 @@ struct SchedulerOptions {
   // computes the prompt itself (the same results, for checks and measurements: --n-prefill each).
   bool share_prompt = true;
   // A prompt whose first tokens some slot already holds (or an admitted prompt will compute) gets those
-  // KV rows copied into its slot and computes only the rest (--prefix-sharing; the same results).
+  // KV rows copied into its slot and computes only the rest (--prefix-sharing; the same results). A prompt
+  // that asks for prompt log-probs computes every position itself (a copied row has no logits), though
+  // others may take its rows.
   bool prefix_sharing = false;
 };
 

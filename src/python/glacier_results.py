@@ -18,15 +18,19 @@ import pandas as pd
 
 # glacier_results_format versions whose meaning this module knows. A newer file is still loaded
 # (columns are read generically) with a warning; an older or foreign one is refused.
-KNOWN_FORMATS = (2, 3)
+KNOWN_FORMATS = (2, 3, 4)
 # Root attributes that hold JSON text; load_attributes parses them.
 JSON_ATTRIBUTES = ("options", "result_settings", "batch_job", "runs", "perplexity")
 # /results columns in the schema's order (others, from newer files, follow by name).
 SCHEMA_COLUMNS = ("id", "index", "sample", "status", "error", "prompt_tokens", "tokens", "text", "logprobs",
                   "finish_reason", "time_to_first_token", "total_time", "sum_logprob", "greedy", "text_bytes",
-                  "prompt_digest", "sampling", "top_logprobs", "top_logprob_ids", "top_logprob_values")
-# Columns stored as [tokens x width] row-major in one list a row (format 3); loaded as 2-D arrays.
-WIDE_COLUMNS = ("top_logprob_ids", "top_logprob_values")
+                  "prompt_digest", "sampling", "top_logprobs", "top_logprob_ids", "top_logprob_values",
+                  "prompt_logprobs", "prompt_logprob_values", "prompt_top_logprob_ids", "prompt_top_logprob_values")
+# Columns stored as [tokens x width] row-major in one list a row (format 3; the prompt ones format 4);
+# loaded as 2-D arrays.
+WIDE_COLUMNS = ("top_logprob_ids", "top_logprob_values", "prompt_top_logprob_ids", "prompt_top_logprob_values")
+# /results/prompt_logprobs: -1 is "this row carries no prompt log-probs".
+NO_PROMPT_LOGPROBS = -1
 # /results/greedy: -1 is "not a score row".
 GREEDY_NOT_SCORED = -1
 
@@ -88,7 +92,9 @@ def load_results(path):
     empty when `text` already holds the exact bytes, `sampling` "null" for a line that could not be
     read, the timings of error rows and the time to first token of score rows, `top_logprob_ids` and
     `top_logprob_values` of rows that asked for none (the others are [tokens x width] arrays, -1 / NaN past
-    the row's k). `greedy` is a nullable boolean; `text_bytes` holds bytes.
+    the row's k), `prompt_logprobs` -1 and its three list columns on rows that carry no prompt log-probs
+    (`prompt_logprob_values` keeps NaN for the first prompt token, which has no value). `greedy` is a
+    nullable boolean; `text_bytes` holds bytes.
     The root attributes are in `df.attrs`."""
     with h5py.File(path, "r") as f:
         attrs = _root_attributes(f, path)
@@ -138,6 +144,13 @@ def _mark_missing(df):
         df["text_bytes"] = [bytes(b) if len(b) else pd.NA for b in df["text_bytes"]]
     if "sampling" in df:
         df["sampling"] = df["sampling"].where(df["sampling"] != "null", pd.NA)
+    if "prompt_logprobs" in df:
+        carried = df["prompt_logprobs"] != NO_PROMPT_LOGPROBS
+        for name in ("prompt_logprob_values", "prompt_top_logprob_ids", "prompt_top_logprob_values"):
+            if name in df:
+                df[name] = [v if c and not (isinstance(v, np.ndarray) and v.size == 0) else pd.NA
+                            for v, c in zip(df[name], carried)]
+        df["prompt_logprobs"] = df["prompt_logprobs"].astype("Int32").mask(~carried)
 
 
 def _stages_of(attrs):

@@ -85,6 +85,33 @@ void check_completion_logprobs(Checker& c, const json& lp, const std::string& at
   }
 }
 
+// vLLM's prompt_logprobs: null for the first prompt token, then per token an object of 1..k+1 entries
+// "<token id>": {"logprob", "rank" (1..k or null), "decoded_token"}.
+void check_prompt_logprobs(Checker& c, const json& lp, const std::string& at, int k) {
+  if (!lp.is_array() || lp.empty()) {
+    c.fail(at, "a non-empty array", lp);
+    return;
+  }
+  c.equal(lp[0], at + "[0]", nullptr);
+  for (size_t t = 1; t < lp.size(); ++t) {
+    const std::string where = at + "[" + std::to_string(t) + "]";
+    if (!lp[t].is_object() || lp[t].empty() || lp[t].size() > static_cast<size_t>(k) + 1) {
+      c.fail(where, "an object of 1.." + std::to_string(k + 1) + " entries", lp[t]);
+      continue;
+    }
+    for (const auto& [id, entry] : lp[t].items()) {
+      const std::string w = where + "." + id;
+      if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) c.fail(w, "a token id as key", json(id));
+      if (!c.keys(entry, w, {"logprob", "rank", "decoded_token"})) continue;
+      c.number(entry["logprob"], w + ".logprob");
+      c.string(entry["decoded_token"], w + ".decoded_token");
+      if (!entry["rank"].is_null() && !(entry["rank"].is_number_integer() && entry["rank"].get<int>() >= 1 &&
+                                        entry["rank"].get<int>() <= k))
+        c.fail(w + ".rank", "null or 1.." + std::to_string(k), entry["rank"]);
+    }
+  }
+}
+
 void check_chat_logprobs(Checker& c, const json& lp, const std::string& at, const OpenAiLineExpectation& e) {
   if (!c.keys(lp, at, {"content"})) return;
   if (!lp["content"].is_array()) {
@@ -138,7 +165,10 @@ std::vector<std::string> openai_line_problems(const json& line, const OpenAiLine
   }
   c.equal(response["status_code"], "response.status_code", 200);
   c.equal(line["error"], "line.error", nullptr);
-  if (!c.keys(body, "response.body", {"id", "object", "created", "model", "choices", "usage"})) return c.problems;
+  std::set<std::string> body_keys = {"id", "object", "created", "model", "choices", "usage"};
+  if (e.chat && e.prompt_logprobs >= 0) body_keys.insert("prompt_logprobs");
+  if (!c.keys(body, "response.body", body_keys)) return c.problems;
+  if (e.chat && e.prompt_logprobs >= 0) check_prompt_logprobs(c, body["prompt_logprobs"], "body.prompt_logprobs", e.prompt_logprobs);
   if (c.string(body["id"], "body.id") && body["id"].get<std::string>().rfind(e.chat ? "chatcmpl-" : "cmpl-", 0) != 0)
     c.fail("body.id", e.chat ? "\"chatcmpl-<n>\"" : "\"cmpl-<n>\"", body["id"]);
   c.equal(body["object"], "body.object", e.chat ? "chat.completion" : "text_completion");
@@ -150,7 +180,11 @@ std::vector<std::string> openai_line_problems(const json& line, const OpenAiLine
     for (size_t i = 0; i < e.choices; ++i) {
       const json& choice = body["choices"][i];
       const std::string at = "body.choices[" + std::to_string(i) + "]";
-      if (!c.keys(choice, at, {"index", e.chat ? "message" : "text", "logprobs", "finish_reason"})) continue;
+      std::set<std::string> choice_keys = {"index", e.chat ? "message" : "text", "logprobs", "finish_reason"};
+      if (!e.chat && e.prompt_logprobs >= 0) choice_keys.insert("prompt_logprobs");
+      if (!c.keys(choice, at, choice_keys)) continue;
+      if (!e.chat && e.prompt_logprobs >= 0)
+        check_prompt_logprobs(c, choice["prompt_logprobs"], at + ".prompt_logprobs", e.prompt_logprobs);
       c.equal(choice["index"], at + ".index", i);
       if (!choice["finish_reason"].is_null()) c.string(choice["finish_reason"], at + ".finish_reason");
       if (e.chat) {

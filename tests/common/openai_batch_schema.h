@@ -13,6 +13,7 @@ struct OpenAiLineExpectation {
   bool logprobs = false;       // the request asked for log-probs
   int top_logprobs = 0;        // alternatives per token the request asked for
   size_t choices = 1;
+  int prompt_logprobs = -1;    // the body's prompt_logprobs k (vLLM's extra field), -1 when absent
 };
 
 // Every way `line` differs from the documented shape; empty when it matches. Unknown keys count too.

@@ -117,7 +117,7 @@ TEST(JobStrictInputs, MisspeltKeyFailsItsLineWhileTheRestRun) {
                                         "prompt, prompt_token_ids, messages, context, continuation, continuations, max_tokens, temperature, "
                                         "top_k, top_p, min_p, seed, stop, n, repetition_penalty, presence_penalty, "
                                         "frequency_penalty, min_tokens, ignore_eos, stop_token_ids, logit_bias, "
-                                        "include_stop_str_in_output, top_logprobs");
+                                        "include_stop_str_in_output, top_logprobs, prompt_logprobs");
   EXPECT_EQ(rows[2]["status"], "error");
   EXPECT_NE(rows[2]["error"].get<std::string>().find(prompts + ":3: \"typical_p\": not implemented"), std::string::npos)
       << rows[2].dump();

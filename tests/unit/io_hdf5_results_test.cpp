@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "common/h5py_check.h"
 #include "common/test_env.h"
@@ -311,7 +313,7 @@ TEST(IoHdf5Results, TheSampleColumnRoundTripsAndAFormatTwoFileIsRefused) {
     read_finished(path);
     ADD_FAILURE() << "a format-2 file was read back";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("expected results format 3, found 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected results format 4, found 2"), std::string::npos) << e.what();
   }
 }
 
@@ -336,7 +338,7 @@ TEST(IoHdf5Results, AFormatOneFileIsRefusedNamingTheFormats) {
       ADD_FAILURE() << "a format-1 file was read back";
     } catch (const InputError& e) {
       const std::string message = e.what();
-      EXPECT_NE(message.find("expected results format 3, found 1"), std::string::npos) << message;
+      EXPECT_NE(message.find("expected results format 4, found 1"), std::string::npos) << message;
       EXPECT_NE(message.find(path), std::string::npos) << message;
     }
   }
@@ -358,7 +360,7 @@ TEST(IoHdf5Results, AFormatTwoFileIsRefusedNamingTheFormats) {
       ADD_FAILURE() << "a format-2 file was read back";
     } catch (const InputError& e) {
       const std::string message = e.what();
-      EXPECT_NE(message.find("expected results format 3, found 2"), std::string::npos) << message;
+      EXPECT_NE(message.find("expected results format 4, found 2"), std::string::npos) << message;
       EXPECT_NE(message.find(path), std::string::npos) << message;
     }
   }
@@ -412,6 +414,53 @@ TEST(IoHdf5Results, TopLogprobsRoundTripAtTheFileWidth) {
   ASSERT_EQ(again.rows.size(), rows.size() + 1);
   EXPECT_EQ(again.rows.back().top_ids, rows[1].top_ids);
   EXPECT_EQ(again.rows.back().top_values, rows[1].top_values);
+}
+
+// Prompt log-probs: k -1 (none carried), 0 (the tokens' own log-probs only) and k > 0 at the file's prompt
+// width, the first prompt token's markers (NaN, -1) and every value exact after the round trip.
+TEST(IoHdf5Results, PromptLogprobsRoundTripAtTheirOwnWidth) {
+  const std::string path = glacier::testing::scratch_dir("io_h5_prompt_top") + "/results.h5";
+  constexpr int32_t kTopWidth = 1, kPromptWidth = 4;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<ResultRecord> rows;
+  for (int32_t k : {-1, 0, 2, 4}) {
+    ResultRecord r = make_result(static_cast<int>(rows.size()) + 1);
+    r.index = static_cast<int64_t>(rows.size());
+    r.status = "ok";
+    r.error.clear();
+    r.prompt_tokens = {1, 5, 9};
+    r.prompt_logprobs = k;
+    if (k >= 0) {
+      r.prompt_logprob_values = {nan, -0.75f, -2.5f};
+      r.prompt_top_ids.assign(static_cast<size_t>(k), kNoTokenId);
+      r.prompt_top_values.assign(static_cast<size_t>(k), nan);
+      for (int32_t t = 1; t < 3; ++t)
+        for (int32_t j = 0; j < k; ++j) {
+          r.prompt_top_ids.push_back(20 * t + j);
+          r.prompt_top_values.push_back(-0.25f * static_cast<float>(t + j));
+        }
+    }
+    rows.push_back(r);
+  }
+  {
+    ResultsFile file(path, ResultsFile::Mode::Create, kTopWidth, kPromptWidth);
+    for (const auto& r : rows) file.append(r);
+  }
+  const FinishedResults back = read_finished(path);
+  ASSERT_EQ(back.rows.size(), rows.size());
+  // NaN != NaN: compare the float lists bit for bit.
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> out(v.size());
+    std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+    return out;
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    EXPECT_EQ(back.rows[i].prompt_logprobs, rows[i].prompt_logprobs);
+    EXPECT_EQ(bits(back.rows[i].prompt_logprob_values), bits(rows[i].prompt_logprob_values));
+    EXPECT_EQ(back.rows[i].prompt_top_ids, rows[i].prompt_top_ids);
+    EXPECT_EQ(bits(back.rows[i].prompt_top_values), bits(rows[i].prompt_top_values));
+  }
 }
 
 }  // namespace

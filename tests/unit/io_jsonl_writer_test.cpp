@@ -182,6 +182,72 @@ TEST(IoJsonlWriter, GlacierLineCarriesTopLogprobsOnlyWhenAsked) {
   EXPECT_EQ(j["top_logprobs"][0][0]["token"], " Paris");
 }
 
+// sample_result() with prompt log-probs of k alternatives: prompt token t (t >= 1) has log-prob -t/2, its
+// alternatives ids 99, 100, ... (log-probs -0.25, -1.25, ...); the first token the "no value" markers.
+ResultRecord with_prompt_logprobs(int32_t k) {
+  ResultRecord r = sample_result();
+  r.prompt_logprobs = k;
+  r.prompt_logprob_values = {std::numeric_limits<float>::quiet_NaN()};
+  r.prompt_top_ids.assign(static_cast<size_t>(k), kNoTokenId);
+  r.prompt_top_values.assign(static_cast<size_t>(k), std::numeric_limits<float>::quiet_NaN());
+  for (size_t t = 1; t < r.prompt_tokens.size(); ++t) {
+    r.prompt_logprob_values.push_back(-0.5f * static_cast<float>(t));
+    for (int32_t j = 0; j < k; ++j) {
+      r.prompt_top_ids.push_back(99 + j);
+      r.prompt_top_values.push_back(-0.25f - static_cast<float>(j));
+    }
+  }
+  return r;
+}
+
+TEST(IoJsonlWriter, PromptLogprobsInTheGlacierAndVllmShapes) {
+  EXPECT_FALSE(json::parse(format_result_line(sample_result(), token_text)).contains("prompt_logprobs"));
+  const json j = json::parse(format_result_line(with_prompt_logprobs(2), token_text));
+  const json& plp = j["prompt_logprobs"];
+  ASSERT_EQ(plp.size(), 3u) << "one entry per prompt token";
+  EXPECT_TRUE(plp[0].is_null());
+  for (size_t t = 1; t < 3; ++t) {
+    EXPECT_EQ(key_list(plp[t]), (std::vector<std::string>{"id", "logprob", "token", "top_logprobs"}));
+    EXPECT_EQ(plp[t]["id"], j["prompt_tokens"][t]);
+    EXPECT_EQ(plp[t]["token"], token_text(j["prompt_tokens"][t].get<int32_t>()));
+    EXPECT_EQ(plp[t]["logprob"].get<float>(), -0.5f * static_cast<float>(t));
+    ASSERT_EQ(plp[t]["top_logprobs"].size(), 2u);
+    EXPECT_EQ(plp[t]["top_logprobs"][1]["id"], 100);
+    EXPECT_EQ(plp[t]["top_logprobs"][1]["token"], "t100");
+    EXPECT_EQ(plp[t]["top_logprobs"][1]["logprob"].get<float>(), -1.25f);
+  }
+  // k = 0: the tokens' own log-probs, no alternatives.
+  EXPECT_TRUE(json::parse(format_result_line(with_prompt_logprobs(0), token_text))["prompt_logprobs"][1]["top_logprobs"].empty());
+
+  // OpenAI completions: every choice of the prompt carries vLLM's dicts (the prompt token, rank null when
+  // it is not among the k, and the k ranked 1..k); chat: once, on the response.
+  OpenAiBatchLine meta;
+  meta.custom_id = "req";
+  meta.request_number = 1;
+  meta.model = "tiny.gguf";
+  meta.created = 1700000000;
+  meta.token_text = token_text;
+  meta.prompt_logprobs = true;
+  meta.n = 2;
+  ResultRecord second = sample_result();
+  second.sample = 1;
+  const std::vector<ResultRecord> choices = {with_prompt_logprobs(2), second};
+  const json line = json::parse(format_openai_batch_line(choices, meta));
+  for (size_t i = 0; i < 2; ++i) {
+    const json& v = line["response"]["body"]["choices"][i]["prompt_logprobs"];
+    ASSERT_EQ(v.size(), 3u) << i;
+    EXPECT_TRUE(v[0].is_null());
+    EXPECT_EQ(v[1], json::parse(R"({"450": {"logprob": -0.5, "rank": null, "decoded_token": "t450"},
+                                    "99": {"logprob": -0.25, "rank": 1, "decoded_token": "\uFFFD"},
+                                    "100": {"logprob": -1.25, "rank": 2, "decoded_token": "t100"}})"));
+  }
+  meta.chat = true;
+  meta.n = 1;
+  const json chat = json::parse(format_openai_batch_line(with_prompt_logprobs(1), meta));
+  EXPECT_EQ(chat["response"]["body"]["prompt_logprobs"].size(), 3u);
+  EXPECT_FALSE(chat["response"]["body"]["choices"][0].contains("prompt_logprobs"));
+}
+
 TEST(IoJsonlWriter, OpenAiBatchLinesHaveEveryDocumentedField) {
   using glacier::testing::OpenAiLineExpectation;
   using glacier::testing::openai_line_problems;

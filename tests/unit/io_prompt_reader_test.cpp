@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "common/test_env.h"
@@ -131,6 +132,74 @@ TEST(IoPromptReader, OpenAiBatchCompletionAndChatLines) {
   EXPECT_FALSE(records[1].prompt.has_value());
 
   EXPECT_EQ(*records[2].prompt_token_ids, (std::vector<int32_t>{5, 6, 7}));
+}
+
+// vLLM's prompt_logprobs on plain lines and OpenAI bodies (completions and chat): 0..20, read as given.
+TEST(IoPromptReader, PromptLogprobsIsReadAndRangeChecked) {
+  const std::vector<std::pair<std::string, std::optional<int>>> good = {
+      {R"({"prompt": "x", "prompt_logprobs": 0})", 0},
+      {R"({"prompt": "x", "prompt_logprobs": 20})", 20},
+      {R"({"prompt": "x", "prompt_logprobs": null})", std::nullopt},
+      {R"({"custom_id": "a", "url": "/v1/completions", "body": {"prompt": "x", "prompt_logprobs": 3}})", 3},
+      {R"({"custom_id": "b", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1}})", 1},
+  };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"prompt": "x", "prompt_logprobs": 21})", "\"prompt_logprobs\": expected an integer in 0..20 (alternatives returned per prompt token), found 21"},
+      {R"({"prompt": "x", "prompt_logprobs": -1})", "\"prompt_logprobs\": expected an integer in 0..20"},
+      {R"({"prompt": "x", "prompt_logprobs": "2"})", "\"prompt_logprobs\": expected an integer in 0..20 (alternatives returned per prompt token), found the string \"2\""},
+      {R"({"prompt": "x", "prompt_logprobs": true})", "\"prompt_logprobs\": expected an integer in 0..20"},
+      {R"({"custom_id": "c", "url": "/v1/completions", "body": {"prompt": "x", "prompt_logprobs": 1.5}})", "\"body.prompt_logprobs\": expected an integer in 0..20"},
+  };
+  std::string contents;
+  for (const auto& [line, k] : good) contents += line + "\n";
+  for (const auto& [line, part] : bad) contents += line + "\n";
+  const std::string path = write_file("prompt_logprobs.jsonl", contents);
+  const auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), good.size() + bad.size());
+  for (size_t i = 0; i < good.size(); ++i) {
+    ASSERT_TRUE(records[i].ok) << records[i].error;
+    EXPECT_EQ(records[i].prompt_logprobs, good[i].second) << good[i].first;
+  }
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const PromptRecord& r = records[good.size() + i];
+    EXPECT_FALSE(r.ok) << bad[i].first;
+    EXPECT_NE(r.error.find(path + ":" + std::to_string(good.size() + i + 1) + ": " + bad[i].second), std::string::npos) << r.error;
+  }
+}
+
+// A completions "prompt" array: several strings or several token-id lists become the record's prompt list
+// (one element each), one element is that prompt itself, and every malformed array fails by name.
+TEST(IoPromptReader, CompletionPromptArrays) {
+  const std::vector<std::string> bodies = {R"(["a", "b c", ""]})", R"([[1, 2], [3]]})", R"(["only"]})",
+                                           R"([]})",  R"(["a", [1]]})", R"([[1], "a"]})", R"([null]})",
+                                           R"(["a", "b"], "n": 65})", R"(["a", "b"], "n": 64})"};
+  std::string contents;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    contents += R"({"custom_id": "c)" + std::to_string(i) + R"(", "url": "/v1/completions", "body": {"prompt": )" + bodies[i] + "}\n";
+  const std::string path = write_file("arrays.jsonl", contents);
+  const auto records = read_prompts(path);
+  ASSERT_EQ(records.size(), 9u);
+  ASSERT_TRUE(records[0].ok) << records[0].error;
+  EXPECT_EQ(*records[0].prompt_list, (std::vector<std::string>{"a", "b c", ""}));
+  EXPECT_EQ(records[0].prompt_elements(), 3u);
+  EXPECT_FALSE(records[0].prompt.has_value());
+  ASSERT_TRUE(records[1].ok) << records[1].error;
+  EXPECT_EQ(*records[1].prompt_token_ids_list, (std::vector<std::vector<int32_t>>{{1, 2}, {3}}));
+  ASSERT_TRUE(records[2].ok) << records[2].error;
+  EXPECT_EQ(*records[2].prompt, "only");
+  EXPECT_FALSE(records[2].prompt_list.has_value());
+  EXPECT_EQ(records[2].prompt_elements(), 1u);
+  const std::vector<std::pair<size_t, std::string>> refused = {
+      {3, "\"body.prompt\": expected a string, an array of token ids, or a non-empty array of prompts"},
+      {4, "\"body.prompt[1]\": expected a string, as the array's first prompt is"},
+      {5, "\"body.prompt[1]\": expected an array of token ids, as the array's first prompt is"},
+      {6, "\"body.prompt[0]\": expected a string or an array of token ids, found null"},
+      {7, "\"body.n\": expected at most 128 choices in all (2 prompts x n), found 65"}};
+  for (const auto& [i, part] : refused) {
+    EXPECT_FALSE(records[i].ok) << i;
+    EXPECT_NE(records[i].error.find(path + ":" + std::to_string(i + 1) + ": " + part), std::string::npos) << records[i].error;
+  }
+  EXPECT_TRUE(records[8].ok) << records[8].error;
 }
 
 // Each bad line must fail on its own with a message naming the file, its line and the offending key;
