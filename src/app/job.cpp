@@ -331,6 +331,10 @@ void print_speculation(const pipeline::SpeculationCounts& sp) {
               "verification, %lld sequences decoded without (sampled or penalized)\n",
               static_cast<long long>(sp.verifications), static_cast<long long>(sp.drafted),
               static_cast<long long>(sp.accepted), 100.0 * rate, per_step, static_cast<long long>(sp.plain_sequences));
+  if (sp.plain_sequences > 0)
+    GLACIER_LOG_WARN("--speculate lookup: %lld sequences sampled (temperature > 0) or penalized decoded without drafts "
+                     "(only greedy, unpenalized rows are verified, which keeps their tokens exactly as without)",
+                     static_cast<long long>(sp.plain_sequences));
 }
 
 // Rank 0's part of a perplexity job.
