@@ -25,7 +25,7 @@ median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (
 run() {  # ranks latency speculate rep -> the job's log
   timeout -k 10 600 mpiexec --oversubscribe --bind-to none -n "$1" "$build/glacier_mpi" --model "$model" \
     --prompts "$dir/p.jsonl" --jsonl "$dir/out-$1-$2-$3.jsonl" --max-tokens "$max_tokens" --slots 1 --threads 1 \
-    --bind none --inject-latency-ms "$2" --speculate "$3" --draft-max "$draft_max" > "$dir/log-$1-$2-$3-$4" 2>&1
+    --bind none --inject-latency-ms "$2" --speculate "$3" $([ "$3" = off ] || echo --draft-max "$draft_max") > "$dir/log-$1-$2-$3-$4" 2>&1
 }
 rate() { sed -n 's/^done: .* \([0-9.]*\) generated tok\/s.*/\1/p' "$1"; }
 echo "model $(basename "$model"); --slots 1, $max_tokens new tokens a prompt, --draft-max $draft_max; median of $reps"

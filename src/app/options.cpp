@@ -364,6 +364,9 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
     po::notify(vm);
     // --partition-from gives measured speeds; it stands for --partition measured unless another is asked for.
     if (!o.partition_from.empty() && vm["partition"].defaulted()) o.partition = "measured";
+    // A draft length without speculation would be ignored: refused, so a forgotten --speculate shows.
+    if (!vm["draft-max"].defaulted() && o.speculate == "off")
+      throw InputError("option --draft-max: expected --speculate lookup with it, found --speculate off");
   } catch (const po::error& e) {
     throw InputError(std::string("options: ") + e.what() + " (see --help)");
   }

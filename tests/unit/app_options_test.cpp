@@ -215,6 +215,7 @@ TEST(Options, SpeculateIsOffOrLookupWithABoundedDraftLength) {
             "'draft:small.gguf'");
   EXPECT_EQ(refusal({"--speculate", "lookup", "--mode", "score"}),
             "option --speculate: expected off with --mode score (only generated tokens are drafted), found 'lookup'");
-  EXPECT_EQ(refusal({"--draft-max", "0"}), "option --draft-max: expected a count in 1..64, found 0");
-  EXPECT_EQ(refusal({"--draft-max", "65"}), "option --draft-max: expected a count in 1..64, found 65");
+  EXPECT_EQ(refusal({"--draft-max", "3"}), "option --draft-max: expected --speculate lookup with it, found --speculate off");
+  EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "0"}), "option --draft-max: expected a count in 1..64, found 0");
+  EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "65"}), "option --draft-max: expected a count in 1..64, found 65");
 }
