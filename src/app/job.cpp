@@ -305,6 +305,7 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
   opt.ubatch = s.ubatch;
   opt.share_prompt = o.n_prefill == "once";
   opt.prefix_sharing = o.prefix_sharing == "on" && o.mode != "perplexity";  // a perplexity's chunks share nothing
+  opt.draft_max = o.speculate == "lookup" ? o.draft_max : 0;
   // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
   // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
   // decode steps into two cohorts (each reading every weight) where one micro-batch can hold them all.
@@ -313,6 +314,27 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
   opt.decode_groups = s.decode_groups > 0 ? s.decode_groups : n_stages;
   opt.max_in_flight = micro_batches_in_flight(s.decode_groups, n_stages);  // as the memory check counts them
   return opt;
+}
+
+// This replica's counts for /trace (summed over the replicas there).
+io::TraceCounters job_counters(const pipeline::Scheduler& sched) {
+  const pipeline::SpeculationCounts& sp = sched.speculation();
+  return {sched.prompt_tokens_computed(), sched.prompt_tokens_reused(), sp.verifications, sp.drafted, sp.accepted,
+          sp.emitted};
+}
+
+// --speculate's summary (this replica's share): how much drafting paid.
+void print_speculation(const pipeline::SpeculationCounts& sp) {
+  const double per_step = sp.verifications > 0 ? static_cast<double>(sp.emitted) / static_cast<double>(sp.verifications) : 0.0;
+  const double rate = sp.drafted > 0 ? static_cast<double>(sp.accepted) / static_cast<double>(sp.drafted) : 0.0;
+  std::printf("speculation: %lld verify steps, %lld tokens drafted, %lld accepted (%.1f%%), %.2f tokens per "
+              "verification, %lld sequences decoded without (sampled or penalized)\n",
+              static_cast<long long>(sp.verifications), static_cast<long long>(sp.drafted),
+              static_cast<long long>(sp.accepted), 100.0 * rate, per_step, static_cast<long long>(sp.plain_sequences));
+  if (sp.plain_sequences > 0)
+    GLACIER_LOG_WARN("--speculate lookup: %lld sequences sampled (temperature > 0) or penalized decoded without drafts "
+                     "(only greedy, unpenalized rows are verified, which keeps their tokens exactly as without)",
+                     static_cast<long long>(sp.plain_sequences));
 }
 
 // Rank 0's part of a perplexity job.
@@ -669,7 +691,8 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   // and prompts take the rows of a prefix some slot holds (/trace@prompt_tokens_reused sums the replicas).
   std::printf("prefill: %lld prompt tokens computed, %lld taken from the prefix cache\n",
               static_cast<long long>(sched.prompt_tokens_computed()), static_cast<long long>(sched.prompt_tokens_reused()));
-  counters = {sched.prompt_tokens_computed(), sched.prompt_tokens_reused()};
+  if (sopt.draft_max > 0) print_speculation(sched.speculation());
+  counters = job_counters(sched);
   if (sink.done() < total) {
     if (!stopping)
       throw std::runtime_error("internal error: " + std::to_string(total - sink.done()) + " prompts got no result");
@@ -726,7 +749,7 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     throw;
   }
   client.finish();
-  counters = {sched.prompt_tokens_computed(), sched.prompt_tokens_reused()};
+  counters = job_counters(sched);
   return stopping ? kExitInterrupted : kExitOk;
 }
 

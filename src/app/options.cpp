@@ -161,6 +161,12 @@ po::options_description describe(JobOptions& o) {
       ("prefix-sharing", po::value(&o.prefix_sharing)->default_value(o.prefix_sharing),
        "on: a prompt starting with tokens some KV slot already holds (a shared preamble, a scored context) "
        "copies their rows and computes only the rest; off: every prompt computes all of it (the same results)")
+      ("speculate", po::value(&o.speculate)->default_value(o.speculate),
+       "off | lookup: speculative decoding of greedy, unpenalized rows (generate mode): a decode step also carries "
+       "up to --draft-max tokens that followed the row's last tokens earlier in its prompt and output, and keeps "
+       "those the model agrees with (the same tokens and log-probs; sampled or penalized rows decode as with off)")
+      ("draft-max", po::value(&o.draft_max)->default_value(o.draft_max),
+       "tokens drafted per speculative decode step, at most (1..64)")
       ("min-tokens", po::value(&o.min_tokens)->default_value(o.min_tokens),
        "tokens a row generates before anything may end it: end-of-generation and --stop-token-ids ids are "
        "masked until then (at most --max-tokens)")
@@ -266,6 +272,13 @@ void check(const JobOptions& o) {
   if (o.n_prefill != "once" && o.n_prefill != "each") bad("n-prefill", "once or each", "'" + o.n_prefill + "'");
   if (o.prefix_sharing != "on" && o.prefix_sharing != "off")
     bad("prefix-sharing", "on or off", "'" + o.prefix_sharing + "'");
+  if (o.speculate.rfind("draft:", 0) == 0)
+    bad("speculate", "off or lookup (a draft model, draft:PATH, is not implemented)", "'" + o.speculate + "'");
+  if (o.speculate != "off" && o.speculate != "lookup") bad("speculate", "off or lookup", "'" + o.speculate + "'");
+  if (o.speculate != "off" && o.mode != "generate")
+    bad("speculate", "off with --mode " + o.mode + " (only generated tokens are drafted)", "'" + o.speculate + "'");
+  if (o.draft_max < 1 || o.draft_max > kMaxDraftTokens)
+    bad("draft-max", "a count in 1.." + std::to_string(kMaxDraftTokens), std::to_string(o.draft_max));
   if (o.n > 1 && o.mode != "generate")
     bad("n", "1 with --mode " + o.mode + " (a score or a perplexity has one answer)", std::to_string(o.n));
   if (o.slots > 0 && o.n > o.slots)
@@ -351,6 +364,9 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
     po::notify(vm);
     // --partition-from gives measured speeds; it stands for --partition measured unless another is asked for.
     if (!o.partition_from.empty() && vm["partition"].defaulted()) o.partition = "measured";
+    // A draft length without speculation would be ignored: refused, so a forgotten --speculate shows.
+    if (!vm["draft-max"].defaulted() && o.speculate == "off")
+      throw InputError("option --draft-max: expected --speculate lookup with it, found --speculate off");
   } catch (const po::error& e) {
     throw InputError(std::string("options: ") + e.what() + " (see --help)");
   }

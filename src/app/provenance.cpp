@@ -142,6 +142,8 @@ nlohmann::json options_json(const JobOptions& o) {
           {"n", o.n},
           {"n-prefill", o.n_prefill},
           {"prefix-sharing", o.prefix_sharing},
+          {"speculate", o.speculate},
+          {"draft-max", o.draft_max},
           {"repetition-penalty", o.repetition_penalty},
           {"presence-penalty", o.presence_penalty},
           {"frequency-penalty", o.frequency_penalty},

@@ -99,6 +99,10 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
   io::TraceCounters counters;
   for (int64_t n : ch.allgather(mine.prompt_tokens_computed)) counters.prompt_tokens_computed += n;
   for (int64_t n : ch.allgather(mine.prompt_tokens_reused)) counters.prompt_tokens_reused += n;
+  for (int64_t n : ch.allgather(mine.speculation_verifications)) counters.speculation_verifications += n;
+  for (int64_t n : ch.allgather(mine.speculation_drafted)) counters.speculation_drafted += n;
+  for (int64_t n : ch.allgather(mine.speculation_accepted)) counters.speculation_accepted += n;
+  for (int64_t n : ch.allgather(mine.speculation_emitted)) counters.speculation_emitted += n;
   // Every rank's rows reach rank 0 over the channel, in rank order, and rank 0 alone writes the file.
   const std::vector<int64_t> counts = ch.allgather(static_cast<int64_t>(rows.size()));
   if (ch.rank() != 0) {

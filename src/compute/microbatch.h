@@ -11,6 +11,9 @@ enum class OutputKind : uint8_t {
   None = 0,    // a prefill chunk that is not the prompt's last: no logits needed
   Sample = 1,  // generate: sample the next token from the last position's logits
   Score = 2,   // score every position that has a target token (scoring and perplexity)
+  // speculative decoding: the chunk is a decode step's token followed by drafted tokens; every row is
+  // sampled (row j at step + j) and returned, so the driver keeps the drafts the model agrees with
+  Verify = 3,
 };
 
 struct SamplingParams {
@@ -109,6 +112,9 @@ struct MicroBatch {
 };
 
 // What the last stage sends back for one chunk.
+// Verify: row 0's choice is token/logprob, rows 1..n-1 are the n_extra draws at first_sample, and the
+// alternatives are n_top per row, row after row from first_top; non_finite is 1 + the first row found
+// non-finite (a later row's fault does not fail a sequence that rejects the draft before it).
 struct ChunkResult {
   int32_t seq = 0;
   int32_t token = -1;     // Sample: the chosen token

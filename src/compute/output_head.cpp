@@ -64,6 +64,15 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
       GLACIER_ASSERT(mb.targets[c.token_offset + c.n_tokens - 1] < 0, "a sampled row has no target");
       rows.push_back(c.token_offset + c.n_tokens - 1);
       row_chunk_.push_back(static_cast<int32_t>(ci));
+    } else if (c.output == OutputKind::Verify) {
+      // The token counts of penalized sampling would take in the drafts the driver may reject.
+      GLACIER_ASSERT(!c.sampling.penalized() && c.n_samples == 1 && r.n_targets == 0,
+                     "a verify chunk of one unpenalized sequence, with no prompt position");
+      for (int32_t j = 0; j < c.n_tokens; ++j) {
+        rows.push_back(c.token_offset + j);
+        row_chunk_.push_back(static_cast<int32_t>(ci));
+      }
+      r.n_extra = c.n_tokens - 1;
     }
     out.chunks.push_back(r);
   }
@@ -78,9 +87,35 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
       const int32_t n_embd = stage_.config().n_embd;
       const Chunk& c = mb.chunks[row_chunk_[g + i]];
       ChunkResult& r = out.chunks[row_chunk_[g + i]];
-      if (!all_finite(lg, n_vocab) || !normable(x + static_cast<size_t>(group[i]) * n_embd, n_embd))
-        r.non_finite = 1;
+      const bool finite = all_finite(lg, n_vocab) && normable(x + static_cast<size_t>(group[i]) * n_embd, n_embd);
       const int32_t target = mb.targets[group[i]];
+      if (c.output == OutputKind::Verify) {  // its rows are decode steps: none has a target
+        const int32_t row = group[i] - c.token_offset;
+        if (!finite && r.non_finite == 0) r.non_finite = 1 + row;
+        const int32_t step = c.step + row;  // the step this row's token would have in plain decoding
+        slot_states_.slot(c.slot).apply(lg, n_vocab, c.sampling, step);
+        const TokenChoice t = sampler_.choose(lg, c.sampling, c.prompt_key, step);
+        if (row == 0) {  // the chunk's rows come one after the other: its draws and alternatives start here
+          r.first_sample = static_cast<int32_t>(out.sample_tokens.size());
+          r.first_top = static_cast<int32_t>(out.top_ids.size());
+          r.token = t.token;
+          r.logprob = t.logprob;
+        } else {
+          out.sample_tokens.push_back(t.token);
+          out.sample_logprobs.push_back(t.logprob);
+        }
+        if (c.sampling.top_logprobs > 0) {
+          const size_t at = out.top_ids.size();
+          out.top_ids.resize(at + static_cast<size_t>(kMaxTopLogprobs));
+          out.top_logprobs.resize(at + static_cast<size_t>(kMaxTopLogprobs));
+          r.n_top = top_logprobs(lg, n_vocab, c.sampling.top_logprobs, t.lse, out.top_ids.data() + at,
+                                 out.top_logprobs.data() + at);
+          out.top_ids.resize(at + static_cast<size_t>(r.n_top));
+          out.top_logprobs.resize(at + static_cast<size_t>(r.n_top));
+        }
+        continue;
+      }
+      if (!finite) r.non_finite = 1;
       if (target < 0) {
         GLACIER_ASSERT(c.output == OutputKind::Sample, "a row without a target is a sampled row");
         // After the finite check: the min_tokens mask writes -inf on purpose.

@@ -1,5 +1,6 @@
 // The last stage's output work on a micro-batch: logits for the rows that need them (the last row of
-// a generate chunk, every row with a target when scoring), then sampling or scoring. Rows go through
+// a generate chunk, every row of a speculative verify chunk, every row with a target when scoring),
+// then sampling or scoring. Rows go through
 // the head in groups of a bounded size so a 32k-vocabulary logits buffer stays small.
 #pragma once
 #include <vector>

@@ -71,6 +71,10 @@ void write_trace_table(hid_t file, const std::string& path, const std::vector<Tr
   h5::write_attribute(group.get(), "clock_error_s", clock_error_s);
   h5::write_attribute(group.get(), "prompt_tokens_computed", counters.prompt_tokens_computed);
   h5::write_attribute(group.get(), "prompt_tokens_reused", counters.prompt_tokens_reused);
+  h5::write_attribute(group.get(), "speculation_verifications", counters.speculation_verifications);
+  h5::write_attribute(group.get(), "speculation_drafted", counters.speculation_drafted);
+  h5::write_attribute(group.get(), "speculation_accepted", counters.speculation_accepted);
+  h5::write_attribute(group.get(), "speculation_emitted", counters.speculation_emitted);
 
   const hsize_t count = rows.size();
   Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what), H5Pclose);
@@ -138,7 +142,8 @@ TraceCounters read_trace_counters(const std::string& path) {
     if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
     throw InputError("trace file " + path + ": expected /trace attribute " + name + " to be an integer");
   };
-  return {count("prompt_tokens_computed"), count("prompt_tokens_reused")};
+  return {count("prompt_tokens_computed"),    count("prompt_tokens_reused"), count("speculation_verifications"),
+          count("speculation_drafted"),       count("speculation_accepted"), count("speculation_emitted")};
 }
 
 std::vector<TraceRow> read_trace(const std::string& path) {

@@ -18,7 +18,7 @@ void write_trace(const std::string& path, const std::vector<TraceRow>& rows, dou
 std::vector<TraceRow> read_trace(const std::string& path);
 // /trace's clock_error_s attribute (0 for files written before it existed).
 double read_trace_clock_error(const std::string& path);
-// /trace's prompt_tokens_computed and prompt_tokens_reused attributes (0 for files written before them).
+// /trace's counter attributes (prompt tokens, speculation; 0 for files written before them).
 TraceCounters read_trace_counters(const std::string& path);
 
 }  // namespace glacier::io

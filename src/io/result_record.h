@@ -62,10 +62,15 @@ inline const char* trace_phase_name(TracePhase phase) {
 }
 
 // Job-wide counts stored as /trace attributes: the prompt tokens every replica's ring computed, and those
-// whose KV rows came from the prefix cache instead (--prefix-sharing).
+// whose KV rows came from the prefix cache instead (--prefix-sharing); speculative decoding's verify
+// steps, the tokens drafted into them, the drafts accepted and the tokens the steps emitted (--speculate).
 struct TraceCounters {
   int64_t prompt_tokens_computed = 0;
   int64_t prompt_tokens_reused = 0;
+  int64_t speculation_verifications = 0;
+  int64_t speculation_drafted = 0;
+  int64_t speculation_accepted = 0;
+  int64_t speculation_emitted = 0;
 };
 
 // One interval of one rank's timeline.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "compute/sampler.h"
+#include "pipeline/prompt_lookup.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -264,6 +265,8 @@ void Scheduler::admit() {
       s.awaiting_sample = true;
       active_.push_back(std::move(s));
     }
+    if (opts_.draft_max > 0 && a.req.mode == SeqMode::Generate && !may_speculate(a.req))
+      speculation_.plain_sequences += a.req.n_samples;
     if (!opts_.share_prompt) a.req.n_samples = 1;
     active_.push_back(std::move(a));
   }
@@ -340,6 +343,14 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       c.n_tokens = remaining - 1;
       last_chunk = false;
     }
+    // A greedy decode step carries drafted tokens when it has room for them: within the tokens the
+    // sequence may still emit (it emits one more than it keeps drafts), the budget and the draws bound.
+    int32_t n_draft = 0;
+    if (is_decode_step && !a.out.generated.empty() && may_speculate(a.req)) {
+      const int32_t room = std::min({opts_.draft_max, a.req.max_new_tokens - static_cast<int32_t>(a.out.generated.size()) - 1,
+                                     budget - 1, compute::kMaxExtraSamplesPerMicroBatch - extra_samples});
+      n_draft = lookup_draft(a.req.tokens, room, a.draft);
+    }
     if (a.req.mode == SeqMode::Generate) {
       c.output = last_chunk ? compute::OutputKind::Sample : compute::OutputKind::None;
       c.step = static_cast<int32_t>(a.out.generated.size());
@@ -368,6 +379,16 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       const auto at = static_cast<size_t>(a.n_fed + j);
       mb.targets.push_back(at < a.req.targets.size() ? a.req.targets[at] : -1);
     }
+    if (n_draft > 0) {
+      c.output = compute::OutputKind::Verify;
+      c.n_tokens += n_draft;
+      mb.tokens.insert(mb.tokens.end(), a.draft.begin(), a.draft.end());
+      mb.targets.insert(mb.targets.end(), static_cast<size_t>(n_draft), -1);
+      extra_samples += n_draft;
+      a.verify_start = c.start_pos;
+      speculation_.verifications++;
+      speculation_.drafted += n_draft;
+    }
     mb.chunks.push_back(c);
     // The prompt's positions (the output tokens fed back are the rest).
     const int32_t prompt_end = static_cast<int32_t>(a.req.tokens.size() - a.out.generated.size());
@@ -395,16 +416,16 @@ void Scheduler::finish(Active& a, FinishReason why, std::string error) {
   a.out.total_time = now_seconds() - a.t_start;
 }
 
-bool Scheduler::take_token(Active& a, int32_t token, float logprob, const compute::ChunkResult& cr,
+bool Scheduler::take_token(Active& a, int32_t token, float logprob, int32_t first_top, int32_t n_top,
                            const compute::MicroBatchResult& r) {
   a.awaiting_sample = false;
   if (a.out.generated.empty()) a.out.time_to_first_token = now_seconds() - a.t_start;
   a.out.generated.push_back(token);
   a.out.logprobs.push_back(logprob);
   // The alternatives of the row the token was drawn from (a prompt's samples share their first row's).
-  a.out.top_ids.insert(a.out.top_ids.end(), r.top_ids.begin() + cr.first_top, r.top_ids.begin() + cr.first_top + cr.n_top);
-  a.out.top_logprobs.insert(a.out.top_logprobs.end(), r.top_logprobs.begin() + cr.first_top,
-                            r.top_logprobs.begin() + cr.first_top + cr.n_top);
+  a.out.top_ids.insert(a.out.top_ids.end(), r.top_ids.begin() + first_top, r.top_ids.begin() + first_top + n_top);
+  a.out.top_logprobs.insert(a.out.top_logprobs.end(), r.top_logprobs.begin() + first_top,
+                            r.top_logprobs.begin() + first_top + n_top);
   if (should_stop_ && should_stop_(a.out)) {
     finish(a, FinishReason::Stop);
   } else if (static_cast<int32_t>(a.out.generated.size()) >= a.req.max_new_tokens) {
@@ -424,7 +445,7 @@ void Scheduler::start_siblings(Active& leader, const compute::ChunkResult& cr, c
   for (Active& s : active_) {
     if (!s.held || s.leader_slot != leader.slot || !s.out.generated.empty()) continue;
     const size_t k = static_cast<size_t>(cr.first_sample + (s.out.sample - leader.req.row) - 1);
-    if (take_token(s, r.sample_tokens[k], r.sample_logprobs[k], cr, r)) {
+    if (take_token(s, r.sample_tokens[k], r.sample_logprobs[k], cr.first_top, cr.n_top, r)) {
       pending_copies_.push_back({leader.slot, s.slot, n_prompt});
       leader.copies_pending++;
     }
@@ -438,6 +459,10 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
     Active& a = *found;
     a.chunks_in_flight--;
     if (a.finished) continue;
+    if (!a.draft.empty()) {
+      apply_verify(a, cr, r);
+      continue;
+    }
     if (cr.non_finite) {
       const std::string why = "the model produced non-finite logits (NaN or Inf) for this prompt";
       if (a.out.generated.empty() && a.req.n_samples > 1)  // the shared prefill: every sample fails
@@ -464,8 +489,43 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
     }
     if (cr.token < 0) continue;  // a prefill chunk that needed no output
     if (a.out.generated.empty() && a.req.n_samples > 1) start_siblings(a, cr, r);
-    take_token(a, cr.token, cr.logprob, cr, r);
+    take_token(a, cr.token, cr.logprob, cr.first_top, cr.n_top, r);
   }
+}
+
+bool Scheduler::may_speculate(const SequenceRequest& r) const {
+  return opts_.draft_max > 0 && r.mode == SeqMode::Generate && r.sampling.temperature <= 0.0f && !r.sampling.penalized();
+}
+
+void Scheduler::apply_verify(Active& a, const compute::ChunkResult& cr, const compute::MicroBatchResult& r) {
+  const auto n_draft = static_cast<int32_t>(a.draft.size());
+  GLACIER_ASSERT(cr.n_extra == n_draft && static_cast<size_t>(cr.first_sample + cr.n_extra) <= r.sample_tokens.size(),
+                 "a verify result with a row for each drafted token");
+  // Row j is what plain decoding would draw after the drafts before it; a non-finite row fails the
+  // sequence only if plain decoding would have reached it.
+  const int32_t bad_row = cr.non_finite > 0 ? cr.non_finite - 1 : n_draft + 1;
+  int32_t row = 0;
+  for (;; ++row) {
+    if (row == bad_row) {
+      finish(a, FinishReason::Error, "the model produced non-finite logits (NaN or Inf) for this prompt");
+      break;
+    }
+    const int32_t token = row == 0 ? cr.token : r.sample_tokens[static_cast<size_t>(cr.first_sample + row - 1)];
+    const float logprob = row == 0 ? cr.logprob : r.sample_logprobs[static_cast<size_t>(cr.first_sample + row - 1)];
+    const bool goes_on = take_token(a, token, logprob, cr.first_top + row * cr.n_top, cr.n_top, r);
+    ++speculation_.emitted;
+    if (!goes_on) break;  // a stop, or max_tokens
+    if (row == n_draft || token != a.draft[static_cast<size_t>(row)]) break;  // the model's own next token
+    ++speculation_.accepted;
+  }
+  if (!a.finished) {
+    // The rows after the last kept one hold rejected drafts: the next step writes over them (attention
+    // at a position reads only the positions before it, so they are never read).
+    a.n_fed = a.verify_start + 1 + row;
+    GLACIER_ASSERT(a.n_fed + 1 == static_cast<int32_t>(a.req.tokens.size()), "the verified tokens fed but the last");
+  }
+  a.draft.clear();
+  a.verify_start = -1;
 }
 
 void Scheduler::retire_finished() {

@@ -74,6 +74,19 @@ struct SchedulerOptions {
   // that asks for prompt log-probs computes every position itself (a copied row has no logits), though
   // others may take its rows.
   bool prefix_sharing = false;
+  // Speculative decoding by prompt lookup (--speculate lookup): a greedy, unpenalized sequence's decode
+  // step carries up to draft_max tokens drafted from its own prompt and output, verified in one chunk;
+  // the drafts the model agrees with are kept (the same tokens and log-probs as without). 0 = off.
+  int32_t draft_max = 0;
+};
+
+// Speculative decoding's counts over a run.
+struct SpeculationCounts {
+  int64_t verifications = 0;  // decode steps that carried drafted tokens
+  int64_t drafted = 0;        // tokens drafted in them
+  int64_t accepted = 0;       // drafted tokens the model agreed with (emitted without a step of their own)
+  int64_t emitted = 0;        // tokens those steps emitted (accepted plus the model's own next tokens)
+  int64_t plain_sequences = 0;  // sequences that could not speculate (sampled or penalized): decoded one token a step
 };
 
 class Scheduler {
@@ -101,6 +114,7 @@ class Scheduler {
   int64_t prompt_tokens_computed() const { return prompt_tokens_computed_; }
   // Prompt tokens whose KV rows came from the prefix cache instead (prefix_sharing).
   int64_t prompt_tokens_reused() const { return prompt_tokens_reused_; }
+  const SpeculationCounts& speculation() const { return speculation_; }
 
  private:
   struct Active {
@@ -128,7 +142,15 @@ class Scheduler {
     int32_t prefix_src = -1;
     int32_t prefix_len = 0;
     int32_t prefix_copies_pending = 0;
+    // Speculation: the tokens drafted into the decode step in flight, which starts at verify_start.
+    std::vector<int32_t> draft;
+    int32_t verify_start = -1;
   };
+  // Whether a sequence's decode steps may carry drafts: greedy and unpenalized only (a draft the model
+  // rejects would have entered the penalties' token counts; sampled tokens need a rejection rule).
+  bool may_speculate(const SequenceRequest& r) const;
+  // Takes the rows of a verify chunk's result, in order, while they agree with the drafts.
+  void apply_verify(Active& a, const compute::ChunkResult& cr, const compute::MicroBatchResult& r);
   void admit();
   // A free slot for a new sequence (prefix_sharing: the one whose rows are least worth keeping).
   int32_t take_free_slot();
@@ -142,7 +164,8 @@ class Scheduler {
   void apply(const compute::MicroBatchResult& r);
   // The first tokens of sample 0's siblings, drawn with its prompt's last row.
   void start_siblings(Active& leader, const compute::ChunkResult& cr, const compute::MicroBatchResult& r);
-  bool take_token(Active& a, int32_t token, float logprob, const compute::ChunkResult& cr,
+  // first_top, n_top: the token's alternatives in r.top_ids / r.top_logprobs.
+  bool take_token(Active& a, int32_t token, float logprob, int32_t first_top, int32_t n_top,
                   const compute::MicroBatchResult& r);
   Active* by_slot(int32_t slot);
   void finish(Active& a, FinishReason why, std::string error = {});
@@ -158,6 +181,7 @@ class Scheduler {
   std::deque<compute::SlotCopy> pending_copies_;  // sent first in the next micro-batches, in order
   int64_t prompt_tokens_computed_ = 0;
   int64_t prompt_tokens_reused_ = 0;
+  SpeculationCounts speculation_;
   int32_t head_overtaken_ = 0;  // admissions that passed the queue's head over since it became the head
   PrefixIndex prefix_;
   int32_t in_flight_ = 0;

@@ -199,3 +199,23 @@ TEST(Options, PrefixSharingIsOnOrOffFromTheCommandLineOrTheConfigFile) {
   EXPECT_EQ(parse({"--config", config_file("prefix.ini", "prefix-sharing = off\n")}).prefix_sharing, "off");
   EXPECT_EQ(refusal({"--prefix-sharing", "yes"}), "option --prefix-sharing: expected on or off, found 'yes'");
 }
+
+TEST(Options, SpeculateIsOffOrLookupWithABoundedDraftLength) {
+  EXPECT_EQ(parse({}).speculate, "off");
+  EXPECT_EQ(parse({}).draft_max, 4);
+  const auto o = parse({"--speculate", "lookup", "--draft-max", "7"});
+  EXPECT_EQ(o.speculate, "lookup");
+  EXPECT_EQ(o.draft_max, 7);
+  const auto ini = parse({"--config", config_file("speculate.ini", "speculate = lookup\ndraft-max = 2\n")});
+  EXPECT_EQ(ini.speculate, "lookup");
+  EXPECT_EQ(ini.draft_max, 2);
+  EXPECT_EQ(refusal({"--speculate", "ngram"}), "option --speculate: expected off or lookup, found 'ngram'");
+  EXPECT_EQ(refusal({"--speculate", "draft:small.gguf"}),
+            "option --speculate: expected off or lookup (a draft model, draft:PATH, is not implemented), found "
+            "'draft:small.gguf'");
+  EXPECT_EQ(refusal({"--speculate", "lookup", "--mode", "score"}),
+            "option --speculate: expected off with --mode score (only generated tokens are drafted), found 'lookup'");
+  EXPECT_EQ(refusal({"--draft-max", "3"}), "option --draft-max: expected --speculate lookup with it, found --speculate off");
+  EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "0"}), "option --draft-max: expected a count in 1..64, found 0");
+  EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "65"}), "option --draft-max: expected a count in 1..64, found 65");
+}

@@ -3,7 +3,10 @@
 // splits, micro-batch sizes and wire codecs (f32 lossless; int8 only close).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <thread>
 
 #include "comm/inprocess_channel.h"
@@ -39,13 +42,15 @@ std::string make_model() {
   return path;
 }
 
-std::vector<pipeline::SequenceRequest> requests(int32_t n_vocab) {
+// repetitive: prompts that repeat a few tokens, so prompt lookup has drafts to offer.
+std::vector<pipeline::SequenceRequest> requests(int32_t n_vocab, bool repetitive = false) {
   std::vector<pipeline::SequenceRequest> out;
   for (int i = 0; i < 10; ++i) {
     pipeline::SequenceRequest r;
     r.seq = i;
     r.tokens.push_back(1);
-    for (int j = 0; j < 3 + 7 * i % 23; ++j) r.tokens.push_back((37 * i + 11 * j) % n_vocab);
+    for (int j = 0; j < 3 + 7 * i % 23; ++j)
+      r.tokens.push_back(repetitive ? (37 * i + 11 * (j % (2 + i % 3))) % n_vocab : (37 * i + 11 * j) % n_vocab);
     r.max_new_tokens = 12;
     r.prompt_key = 1000 + i;
     r.sampling.temperature = i % 3 == 0 ? 0.9f : 0.0f;
@@ -65,7 +70,10 @@ pipeline::SchedulerOptions options(int n_stages, int32_t ubatch) {
   return o;
 }
 
-std::vector<pipeline::SequenceOutcome> run(int n_stages, int32_t ubatch, pipeline::WireCodec codec) {
+// draft_max > 0: speculative decoding by prompt lookup, on repetitive prompts, with a stop rule
+// (a token equal to the sequence's first, from its fourth on) so verify steps end mid-draft too.
+std::vector<pipeline::SequenceOutcome> run(int n_stages, int32_t ubatch, pipeline::WireCodec codec,
+                                           int32_t draft_max = -1, pipeline::SpeculationCounts* counts = nullptr) {
   auto file = gguf::File::open(make_model());
   const model::ModelConfig cfg = model::read_model_config(*file);
   const auto split = pipeline::partition_by_bytes(model::weight_bytes(*file, cfg), n_stages);
@@ -91,10 +99,16 @@ std::vector<pipeline::SequenceOutcome> run(int n_stages, int32_t ubatch, pipelin
         pring = pr.get();
         ring = std::move(pr);
       }
-      pipeline::Scheduler sched(options(n_stages, ubatch), *ring, nullptr,
-                                [&](pipeline::SequenceOutcome&& o) { outcomes[o.seq] = std::move(o); });
-      for (auto& q : requests(cfg.n_vocab)) sched.add(std::move(q));
+      pipeline::SchedulerOptions opts = options(n_stages, ubatch);
+      std::function<bool(const pipeline::SequenceOutcome&)> stop;
+      if (draft_max >= 0) {
+        opts.draft_max = draft_max;
+        stop = [](const pipeline::SequenceOutcome& o) { return o.generated.size() >= 4 && o.generated.back() == o.generated[0]; };
+      }
+      pipeline::Scheduler sched(opts, *ring, stop, [&](pipeline::SequenceOutcome&& o) { outcomes[o.seq] = std::move(o); });
+      for (auto& q : requests(cfg.n_vocab, draft_max >= 0)) sched.add(std::move(q));
       sched.run();
+      if (counts) *counts = sched.speculation();
       if (pring) pring->shutdown();
     });
   }
@@ -116,6 +130,34 @@ TEST(InProcessPipeline, StagesAsThreadsEqualOneStageBitwise) {
               << stages << " stages, ubatch " << ubatch << ", seq " << i << ", token " << t;
       }
     }
+}
+
+// Speculation keeps every token and log-prob: verify chunks through 1 and 3 stages, their drafts cut by
+// small micro-batches (ubatch 3) or not, against the same requests without drafts (draft_max 0).
+TEST(InProcessPipeline, SpeculativeDecodingEqualsPlainDecodingBitwise) {
+  const auto plain = run(1, 64, pipeline::WireCodec::F32, 0);
+  // The stop rule ends some sequences early and not others, so both endings are compared.
+  const auto stopped = std::count_if(plain.begin(), plain.end(), [](const auto& o) { return o.finish == pipeline::FinishReason::Stop; });
+  EXPECT_GT(stopped, 0);
+  EXPECT_LT(stopped, static_cast<std::ptrdiff_t>(plain.size()));
+  for (int stages : {1, 3})
+    for (int32_t ubatch : {3, 64})
+      for (int32_t draft_max : {1, 4}) {
+        pipeline::SpeculationCounts counts;
+        const auto spec = run(stages, ubatch, pipeline::WireCodec::F32, draft_max, &counts);
+        const std::string where = std::to_string(stages) + " stages, ubatch " + std::to_string(ubatch) +
+                                  ", draft_max " + std::to_string(draft_max);
+        EXPECT_GT(counts.drafted, 0) << where;
+        EXPECT_EQ(counts.plain_sequences, 4) << where << ": the sampled requests (every third) decode without drafts";
+        for (size_t i = 0; i < plain.size(); ++i) {
+          EXPECT_EQ(spec[i].generated, plain[i].generated) << where << ", seq " << i;
+          EXPECT_EQ(spec[i].finish, plain[i].finish) << where << ", seq " << i;
+          ASSERT_EQ(spec[i].logprobs.size(), plain[i].logprobs.size()) << where << ", seq " << i;
+          for (size_t t = 0; t < plain[i].logprobs.size(); ++t)
+            EXPECT_EQ(std::memcmp(&spec[i].logprobs[t], &plain[i].logprobs[t], sizeof(float)), 0)
+                << where << ", seq " << i << ", token " << t;
+        }
+      }
 }
 
 TEST(InProcessPipeline, LossyWiresStayClose) {

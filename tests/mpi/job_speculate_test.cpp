@@ -1,0 +1,152 @@
+// --speculate lookup in whole jobs: greedy rows give the same JSONL bytes (tokens, log-probs, top
+// alternatives, finish reasons) as --speculate off, at 1 and 3 ranks and --draft-max 1..4, on stories260K
+// with repetitive prompts (so drafts are accepted) and on a synthetic model; stops, max_tokens,
+// min_tokens and sampled or penalized rows (which decode without drafts) behave as without speculation.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/job_runner.h"
+#include "common/test_env.h"
+#include "io/hdf5_trace.h"
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kJobTimeLimitS = 120;  // seconds of work at most; the limit only stops a hung job
+
+// Texts that repeat themselves, so the continuation tends to repeat them too.
+const std::vector<std::string> kRepetitive = {
+    "Once upon a time there was a cat. The cat sat on the mat. The cat sat on the mat. The cat sat on the",
+    "Tom said: I like the ball. I like the ball. I like the ball. I like",
+    "One two three four. One two three four. One two three four. One two",
+    "Lily went to the park. She saw a dog. Lily went to the park. She saw a",
+    "The sun is hot. The sun is big. The sun is hot. The sun is",
+};
+
+struct Job {
+  std::string jsonl;  // the JSONL output's bytes
+  std::string log;
+  std::string dir;
+};
+
+Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
+        const std::string& extra) {
+  const std::string dir = glacier::testing::scratch_dir("speculate-" + name);
+  {
+    std::ofstream out(dir + "/p.jsonl");
+    for (const json& l : lines) out << l.dump() << "\n";
+  }
+  const auto r = glacier::testing::run_glacier(np, "--model " + model + " --prompts " + dir + "/p.jsonl --jsonl " +
+                                                     dir + "/r.jsonl --out " + dir + "/r.h5 " + extra,
+                                                 kJobTimeLimitS);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return {glacier::testing::read_text(dir + "/r.jsonl"), r.output, dir};
+}
+
+// The same bytes, with the first differing line named on failure.
+void expect_same_results(const Job& spec, const Job& off, const std::string& what) {
+  ASSERT_FALSE(off.jsonl.empty());
+  if (spec.jsonl == off.jsonl) return;
+  std::istringstream a(spec.jsonl), b(off.jsonl);
+  std::string la, lb;
+  for (int line = 1; std::getline(a, la) && std::getline(b, lb); ++line)
+    ASSERT_EQ(la, lb) << "line " << line << " differs with " << what << " (first) and --speculate off (second)";
+  FAIL() << "the results have different line counts with " << what << " and off";
+}
+
+// The job's "N sequences decoded without" figure (-1 when missing).
+int64_t plain_sequences(const std::string& log) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex("(\\d+) sequences decoded without \\(sampled or penalized\\)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+// Greedy lines over the repetitive prompts with different endings, plus one sampled and one penalized
+// line that may not speculate. `stop_id`: a token the outputs contain, ending one line early (after
+// min_tokens on another).
+std::vector<json> lines_for(int stop_id) {
+  std::vector<json> lines;
+  for (size_t i = 0; i < kRepetitive.size(); ++i) {
+    lines.push_back({{"id", "long" + std::to_string(i)}, {"prompt", kRepetitive[i]}, {"max_tokens", 48}});
+    // An odd max_tokens, so a verify step is cut by the tokens left.
+    lines.push_back({{"id", "short" + std::to_string(i)}, {"prompt", kRepetitive[i]}, {"max_tokens", 5 + 2 * static_cast<int>(i)}});
+  }
+  lines.push_back({{"id", "stopstr"}, {"prompt", kRepetitive[0]}, {"max_tokens", 40}, {"stop", {"happy.\nThe"}}});
+  lines.push_back({{"id", "stopid"}, {"prompt", kRepetitive[1]}, {"max_tokens", 40}, {"stop_token_ids", {stop_id}}});
+  lines.push_back({{"id", "minstop"}, {"prompt", kRepetitive[1]}, {"max_tokens", 40}, {"min_tokens", 12}, {"stop_token_ids", {stop_id}}});
+  lines.push_back({{"id", "bias"}, {"prompt", kRepetitive[2]}, {"max_tokens", 30}, {"logit_bias", {{std::to_string(stop_id), -2.0}}}});
+  lines.push_back({{"id", "two"}, {"prompt", kRepetitive[3]}, {"max_tokens", 20}, {"n", 2}});
+  lines.push_back({{"id", "sampled"}, {"prompt", kRepetitive[4]}, {"max_tokens", 20}, {"temperature", 0.8}, {"seed", 3}});
+  lines.push_back({{"id", "penalized"}, {"prompt", kRepetitive[0]}, {"max_tokens", 20}, {"repetition_penalty", 1.3}});
+  return lines;
+}
+constexpr int64_t kPlainLines = 2;  // "sampled" and "penalized"
+
+class JobSpeculate : public ::testing::TestWithParam<int> {};
+
+TEST_P(JobSpeculate, StoriesGreedyIsBitwiseTheSameForEveryDraftLength) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  const int np = GetParam();
+  const std::string tag = "stories-np" + std::to_string(np);
+  // A token the model writes in the middle of a continuation, for the lines that stop on an id.
+  const Job probe = run(model, tag + "-probe", np, {{{"id", "p"}, {"prompt", kRepetitive[1]}, {"max_tokens", 20}}}, "");
+  const json probe_row = json::parse(probe.jsonl);
+  ASSERT_GE(probe_row["tokens"].size(), 8u);
+  const int stop_id = probe_row["tokens"][6].get<int>();
+  const std::vector<json> lines = lines_for(stop_id);
+  // 3 ranks: a small --ubatch cuts prompts into several chunks, and more slots than lines keep
+  // several sequences in each decode micro-batch.
+  const std::string common = (np == 1 ? "--slots 4" : "--slots 16 --ubatch 9") + std::string(" --top-logprobs 2");
+  const Job off = run(model, tag + "-off", np, lines, common);
+  for (int d = 1; d <= 4; ++d) {
+    const Job spec = run(model, tag + "-d" + std::to_string(d), np, lines,
+                         common + " --speculate lookup --draft-max " + std::to_string(d));
+    expect_same_results(spec, off, "--speculate lookup --draft-max " + std::to_string(d));
+    const glacier::io::TraceCounters c = glacier::io::read_trace_counters(spec.dir + "/r.h5");
+    EXPECT_GT(c.speculation_verifications, 0) << "d=" << d;
+    EXPECT_GT(c.speculation_accepted, 0) << "d=" << d << ": the repetitive prompts should have drafts accepted";
+    EXPECT_LE(c.speculation_drafted, d * c.speculation_verifications);
+    EXPECT_LE(c.speculation_accepted, c.speculation_drafted);
+    // A step emits its accepted drafts and the model's own token, less any cut by a stop or max_tokens.
+    EXPECT_LE(c.speculation_emitted, c.speculation_verifications + c.speculation_accepted);
+    EXPECT_GT(c.speculation_emitted, c.speculation_accepted);
+    EXPECT_EQ(plain_sequences(spec.log), kPlainLines) << spec.log;
+  }
+  const glacier::io::TraceCounters c_off = glacier::io::read_trace_counters(off.dir + "/r.h5");
+  EXPECT_EQ(c_off.speculation_verifications, 0);
+  EXPECT_EQ(plain_sequences(off.log), -1) << "no speculation summary with --speculate off";
+}
+
+TEST_P(JobSpeculate, SyntheticGreedyIsBitwiseTheSame) {
+  const int np = GetParam();
+  const std::string dir = glacier::testing::scratch_dir("speculate-model-np" + std::to_string(np));
+  const std::string model = dir + "/m.gguf";
+  const std::string mk = std::string(GLACIER_BUILD_DIR) +
+                         "/glacier_mkmodel --preset tiny --n-embd 128 --n-layer 3 --n-head 4 --n-head-kv 2 --n-ff 256 "
+                         "--n-vocab 1024 --type q8_0 --seed 11 --out " + model + " > /dev/null";
+  ASSERT_EQ(std::system(mk.c_str()), 0) << mk;
+  std::vector<json> lines;
+  for (size_t i = 0; i < kRepetitive.size(); ++i)
+    lines.push_back({{"id", "s" + std::to_string(i)}, {"prompt", kRepetitive[i]}, {"max_tokens", 24}});
+  const std::string tag = "synthetic-np" + std::to_string(np);
+  const Job off = run(model, tag + "-off", np, lines, "--slots 6");
+  for (int d : {1, 4}) {
+    const Job spec = run(model, tag + "-d" + std::to_string(d), np, lines,
+                         "--slots 6 --speculate lookup --draft-max " + std::to_string(d));
+    expect_same_results(spec, off, "--speculate lookup --draft-max " + std::to_string(d));
+    // Random weights make acceptance a matter of chance; the prompts' repeats make drafts certain.
+    EXPECT_GT(glacier::io::read_trace_counters(spec.dir + "/r.h5").speculation_drafted, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, JobSpeculate, ::testing::Values(1, 3),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+}  // namespace
