@@ -44,8 +44,7 @@ double time_decode_step(compute::TransformerStage& stage, int32_t rows, const pi
   for (int32_t i = 0; i < rows; ++i) head_rows[static_cast<size_t>(i)] = i;
   std::vector<float> logits;
   if (stage.weights().has_head) logits.resize(static_cast<size_t>(rows) * static_cast<size_t>(cfg.n_vocab));
-  auto run = [&] {
-    const double t0 = now_seconds();
+  auto step = [&] {
     if (stage.weights().has_embedding) {
       stage.embed(mb, x.data());
     } else {
@@ -53,7 +52,17 @@ double time_decode_step(compute::TransformerStage& stage, int32_t rows, const pi
     }
     stage.run_layers(mb, x.data());
     if (stage.weights().has_head) stage.head(x.data(), head_rows, logits.data());
-    return (now_seconds() - t0) * throttle.factor();
+  };
+  auto run = [&] {  // seconds a step, over steps for at least kDecodeStepRunSeconds
+    const double t0 = now_seconds();
+    int steps = 0;
+    double elapsed = 0.0;
+    do {
+      step();
+      ++steps;
+      elapsed = now_seconds() - t0;
+    } while (elapsed < kDecodeStepRunSeconds);
+    return elapsed / steps * throttle.factor();
   };
   run();  // warm-up
   std::vector<double> times;
@@ -76,7 +85,7 @@ std::string DecodeGroupPlan::describe() const {
     steps += buf;
   }
   std::snprintf(buf, sizeof buf,
-                "%d decode groups (auto, of %d to %d: %d slots, hop %.3g ms, decode step of %d rows by stage ",
+                "%d decode groups (auto, of %d to %d: %d slots, hop %.3g ms, decode step of %d rows by stage (line) ",
                 groups, static_cast<int>(stages.size()), max_groups, slots, hop_seconds * 1e3, largest_rows());
   std::string line = buf + steps;
   std::snprintf(buf, sizeof buf, " ms; predicted %.4g ms a token, %.4g at one group a stage)",
@@ -91,10 +100,11 @@ nlohmann::json DecodeGroupPlan::to_json() const {
   j["max_groups"] = max_groups;
   j["hop_ms"] = hop_seconds * 1e3;
   nlohmann::json steps = nlohmann::json::array();
-  for (const pipeline::StageStepCosts& c : stages) {
-    nlohmann::json ms = nlohmann::json::array();
-    for (double t : c.seconds) ms.push_back(t * 1e3);
-    steps.push_back({{"rows", c.rows}, {"ms", ms}});
+  for (size_t s = 0; s < stages.size(); ++s) {
+    nlohmann::json ms = nlohmann::json::array(), line = nlohmann::json::array();
+    for (double t : measured_steps[s].seconds) ms.push_back(t * 1e3);
+    for (double t : stages[s].seconds) line.push_back(t * 1e3);
+    steps.push_back({{"rows", stages[s].rows}, {"ms", ms}, {"line_ms", line}});
   }
   j["stage_step"] = steps;
   j["predicted_ms_per_token"] = choice.seconds_per_token * 1e3;
@@ -136,11 +146,13 @@ DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel& pipe, com
     mine.seconds.push_back(time_decode_step(stage, rows, throttle));
   }
   // Every rank learns every stage's times (nanoseconds: the channel gathers integers) and so the choice.
-  plan.stages.assign(static_cast<size_t>(n_stages), pipeline::StageStepCosts{mine.rows, {}});
+  plan.measured_steps.assign(static_cast<size_t>(n_stages), pipeline::StageStepCosts{mine.rows, {}});
   for (double t : mine.seconds) {
     const std::vector<int64_t> all = pipe.allgather(static_cast<int64_t>(std::llround(t * 1e9)));
-    for (int s = 0; s < n_stages; ++s) plan.stages[static_cast<size_t>(s)].seconds.push_back(static_cast<double>(all[static_cast<size_t>(s)]) * 1e-9);
+    for (int s = 0; s < n_stages; ++s)
+      plan.measured_steps[static_cast<size_t>(s)].seconds.push_back(static_cast<double>(all[static_cast<size_t>(s)]) * 1e-9);
   }
+  for (const pipeline::StageStepCosts& m : plan.measured_steps) plan.stages.push_back(pipeline::linear_fit(m));
   pipeline::DecodeGroupInputs in;
   in.n_stages = n_stages;
   in.slots = slots;

@@ -16,9 +16,12 @@
 
 namespace glacier::app {
 
-// Timed repetitions of each decode step after one untimed warm-up; the median counts (the other
-// stages compute at the same moments, as in the run, so a step's time includes their share of the host).
+// Timed runs of each decode step after one untimed warm-up; the median counts. Each run repeats the step
+// for at least kDecodeStepRunSeconds, so that it spans several of the kernel's time slices: the other
+// stages compute at the same moments, as in the run, and a step's time includes their share of the host
+// (a single 1 ms step often runs on a core alone, and on a shared host timed 5-20 times faster than the run's).
 constexpr int kDecodeStepRuns = 3;
+constexpr double kDecodeStepRunSeconds = 0.02;
 // Trips around the ring for the hop time (each a few hops; a median of several).
 constexpr int kRingTrips = 9;
 
@@ -28,7 +31,8 @@ struct DecodeGroupPlan {
   int32_t slots = 0;
   int32_t max_groups = 0;      // auto's bound (the micro-batches in flight the memory check counted)
   double hop_seconds = 0.0;    // measured (auto with a ring only)
-  std::vector<pipeline::StageStepCosts> stages;  // measured, one per stage (idem)
+  std::vector<pipeline::StageStepCosts> measured_steps;  // one per stage (idem)
+  std::vector<pipeline::StageStepCosts> stages;          // their lines (pipeline::linear_fit), the rule's input
   pipeline::DecodeGroupChoice choice;            // idem
   bool measured() const { return !stages.empty(); }
   int32_t largest_rows() const;     // the largest row count timed (0 when nothing was)

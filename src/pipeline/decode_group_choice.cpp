@@ -40,6 +40,33 @@ double StageStepCosts::at(int32_t n) const {
   return std::max(0.0, seconds[j - 1] + slope * static_cast<double>(n - rows[j - 1]));
 }
 
+StageStepCosts linear_fit(const StageStepCosts& m) {
+  if (m.rows.empty() || m.rows.size() != m.seconds.size())
+    throw std::invalid_argument("decode groups: expected one time for each measured row count, and at least one");
+  const double n = static_cast<double>(m.rows.size());
+  double sx = 0.0, sy = 0.0, sxx = 0.0, sxy = 0.0;
+  for (size_t i = 0; i < m.rows.size(); ++i) {
+    const double x = m.rows[i], y = m.seconds[i];
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double spread = n * sxx - sx * sx;
+  double per_row = spread > 0.0 ? (n * sxy - sx * sy) / spread : 0.0;
+  double fixed = (sy - per_row * sx) / n;
+  if (per_row < 0.0) {  // costs that fall with rows are noise: a flat line at their mean
+    per_row = 0.0;
+    fixed = sy / n;
+  } else if (fixed < 0.0) {  // through the origin instead
+    fixed = 0.0;
+    per_row = sxx > 0.0 ? sxy / sxx : 0.0;
+  }
+  StageStepCosts line{m.rows, {}};
+  for (int32_t r : m.rows) line.seconds.push_back(fixed + per_row * r);
+  return line;
+}
+
 double predicted_seconds_per_token(const DecodeGroupInputs& in, int32_t groups) {
   check(in);
   if (groups < 1) throw std::invalid_argument("decode groups: expected at least one group");

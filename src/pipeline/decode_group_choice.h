@@ -16,6 +16,12 @@ struct StageStepCosts {
   double at(int32_t n) const;
 };
 
+// The least-squares line t(b) = fixed + per_row x b through the measurements, with fixed and per_row
+// kept >= 0, as costs at the same row counts. A step on a shared host is timed with a few percent of
+// noise at each row count; a line keeps that noise from reading as batch efficiency lost or gained
+// (the kernels' row tiles make the true costs slightly jagged, which the line gives up).
+StageStepCosts linear_fit(const StageStepCosts& measured);
+
 struct DecodeGroupInputs {
   int32_t n_stages = 1;
   int32_t slots = 1;           // sequences that decode at once, at most

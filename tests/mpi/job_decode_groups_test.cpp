@@ -60,6 +60,11 @@ void expect_auto_recorded(const GroupedRun& r) {
     // 1, 2 and 4 rows: a group's rows at one group a stage is 16 / 4.
     EXPECT_EQ(stage.at("rows").get<std::vector<int>>(), (std::vector<int>{1, 2, 4})) << d.dump();
     for (double ms : stage.at("ms").get<std::vector<double>>()) EXPECT_GT(ms, 0.0) << d.dump();
+    // The rule's costs are a line through them, never falling with the rows.
+    const auto line = stage.at("line_ms").get<std::vector<double>>();
+    ASSERT_EQ(line.size(), 3u) << d.dump();
+    EXPECT_LE(line[0], line[1]) << d.dump();
+    EXPECT_LE(line[1], line[2]) << d.dump();
   }
   EXPECT_GT(d.at("predicted_ms_per_token").get<double>(), 0.0) << d.dump();
   EXPECT_LE(d.at("predicted_ms_per_token").get<double>(), d.at("predicted_ms_per_token_one_group_a_stage").get<double>())

@@ -10,6 +10,7 @@ namespace {
 
 using glacier::pipeline::choose_decode_groups;
 using glacier::pipeline::DecodeGroupInputs;
+using glacier::pipeline::linear_fit;
 using glacier::pipeline::predicted_seconds_per_token;
 using glacier::pipeline::StageStepCosts;
 
@@ -42,6 +43,25 @@ TEST(DecodeGroupChoice, StepCostsInterpolateLinearlyAndExtendTheLastSegment) {
   const StageStepCosts one{{8}, {3.0}};
   EXPECT_DOUBLE_EQ(one.at(1), 3.0);
   EXPECT_DOUBLE_EQ(one.at(64), 3.0);
+}
+
+TEST(DecodeGroupChoice, LinearFitRecoversALineAndKeepsItsTermsNonNegative) {
+  // Exactly on t = 2 + 0.5 b: the same line back.
+  const StageStepCosts on_line = linear_fit({{1, 2, 4, 8}, {2.5, 3.0, 4.0, 6.0}});
+  EXPECT_EQ(on_line.rows, (std::vector<int32_t>{1, 2, 4, 8}));
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(on_line.seconds[i], 2.0 + 0.5 * on_line.rows[i], 1e-12);
+  // Noise that makes 4 rows look cheaper per row than 8 or 2: x = 1, 2, 4 with y = 1, 3, 2. Sums: x 7,
+  // y 6, xx 21, xy 15; slope (3 x 15 - 7 x 6) / (3 x 21 - 49) = 3 / 14, fixed (6 - 1.5) / 3 = 1.5.
+  const StageStepCosts noisy = linear_fit({{1, 2, 4}, {1.0, 3.0, 2.0}});
+  EXPECT_NEAR(noisy.seconds[0], 1.5 + 3.0 / 14.0, 1e-12);
+  EXPECT_NEAR(noisy.seconds[2], 1.5 + 4 * 3.0 / 14.0, 1e-12);
+  // Falling costs: flat at their mean (2).
+  const StageStepCosts falling = linear_fit({{1, 2, 4}, {3.0, 2.0, 1.0}});
+  for (double t : falling.seconds) EXPECT_DOUBLE_EQ(t, 2.0);
+  // A negative intercept (x 1, 2 with y 1, 4: 3b - 2): through the origin, slope xy / xx = 9 / 5.
+  const StageStepCosts steep = linear_fit({{1, 2}, {1.0, 4.0}});
+  EXPECT_NEAR(steep.seconds[0], 9.0 / 5.0, 1e-12);
+  EXPECT_NEAR(steep.seconds[1], 18.0 / 5.0, 1e-12);
 }
 
 // t(b) = 1 + 0.1 b ms, 4 stages, 64 slots, no hop time. 4 groups of 16: t = 2.6, round max(4 x 2.6,
