@@ -22,7 +22,7 @@ namespace glacier::app {
 // (a single 1 ms step often runs on a core alone, and on a shared host timed 5-20 times faster than the run's).
 constexpr int kDecodeStepRuns = 3;
 constexpr double kDecodeStepRunSeconds = 0.02;
-// Trips around the ring for the hop time (each a few hops; a median of several).
+// Trips around the ring for the hop time (the fastest counts: comm/ring_timing.h).
 constexpr int kRingTrips = 9;
 
 struct DecodeGroupPlan {
