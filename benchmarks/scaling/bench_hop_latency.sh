@@ -82,7 +82,7 @@ for config in $CONFIGS; do
   for latency in $LATENCIES_MS; do
     rate=$(tr ' ' '\n' <<< "${rates[$config,$latency]}" | grep . | median)
     groups=${config#*:}; [ "$groups" = 0 ] && groups="$HOSTS (one a stage)"
-    [ "$groups" = auto ] && groups="auto: $(tr ' ' '\n' <<< "${chosen_by[$config,$latency]}" | grep . | sort -n | uniq -c | awk '{printf "%s%sx%s", NR > 1 ? "," : "", $2, $1}')"
+    [ "$groups" = auto ] && groups="auto: $(tr ' ' '\n' <<< "${chosen_by[$config,$latency]}" | grep . | sort -n | uniq -c | awk '{printf "%s%sx%s", (NR > 1 ? "," : ""), $2, $1}')"
     printf '%6s %13s %11s %18.1f %15s\n' "${config%:*}" "$groups" "$latency" "$rate" \
       "$(awk -v a="$rate" -v b="$base" 'BEGIN{if (b > 0) printf "%.3f", a / b; else print "-"}')"
   done
