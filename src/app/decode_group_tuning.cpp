@@ -8,6 +8,7 @@
 
 #include "app/memory_fit.h"
 #include "comm/ring_timing.h"
+#include "comm/startup_watchdog.h"
 #include "pipeline/wire.h"
 #include "util/clock.h"
 
@@ -59,6 +60,7 @@ double time_decode_step(compute::TransformerStage& stage, int32_t rows, const pi
     double elapsed = 0.0;
     do {
       step();
+      comm::startup::tick();  // the start-up watchdog hears from this rank between steps
       ++steps;
       elapsed = now_seconds() - t0;
     } while (elapsed < kDecodeStepRunSeconds);
@@ -141,6 +143,7 @@ DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel& pipe, com
   plan.hop_seconds = comm::ring_hop_seconds(pipe, pipeline::max_forward_bytes(largest, stage.config().n_embd), kRingTrips);
   pipeline::StageStepCosts mine;
   for (int32_t rows : rows_to_time(largest)) {
+    comm::startup::progress("decode step of " + std::to_string(rows) + " rows");
     pipe.barrier();  // every stage times the same step at once, sharing the host as in the run
     mine.rows.push_back(rows);
     mine.seconds.push_back(time_decode_step(stage, rows, throttle));
