@@ -84,7 +84,7 @@ struct RankSetup {
   int32_t n_ctx = 0;
   int32_t n_slots = 0;
   int32_t ubatch = 0;
-  int32_t decode_groups = 0;  // --decode-groups (0 = one a stage)
+  int32_t decode_groups = 0;  // --decode-groups, then the count plan_decode_groups chose (auto)
   uint64_t memory_budget = 0;  // bytes this rank may use: its share of the host's (or --max-memory-gib's)
   HostMemory memory;
   pipeline::ComputeThrottle throttle;  // --slow-rank
