@@ -9,7 +9,8 @@ MODEL=${2:-}
 LATENCIES_MS=${LATENCIES_MS:-"0 1"}
 # slots:decode-groups. 4:0 = one sequence a stage (latency exposed); 32:0 = the default cap, a decode group
 # a stage; 64:0 = more sequences a group; 64:8 = two groups a stage, so one computes while the other
-# crosses the links.
+# crosses the links; 64:auto = what --decode-groups auto (the default) chooses at start-up (the CSV's
+# chosen_groups). Each run's CSV row also has the 1-minute load average before it (a shared machine).
 CONFIGS=${CONFIGS:-"4:0 32:0 64:0 64:8"}
 PROMPTS=${PROMPTS:-64}
 MAX_TOKENS=${MAX_TOKENS:-64}
@@ -42,7 +43,7 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": "d%d" % i, "prompt": " ".join(words[start:start + 8])}) + "\n")
 PY
 
-run_job() {  # latency_ms slots decode_groups -> "generated_tok_per_s seconds"
+run_job() {  # latency_ms slots decode_groups -> "generated_tok_per_s seconds chosen_groups"
   local latency=$1 slots=$2 groups=$3 log=$WORK/run.log
   local job=("$BUILD/glacier_mpi" --model "$MODEL" --prompts "$WORK/prompts.jsonl" --jsonl "$WORK/out.jsonl"
              --max-tokens "$MAX_TOKENS" --threads 1 --bind none --slots "$slots" --decode-groups "$groups"
@@ -52,20 +53,24 @@ run_job() {  # latency_ms slots decode_groups -> "generated_tok_per_s seconds"
   else
     timeout -k 10 $RUN_LIMIT_S mpirun --oversubscribe --bind-to none -np "$HOSTS" "${job[@]}" > "$log" 2>&1
   fi || { echo "bench_hop_latency: job failed (latency $latency ms, slots $slots, decode groups $groups):" >&2; cat "$log" >&2; exit 1; }
-  sed -n 's/^done: .* generated tokens in \([0-9.]*\) s: .* \([0-9.]*\) generated tok\/s.*/\2 \1/p' "$log"
+  local chosen
+  chosen=$(sed -n 's/^rank 0: \([0-9]*\) decode groups (.*/\1/p' "$log" | head -1)
+  echo "$(sed -n 's/^done: .* generated tokens in \([0-9.]*\) s: .* \([0-9.]*\) generated tok\/s.*/\2 \1/p' "$log") ${chosen:--}"
 }
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "model $(basename "$MODEL") ($(du -h "$MODEL" | cut -f1)); $HOSTS ranks ($LAUNCH), 1 thread each; $PROMPTS prompts x $MAX_TOKENS new tokens; median of $REPS"
-echo "slots,decode_groups,latency_ms,rep,generated_tok_per_s,seconds" > "$CSV"
+echo "slots,decode_groups,latency_ms,rep,generated_tok_per_s,seconds,chosen_groups,load1" > "$CSV"
 run_job 0 32 0 > /dev/null  # warm-up: page cache, first touch
-declare -A rates
+declare -A rates chosen_by
 for rep in $(seq "$REPS"); do
   for config in $CONFIGS; do
     for latency in $LATENCIES_MS; do  # interleaved, so drifting load on the machine hits every configuration
-      read -r rate seconds <<< "$(run_job "$latency" "${config%:*}" "${config#*:}")"
-      echo "${config%:*},${config#*:},$latency,$rep,$rate,$seconds" >> "$CSV"
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      read -r rate seconds chosen <<< "$(run_job "$latency" "${config%:*}" "${config#*:}")"
+      echo "${config%:*},${config#*:},$latency,$rep,$rate,$seconds,$chosen,$load" >> "$CSV"
+      [ "${config#*:}" = auto ] && chosen_by[$config,$latency]+="$chosen "
       rates[$config,$latency]+="$rate "
     done
   done
@@ -76,7 +81,8 @@ for config in $CONFIGS; do
   base=$(tr ' ' '\n' <<< "${rates[$config,0]:-}" | grep . | median)
   for latency in $LATENCIES_MS; do
     rate=$(tr ' ' '\n' <<< "${rates[$config,$latency]}" | grep . | median)
-    groups=${config#*:}; [ "$groups" = 0 ] && groups="$HOSTS (default)"
+    groups=${config#*:}; [ "$groups" = 0 ] && groups="$HOSTS (one a stage)"
+    [ "$groups" = auto ] && groups="auto: $(tr ' ' '\n' <<< "${chosen_by[$config,$latency]}" | grep . | sort -n | uniq -c | awk '{printf "%s%sx%s", (NR > 1 ? "," : ""), $2, $1}')"
     printf '%6s %13s %11s %18.1f %15s\n' "${config%:*}" "$groups" "$latency" "$rate" \
       "$(awk -v a="$rate" -v b="$base" 'BEGIN{if (b > 0) printf "%.3f", a / b; else print "-"}')"
   done

@@ -8,7 +8,7 @@ import csv
 import math
 import statistics
 import sys
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -620,6 +620,33 @@ def formula_job(job, node, link):
 
 
 # ---------------------------------------------------------------------------------------------------
+# --decode-groups auto (src/pipeline/decode_group_choice.cpp), the same rule: G groups of b = ceil(S / G)
+# rows (ceil(S / b) groups form) take a round of max(sum_s t_s(b) + P h, groups x max_s t_s(b)); the
+# fewest groups from P to min(S, max_groups) within DECODE_GROUPS_NEAR_BEST of the best round per token.
+
+DECODE_GROUPS_NEAR_BEST = 0.02
+
+
+def decode_round_per_token(P, slots, hop_s, step_s, groups):
+    """step_s: one callable per stage, rows -> seconds of a decode step."""
+    rows = -(-slots // groups)
+    formed = -(-slots // rows)
+    t = [f(rows) for f in step_s]
+    return max(sum(t) + P * hop_s, formed * max(t)) / slots
+
+
+def choose_decode_groups(P, slots, max_groups, hop_s, step_s):
+    """(groups, predicted seconds a token) as glacier's rule picks them."""
+    if P == 1:
+        return 1, decode_round_per_token(P, slots, hop_s, step_s, 1)
+    candidates = list(range(P, max(P, min(slots, max_groups)) + 1))
+    per_token = [decode_round_per_token(P, slots, hop_s, step_s, g) for g in candidates]
+    best = min(per_token)
+    pick = next(i for i, v in enumerate(per_token) if v <= best * (1 + DECODE_GROUPS_NEAR_BEST))
+    return candidates[pick], per_token[pick]
+
+
+# ---------------------------------------------------------------------------------------------------
 # The sweep: calibrate on its one-rank runs, predict the rest.
 
 def read_csv(path):
@@ -1040,23 +1067,70 @@ def predict_hop(args):
     node = sharing.node(costs, "decode", args.cores)
     prompts = hop_workload(workloads["decode"])
     rates = defaultdict(list)
+    chosen = defaultdict(list)  # --decode-groups auto's choice in each run, by (slots, hop ms)
     for row in read_csv(args.hop_csv):
-        rates[(int(row["slots"]), int(row.get("decode_groups", 0)), float(row["latency_ms"]))].append(float(row["generated_tok_per_s"]))
+        groups = row.get("decode_groups", "0")
+        if groups == "auto":
+            chosen[(int(row["slots"]), float(row["latency_ms"]))].append(int(row["chosen_groups"]))
+        else:
+            groups = int(groups) or HOP_STAGES  # 0: one a stage
+        rates[(int(row["slots"]), groups, float(row["latency_ms"]))].append(float(row["generated_tok_per_s"]))
     tokens = sum(g for _, g in prompts)
     print(f"bench_hop_latency: {HOP_STAGES} stages over TCP ({args.link_latency_us:g} us, {args.link_gbytes:g} GB/s), "
           f"{args.cores:g} cores, ubatch {HOP_UBATCH}")
     print("| slots | decode groups | hop ms | measured tok/s (median of runs) | ratio to 0 ms | model tok/s | model ratio | error |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     pred = {}
-    for (slots, groups, lat), v in sorted(rates.items()):
+    order = lambda item: (item[0][0], str(item[0][1]).zfill(4), item[0][2])  # auto after the counts
+    for (slots, groups, lat), v in sorted(rates.items(), key=order):
+        if groups == "auto":  # the count auto chose most often
+            groups = statistics.mode(chosen[(slots, lat)])
         job = Job(shape, prompts, HOP_STAGES, 1, HOP_UBATCH, slots, decode_groups=groups)
         link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, lat / 1000.0)
         pred[(slots, groups, lat)] = tokens / predict_job(job, node, link)
-    for (slots, groups, lat), v in sorted(rates.items()):
+    for (slots, groups, lat), v in sorted(rates.items(), key=order):
+        shown, model_groups = groups, groups
+        if groups == "auto":
+            model_groups = statistics.mode(chosen[(slots, lat)])
+            shown = "auto: " + ", ".join(f"{g} x{n}" for g, n in sorted(Counter(chosen[(slots, lat)]).items()))
         m, base = statistics.median(v), statistics.median(rates.get((slots, groups, 0.0), [float("nan")]))
-        p, pbase = pred[(slots, groups, lat)], pred.get((slots, groups, 0.0), float("nan"))
-        print(f"| {slots} | {groups or HOP_STAGES} | {lat:g} | {m:.0f} ({len(v)} runs) | {m / base:.3f} | {p:.0f} | "
+        p, pbase = pred[(slots, model_groups, lat)], pred.get((slots, model_groups, 0.0), float("nan"))
+        print(f"| {slots} | {shown} | {lat:g} | {m:.0f} ({len(v)} runs) | {m / base:.3f} | {p:.0f} | "
               f"{p / pbase:.3f} | {100 * (p - m) / m:+.1f}% |")
+    print_decode_group_choices(shape, prompts, node, args, rates, chosen)
+
+
+def print_decode_group_choices(shape, prompts, node, args, rates, chosen):
+    """For each (slots, hop) of the runs: the groups auto chose, the rule's choice on the model's step costs
+    and hop, the simulation's fastest count of P..2P (auto's range), and the measured fastest count."""
+    P, tokens = HOP_STAGES, sum(g for _, g in prompts)
+    split = partition_by_bytes(shape, P)
+    fwd = WIRE_BYTES_PER_TOKEN["f32"](shape.n_embd)
+    context = statistics.mean(p + g / 2 for p, g in prompts)  # a decode row's, over its sequence's life
+    # glacier times every stage's step with all stages computing at once, so on this host's cores each
+    # gets its share, slowed by the sharing (Node.contention, Node.oversubscribed).
+    share = min(1.0, node.cores / P) * node.contention * (node.oversubscribed if P > node.cores else 1.0)
+    print()
+    print(f"--decode-groups auto: its choice in the runs, the same rule on the model's step costs, the simulation's "
+          f"fastest of {P}..{2 * P} groups (auto's range) and the measured fastest count (median tok/s)")
+    print("| slots | hop ms | auto chose (runs) | rule on the model's costs | simulation's fastest | measured fastest |")
+    print("|---:|---:|---|---:|---:|---|")
+    for slots, lat in sorted({(s, l) for s, _, l in rates}):
+        job = Job(shape, prompts, P, 1, HOP_UBATCH, slots)
+        link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9, lat / 1000.0)
+        step_s = [lambda b, st=st: sum(stage_costs(job, node, split, st, MicroBatch(0, b, b, round(b * context)))) / share
+                  for st in range(P)]
+        largest = -(-slots // P)
+        hop_s = link.latency_s + link.inject_s + largest * fwd / link.bandwidth_Bps
+        rule, _ = choose_decode_groups(P, slots, 2 * P, hop_s, step_s)
+        simulated = {g: tokens / predict_job(Job(shape, prompts, P, 1, HOP_UBATCH, slots, decode_groups=g), node, link)
+                     for g in range(P, min(slots, 2 * P) + 1)}
+        fastest = max(simulated, key=simulated.get)
+        measured = {g: statistics.median(v) for (s, g, l), v in rates.items() if (s, l) == (slots, lat) and g != "auto"}
+        best = max(measured, key=measured.get) if measured else None
+        auto = ", ".join(f"{g} x{n}" for g, n in sorted(Counter(chosen.get((slots, lat), [])).items())) or "-"
+        print(f"| {slots} | {lat:g} | {auto} | {rule} | {fastest} ({simulated[fastest]:.0f} tok/s) | "
+              + (f"{best} ({measured[best]:.0f} tok/s)" if best is not None else "-") + " |")
 
 
 # ---------------------------------------------------------------------------------------------------

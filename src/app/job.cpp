@@ -13,6 +13,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "app/decode_group_tuning.h"
 #include "app/input_checks.h"
 #include "app/measured_split.h"
 #include "app/memory_fit.h"
@@ -83,7 +84,7 @@ struct RankSetup {
   int32_t n_ctx = 0;
   int32_t n_slots = 0;
   int32_t ubatch = 0;
-  int32_t decode_groups = 0;  // --decode-groups (0 = one a stage)
+  int32_t decode_groups = 0;  // --decode-groups, then the count plan_decode_groups chose (auto)
   uint64_t memory_budget = 0;  // bytes this rank may use: its share of the host's (or --max-memory-gib's)
   HostMemory memory;
   pipeline::ComputeThrottle throttle;  // --slow-rank
@@ -823,6 +824,11 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     if (s.replicas > 1) GLACIER_LOG_INFO("%d pipeline replicas of %d stages", s.replicas, s.n_stages);
   }
   s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(s.shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
+  comm::startup::phase("timing a hop and decode steps (--decode-groups)");
+  const DecodeGroupPlan groups = plan_decode_groups(o, pipe, *s.stage, s.n_slots, s.throttle);
+  s.decode_groups = groups.groups;
+  if (driver) GLACIER_LOG_INFO("%s%s", s.replicas > 1 ? ("replica " + std::to_string(s.replica) + ": ").c_str() : "",
+                               groups.describe().c_str());
 
   const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
   start_trace_clock(ch, clock, trace);
@@ -861,7 +867,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       const ChatSetup chat = choose_chat_template(o, s.file->find_string("tokenizer.chat_template"));
       const auto provenance = [&] {
         return describe_run(o, *s.file, {pipeline::format_layer_split(s.split), ch.size(), hosts, s.n_ctx, chat,
-                                         started_at, model_sha256});
+                                         started_at, model_sha256, groups.to_json().dump()});
       };
       if (ch.rank() != 0) {
         code = serve_replica(o, *tok, chat, *ring, sopt, ch, counters);

@@ -28,7 +28,7 @@ struct MemoryShape {
   int32_t min_slots = 1;  // --slots when given, else one sequence: the least a stage can run with
   int32_t n_ctx = 0;
   int32_t ubatch = 0;
-  int32_t decode_groups = 0;  // --decode-groups (0 = one a stage)
+  int32_t decode_groups = 0;  // --decode-groups (0 or auto = one a stage: auto stays within the 2 a stage counted)
 };
 
 // Micro-batches a pipeline's driver keeps in flight (the scheduler's bound): enough to fill and overlap

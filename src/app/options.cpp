@@ -34,6 +34,17 @@ int32_t parse_replicas(const std::string& v) {
   return static_cast<int32_t>(n);
 }
 
+// "--decode-groups": a count in 0..kMaxSlots (0 = one a stage), or "auto" (kDecodeGroupsAuto).
+int32_t parse_decode_groups(const std::string& v) {
+  if (v == "auto") return kDecodeGroupsAuto;
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 0 || n > kMaxSlots)
+    throw InputError("option --decode-groups: expected a count in 0.." + std::to_string(kMaxSlots) + " or 'auto', found '" +
+                     v + "'");
+  return static_cast<int32_t>(n);
+}
+
 // "--seed": an unsigned 64-bit decimal, read strictly: no sign (strtoull would wrap "-1" to 2^64-1),
 // no spaces, no hex, nothing past the digits, nothing above 2^64-1.
 uint64_t parse_seed(const std::string& v) {
@@ -193,9 +204,12 @@ po::options_description describe(JobOptions& o) {
                                                        "for perplexity, the chunk length")
       ("slots", po::value(&o.slots)->default_value(o.slots), "sequences in flight (KV slots; 0 = sized from free memory)")
       ("ubatch", po::value(&o.ubatch)->default_value(o.ubatch), "tokens per micro-batch")
-      ("decode-groups", po::value(&o.decode_groups)->default_value(o.decode_groups),
-       "decode micro-batches in a pipeline at once (0 = one a stage; more hide slow links between ranks); "
-       "at most --slots, and the slots sized from memory are at least this many")
+      ("decode-groups", po::value<std::string>()->default_value("auto")->notifier([&o](const std::string& v) {
+         o.decode_groups = parse_decode_groups(v);
+       }),
+       "decode micro-batches in a pipeline at once: auto (chosen at start-up from the measured hop and step times, "
+       "one to two a stage), or a count (0 = one a stage; more hide slow links between ranks); a count is at most "
+       "--slots, and the slots sized from memory are at least this many")
       ("threads,t", po::value(&o.threads)->default_value(o.threads),
        "compute threads per rank (0 = the rank's share of the cores); at most the host's hardware threads")
       ("oversubscribe-threads", po::bool_switch(&o.oversubscribe_threads),
@@ -288,8 +302,8 @@ void check(const JobOptions& o) {
   if (o.mode == "perplexity" && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));
   if (o.slots < 0 || o.slots > kMaxSlots) bad("slots", "a count in 0.." + max_slots, std::to_string(o.slots));
   if (o.ubatch < 1) bad("ubatch", "a count >= 1", std::to_string(o.ubatch));
-  if (o.decode_groups < 0 || o.decode_groups > kMaxSlots)
-    bad("decode-groups", "a count in 0.." + max_slots, std::to_string(o.decode_groups));
+  if (o.decode_groups < kDecodeGroupsAuto || o.decode_groups > kMaxSlots)
+    bad("decode-groups", "a count in 0.." + max_slots + " or 'auto'", std::to_string(o.decode_groups));
   // A decode group is a micro-batch of decoding sequences: more groups than sequences could never fill.
   if (o.slots > 0 && o.decode_groups > o.slots)
     bad("decode-groups", "at most --slots (" + std::to_string(o.slots) + ")", std::to_string(o.decode_groups));

@@ -39,7 +39,9 @@ struct JobOptions {
   int32_t ctx = 0;        // 0 = the model's training context, at most kDefaultMaxCtx
   int32_t slots = 0;      // 0 = sized from free memory
   int32_t ubatch = 512;
-  int32_t decode_groups = 0;  // decode micro-batches kept in a pipeline at once (0 = one a stage)
+  // Decode micro-batches kept in a pipeline at once (0 = one a stage, kDecodeGroupsAuto = chosen at start-up
+  // from measured hop and step times, app/decode_group_tuning.h).
+  int32_t decode_groups = -1;
   int32_t threads = 0;    // 0 = this rank's share of the host's cores
   bool oversubscribe_threads = false;  // allow --threads above the host's hardware threads
   std::string bind = "core";
@@ -62,6 +64,9 @@ struct JobOptions {
   std::string config_file;
   std::vector<std::string> command_line;  // argv as given (recorded as provenance)
 };
+
+// --decode-groups auto (the default).
+constexpr int32_t kDecodeGroupsAuto = -1;
 
 // Bounds of the numeric options, shared with the checks that need the host or the prompt file.
 constexpr int32_t kMaxCtx = 1 << 20;       // positions a sequence; keeps KV-cache byte counts far from overflow

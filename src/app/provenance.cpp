@@ -62,6 +62,7 @@ Provenance describe_run(const JobOptions& o, const gguf::File& model, const RunF
   p.prompts_sha256 = sha256_file(o.prompts);
   p.batch_job = batch_job_json().dump();
   p.kernels = kernels::isa_name(kernels::active_isa());
+  p.decode_groups = facts.decode_groups;
   return p;
 }
 
@@ -154,7 +155,7 @@ nlohmann::json options_json(const JobOptions& o) {
           {"ctx", o.ctx},
           {"slots", o.slots},
           {"ubatch", o.ubatch},
-          {"decode-groups", o.decode_groups},
+          {"decode-groups", o.decode_groups == kDecodeGroupsAuto ? nlohmann::json("auto") : nlohmann::json(o.decode_groups)},
           {"threads", o.threads},
           {"oversubscribe-threads", o.oversubscribe_threads},
           {"bind", o.bind},

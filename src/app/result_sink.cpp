@@ -132,7 +132,8 @@ ResultSink::~ResultSink() {
 // One entry of the file's "runs" attribute: who ran the job, where and with what.
 static nlohmann::json this_run(const Provenance& p) {
   return {{"started_at", p.started_at}, {"command_line", p.command_line}, {"hosts", p.hosts},   {"ranks", p.ranks},
-          {"version", p.version},       {"commit", p.commit},             {"kernels", p.kernels}, {"batch_job", nlohmann::json::parse(p.batch_job.empty() ? "{}" : p.batch_job)}};
+          {"version", p.version},       {"commit", p.commit},             {"kernels", p.kernels}, {"batch_job", nlohmann::json::parse(p.batch_job.empty() ? "{}" : p.batch_job)},
+          {"decode_groups", nlohmann::json::parse(p.decode_groups.empty() ? "{}" : p.decode_groups)}};
 }
 
 void ResultSink::open_outputs(const std::vector<io::ResultRecord>& rows, nlohmann::json runs, int64_t resumes) {
@@ -172,6 +173,7 @@ void ResultSink::write_provenance(int64_t resumes) {
   h5_->set_attribute("glacier_version", p.version);
   h5_->set_attribute("glacier_commit", p.commit);
   h5_->set_attribute("kernels", p.kernels);
+  h5_->set_attribute("decode_groups", p.decode_groups.empty() ? std::string("{}") : p.decode_groups);
   h5_->set_attribute("mode", p.mode);
   h5_->set_attribute("command_line", p.command_line);
   h5_->set_attribute("started_at", p.started_at);

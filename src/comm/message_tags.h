@@ -17,6 +17,8 @@ constexpr int kWork = 32;
 constexpr int kResult = 33;
 // Clock alignment, before any other point-to-point traffic (clock_sync.h).
 constexpr int kClockSync = 41;
+// The ring's hop timing for --decode-groups auto, after the clocks and before the pipeline starts (ring_timing.h).
+constexpr int kRingHop = 42;
 // Each rank's trace rows to rank 0, which writes the results file's /trace (app/trace_output.cpp).
 constexpr int kTraceRows = 51;
 // Stop notices and the start-up watchdog (stop_relay.cpp, startup_watchdog.cpp).

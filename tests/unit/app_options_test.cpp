@@ -69,10 +69,13 @@ TEST(Options, SlowRankTakesRankAndFactor) {
 
 }  // namespace
 
-TEST(Options, DecodeGroupsDefaultToOneAStageAndRefuseNegatives) {
-  EXPECT_EQ(parse({}).decode_groups, 0);
+TEST(Options, DecodeGroupsDefaultToAutoAndRefuseNegatives) {
+  EXPECT_EQ(parse({}).decode_groups, glacier::app::kDecodeGroupsAuto);
+  EXPECT_EQ(parse({"--decode-groups", "auto"}).decode_groups, glacier::app::kDecodeGroupsAuto);
+  EXPECT_EQ(parse({"--decode-groups", "0"}).decode_groups, 0);
   EXPECT_EQ(parse({"--decode-groups", "8"}).decode_groups, 8);
-  EXPECT_EQ(refusal({"--decode-groups", "-1"}), "option --decode-groups: expected a count in 0..65536, found -1");
+  EXPECT_EQ(refusal({"--decode-groups", "-1"}), "option --decode-groups: expected a count in 0..65536 or 'auto', found '-1'");
+  EXPECT_EQ(refusal({"--decode-groups", "8x"}), "option --decode-groups: expected a count in 0..65536 or 'auto', found '8x'");
 }
 
 namespace {
@@ -124,7 +127,9 @@ TEST(Options, ThreadsHaveAnUpperBoundAndTheOversubscriptionSwitch) {
 TEST(Options, DecodeGroupsStayWithinTheSlots) {
   EXPECT_EQ(parse({"--slots", "8", "--decode-groups", "8"}).decode_groups, 8);
   EXPECT_EQ(refusal({"--slots", "4", "--decode-groups", "8"}), "option --decode-groups: expected at most --slots (4), found 8");
-  EXPECT_EQ(refusal({"--decode-groups", "1000000"}), "option --decode-groups: expected a count in 0..65536, found 1000000");
+  EXPECT_EQ(refusal({"--decode-groups", "1000000"}), "option --decode-groups: expected a count in 0..65536 or 'auto', found '1000000'");
+  EXPECT_EQ(parse({"--slots", "2", "--decode-groups", "auto"}).decode_groups, glacier::app::kDecodeGroupsAuto)
+      << "auto stays within the slots by itself";
   EXPECT_EQ(parse({"--decode-groups", "64"}).decode_groups, 64) << "sized slots are raised to the groups";
 }
 
