@@ -54,9 +54,9 @@ PromptFileFacts check_prompt_file(const JobOptions& o) {
   for (const io::PromptRecord& r : records) {
     if (!r.ok) continue;  // its own error row says why
     if (o.n > 1 && r.format == io::PromptFormat::OpenAiBatch)
-      throw InputError("option --n: expected 1 for a prompt file of OpenAI batch lines (n > 1 in OpenAI batch output "
-                       "is not implemented yet), found " + std::to_string(o.n) + " and a batch line at " + o.prompts +
-                       ":" + std::to_string(r.line));
+      throw InputError("option --n: expected 1 for a prompt file of OpenAI batch lines (each takes its n from "
+                       "\"body.n\", 1 when absent, as OpenAI's does), found " + std::to_string(o.n) +
+                       " and a batch line at " + o.prompts + ":" + std::to_string(r.line));
     (r.is_score() ? score : other) += 1;
     if (r.is_chat() && !facts.first_chat_line) facts.first_chat_line = r.line;
   }
