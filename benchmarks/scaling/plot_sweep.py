@@ -19,7 +19,8 @@ import trace_tools  # noqa: E402
 from pipeline_model import CALIBRATION_KINDS  # noqa: E402
 
 CORES = 2  # this machine's: ranks beyond it share cores, so the ideal speed-up is min(np, CORES)
-PHASE_COLORS = {"compute": "tab:blue", "send": "tab:orange", "recv": "tab:green", "wait": "lightgray"}
+PHASE_COLORS = {"compute": "tab:blue", "send": "tab:orange", "recv": "tab:green", "wait": "lightgray",
+                "verify": "tab:purple", "draft": "tab:red"}
 DECODE_WINDOW_S = 0.25  # a decode run has thousands of intervals: its chart shows this much of the middle
 
 

@@ -6,7 +6,7 @@ import sys
 import h5py
 import numpy as np
 
-PHASES = ("recv", "compute", "send", "wait")  # /trace phase numbers 0..3 (README, Output)
+PHASES = ("recv", "compute", "send", "wait", "verify", "draft")  # /trace phase numbers 0..5 (README, Output)
 
 
 def trace(path):
@@ -19,12 +19,12 @@ def trace(path):
 
 
 def microbatches(path, run):
-    """CSV rows run,microbatch,tokens,compute_s of every compute interval (a one-rank run has one per
+    """CSV rows run,microbatch,tokens,compute_s of every compute (or verify) interval (a one-rank run has one per
     micro-batch: embedding, layers and output head together)."""
     t = trace(path)
     if np.any(t["rank"] != 0):
         raise SystemExit(f"trace_tools: expected a one-rank trace in {path}, found ranks {sorted(set(t['rank']))}")
-    rows = np.flatnonzero(t["phase"] == PHASES.index("compute"))
+    rows = np.flatnonzero(np.isin(t["phase"], [PHASES.index("compute"), PHASES.index("verify")]))
     for i in rows[np.argsort(t["microbatch"][rows])]:
         print(f"{run},{t['microbatch'][i]},{t['tokens'][i]},{t['end'][i] - t['start'][i]:.7f}")
 

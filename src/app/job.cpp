@@ -321,7 +321,7 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
 io::TraceCounters job_counters(const pipeline::Scheduler& sched) {
   const pipeline::SpeculationCounts& sp = sched.speculation();
   return {sched.prompt_tokens_computed(), sched.prompt_tokens_reused(), sp.verifications, sp.drafted, sp.accepted,
-          sp.emitted};
+          sp.emitted, sp.skipped_ring_full, sp.skipped_low_acceptance};
 }
 
 // --speculate's summary (this replica's share): how much drafting paid.
@@ -329,9 +329,11 @@ void print_speculation(const pipeline::SpeculationCounts& sp) {
   const double per_step = sp.verifications > 0 ? static_cast<double>(sp.emitted) / static_cast<double>(sp.verifications) : 0.0;
   const double rate = sp.drafted > 0 ? static_cast<double>(sp.accepted) / static_cast<double>(sp.drafted) : 0.0;
   std::printf("speculation: %lld verify steps, %lld tokens drafted, %lld accepted (%.1f%%), %.2f tokens per "
-              "verification, %lld sequences decoded without (sampled or penalized)\n",
+              "verification, %lld sequences decoded without (sampled or penalized), %lld steps without drafts as the "
+              "decode groups were full, %lld for low acceptance\n",
               static_cast<long long>(sp.verifications), static_cast<long long>(sp.drafted),
-              static_cast<long long>(sp.accepted), 100.0 * rate, per_step, static_cast<long long>(sp.plain_sequences));
+              static_cast<long long>(sp.accepted), 100.0 * rate, per_step, static_cast<long long>(sp.plain_sequences),
+              static_cast<long long>(sp.skipped_ring_full), static_cast<long long>(sp.skipped_low_acceptance));
   if (sp.plain_sequences > 0)
     GLACIER_LOG_WARN("--speculate lookup: %lld sequences sampled (temperature > 0) or penalized decoded without drafts "
                      "(only greedy, unpenalized rows are verified, which keeps their tokens exactly as without)",

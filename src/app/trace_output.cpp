@@ -103,6 +103,8 @@ void write_trace(const std::string& h5_path, comm::Channel& ch, const pipeline::
   for (int64_t n : ch.allgather(mine.speculation_drafted)) counters.speculation_drafted += n;
   for (int64_t n : ch.allgather(mine.speculation_accepted)) counters.speculation_accepted += n;
   for (int64_t n : ch.allgather(mine.speculation_emitted)) counters.speculation_emitted += n;
+  for (int64_t n : ch.allgather(mine.speculation_skipped_ring_full)) counters.speculation_skipped_ring_full += n;
+  for (int64_t n : ch.allgather(mine.speculation_skipped_low_acceptance)) counters.speculation_skipped_low_acceptance += n;
   // Every rank's rows reach rank 0 over the channel, in rank order, and rank 0 alone writes the file.
   const std::vector<int64_t> counts = ch.allgather(static_cast<int64_t>(rows.size()));
   if (ch.rank() != 0) {

@@ -61,7 +61,7 @@ std::vector<double> speeds_from_trace(const std::string& path, const EarlierRun&
   std::vector<double> seconds(static_cast<size_t>(world), 0.0);
   std::vector<int64_t> tokens(static_cast<size_t>(world), 0);
   for (const io::TraceRow& row : run.rows) {
-    if (row.phase != io::TracePhase::Compute) continue;
+    if (!io::is_compute_phase(row.phase)) continue;
     if (row.rank < 0 || row.rank >= world)
       throw InputError(where(path) + "expected trace rows of ranks 0.." + std::to_string(world - 1) +
                        ", found one of rank " + std::to_string(row.rank));

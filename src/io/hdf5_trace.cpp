@@ -75,6 +75,8 @@ void write_trace_table(hid_t file, const std::string& path, const std::vector<Tr
   h5::write_attribute(group.get(), "speculation_drafted", counters.speculation_drafted);
   h5::write_attribute(group.get(), "speculation_accepted", counters.speculation_accepted);
   h5::write_attribute(group.get(), "speculation_emitted", counters.speculation_emitted);
+  h5::write_attribute(group.get(), "speculation_skipped_ring_full", counters.speculation_skipped_ring_full);
+  h5::write_attribute(group.get(), "speculation_skipped_low_acceptance", counters.speculation_skipped_low_acceptance);
 
   const hsize_t count = rows.size();
   Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what), H5Pclose);
@@ -143,7 +145,8 @@ TraceCounters read_trace_counters(const std::string& path) {
     throw InputError("trace file " + path + ": expected /trace attribute " + name + " to be an integer");
   };
   return {count("prompt_tokens_computed"),    count("prompt_tokens_reused"), count("speculation_verifications"),
-          count("speculation_drafted"),       count("speculation_accepted"), count("speculation_emitted")};
+          count("speculation_drafted"),       count("speculation_accepted"), count("speculation_emitted"),
+          count("speculation_skipped_ring_full"), count("speculation_skipped_low_acceptance")};
 }
 
 std::vector<TraceRow> read_trace(const std::string& path) {

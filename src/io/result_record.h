@@ -48,8 +48,13 @@ struct ResultRecord {
   std::string sampling;
 };
 
-enum class TracePhase : uint8_t { Recv = 0, Compute = 1, Send = 2, Wait = 3 };
-inline constexpr int kTracePhaseCount = 4;
+// Verify: compute of a micro-batch that carries drafted tokens to verify; Draft: the driver's drafting
+// (prompt lookup) for one micro-batch.
+enum class TracePhase : uint8_t { Recv = 0, Compute = 1, Send = 2, Wait = 3, Verify = 4, Draft = 5 };
+inline constexpr int kTracePhaseCount = 6;
+
+// Whether an interval is a stage computing a micro-batch (verify steps compute like any other).
+inline bool is_compute_phase(TracePhase phase) { return phase == TracePhase::Compute || phase == TracePhase::Verify; }
 
 inline const char* trace_phase_name(TracePhase phase) {
   switch (phase) {
@@ -57,13 +62,16 @@ inline const char* trace_phase_name(TracePhase phase) {
     case TracePhase::Compute: return "compute";
     case TracePhase::Send: return "send";
     case TracePhase::Wait: return "wait";
+    case TracePhase::Verify: return "verify";
+    case TracePhase::Draft: return "draft";
   }
   return "unknown";
 }
 
 // Job-wide counts stored as /trace attributes: the prompt tokens every replica's ring computed, and those
 // whose KV rows came from the prefix cache instead (--prefix-sharing); speculative decoding's verify
-// steps, the tokens drafted into them, the drafts accepted and the tokens the steps emitted (--speculate).
+// steps, the tokens drafted into them, the drafts accepted and the tokens the steps emitted, and the
+// decode steps that could have drafted but did not: decode groups full, or acceptance too low (--speculate).
 struct TraceCounters {
   int64_t prompt_tokens_computed = 0;
   int64_t prompt_tokens_reused = 0;
@@ -71,6 +79,8 @@ struct TraceCounters {
   int64_t speculation_drafted = 0;
   int64_t speculation_accepted = 0;
   int64_t speculation_emitted = 0;
+  int64_t speculation_skipped_ring_full = 0;
+  int64_t speculation_skipped_low_acceptance = 0;
 };
 
 // One interval of one rank's timeline.

@@ -54,6 +54,8 @@ TraceSummary summarize_trace(const std::vector<TraceRow>& rows) {
     summary.job_end = std::max({summary.job_end, row.end, row.start});
     PerRank& r = ranks[row.rank];
     r.by_phase[static_cast<int>(row.phase)].emplace_back(row.start, row.end);
+    // Compute's share includes verify steps (the verify phase keeps its own share too).
+    if (row.phase == TracePhase::Verify) r.by_phase[static_cast<int>(TracePhase::Compute)].emplace_back(row.start, row.end);
     r.all.emplace_back(row.start, row.end);
   }
   for (auto& [rank, r] : ranks) {

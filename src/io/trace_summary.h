@@ -11,7 +11,8 @@ namespace glacier::io {
 
 struct RankSummary {
   int32_t rank = 0;
-  // Seconds covered by each phase (overlapping intervals of one phase count once), index = TracePhase.
+  // Seconds covered by each phase (overlapping intervals of one phase count once), index = TracePhase;
+  // Compute includes the Verify intervals.
   double phase_seconds[kTracePhaseCount] = {};
   double bubble_seconds = 0;  // span time covered by no interval of this rank
   int64_t intervals = 0;

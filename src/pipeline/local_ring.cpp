@@ -20,7 +20,7 @@ void LocalRing::submit(const compute::MicroBatch& mb) {
   head_.evaluate(mb, x_.data(), done_[(head_index_ + count_) % done_.size()]);
   ++count_;
   throttle_.after_compute(now_seconds() - started);
-  if (trace_) trace_->add(mb.id, Phase::Compute, t0, trace_->now(), mb.n_tokens());
+  if (trace_) trace_->add(mb.id, compute_phase(mb), t0, trace_->now(), mb.n_tokens());
 }
 
 bool LocalRing::poll(compute::MicroBatchResult& out, bool wait) {

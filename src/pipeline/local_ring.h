@@ -19,6 +19,7 @@ class LocalRing : public Ring {
   // Slows each micro-batch's compute (--slow-rank).
   void set_throttle(ComputeThrottle throttle) { throttle_ = throttle; }
   int n_stages() const override { return 1; }
+  TraceLog* trace() override { return trace_; }
   void submit(const compute::MicroBatch& mb) override;
   bool poll(compute::MicroBatchResult& out, bool wait) override;
 

@@ -35,7 +35,7 @@ void PipelineRing::submit(const compute::MicroBatch& mb) {
   stage_.run_layers(mb, x_.data());
   throttle_.after_compute(trace_.now() - t, [this] { ch_.progress(); });
   const double t_compute = trace_.now();
-  trace_.add(mb.id, Phase::Compute, t, t_compute, mb.n_tokens());
+  trace_.add(mb.id, compute_phase(mb), t, t_compute, mb.n_tokens());
   comm::Request& req = send_req_[next_send_];
   if (req.active()) ch_.wait(req);  // this buffer's previous message must have left
   std::vector<uint8_t>& buf = send_buf_[next_send_];

@@ -27,6 +27,7 @@ class PipelineRing : public Ring {
           TraceLog& trace, ComputeThrottle throttle = ComputeThrottle(), WireIntegrity integrity = WireIntegrity());
   ~PipelineRing() override;
   int n_stages() const override { return n_stages_; }
+  TraceLog* trace() override { return &trace_; }
   void submit(const compute::MicroBatch& mb) override;
   // Throws WireIntegrityError when the result failed its checksum here or a stage reported a damaged
   // message in its place; the ring stays usable (for shutdown()).

@@ -5,6 +5,10 @@
 #include "compute/microbatch.h"
 
 namespace glacier::pipeline {
+class TraceLog;
+}
+
+namespace glacier::pipeline {
 
 class Ring {
  public:
@@ -14,6 +18,8 @@ class Ring {
   virtual void submit(const compute::MicroBatch& mb) = 0;
   // Takes the next finished micro-batch's result; with wait=false returns false when none is ready.
   virtual bool poll(compute::MicroBatchResult& out, bool wait) = 0;
+  // The timeline the ring records its intervals into (none: nullptr); the driver adds its own there.
+  virtual TraceLog* trace() { return nullptr; }
 };
 
 }  // namespace glacier::pipeline

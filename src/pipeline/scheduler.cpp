@@ -7,6 +7,7 @@
 
 #include "compute/sampler.h"
 #include "pipeline/prompt_lookup.h"
+#include "pipeline/trace.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -312,6 +313,11 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       ++decoding;
   const int32_t decode_cap = std::max(1, (decoding + opts_.decode_groups - 1) / opts_.decode_groups);
   int32_t decode_taken = 0;
+  // The drafting row of this micro-batch: its lookups' summed time, drawn from the first one's start,
+  // and the tokens they drafted.
+  TraceLog* const trace = opts_.draft_max > 0 ? ring_.trace() : nullptr;
+  double draft_start = 0.0, draft_seconds = 0.0;
+  int32_t draft_lookups = 0, draft_tokens = 0;
   for (Active& a : active_) {
     if (budget == 0) break;
     const int32_t remaining = static_cast<int32_t>(a.req.tokens.size()) - a.n_fed;
@@ -343,13 +349,29 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       c.n_tokens = remaining - 1;
       last_chunk = false;
     }
-    // A greedy decode step carries drafted tokens when it has room for them: within the tokens the
-    // sequence may still emit (it emits one more than it keeps drafts), the budget and the draws bound.
+    // A greedy decode step carries drafted tokens when the policy says they pay (decode groups not yet
+    // full, acceptance high enough: at most the length it allows) and it has room for them: within the
+    // tokens the sequence may still emit (it emits one more than it keeps drafts), the budget and the
+    // draws bound.
     int32_t n_draft = 0;
     if (is_decode_step && !a.out.generated.empty() && may_speculate(a.req)) {
-      const int32_t room = std::min({opts_.draft_max, a.req.max_new_tokens - static_cast<int32_t>(a.out.generated.size()) - 1,
-                                     budget - 1, compute::kMaxExtraSamplesPerMicroBatch - extra_samples});
-      n_draft = lookup_draft(a.req.tokens, room, a.draft);
+      const DraftDecision decision = decide_draft(decode_cap, opts_.draft_max, a.acceptance);
+      if (decision.verdict == DraftVerdict::RingFull) {
+        ++speculation_.skipped_ring_full;
+      } else if (decision.verdict == DraftVerdict::LowAcceptance) {
+        ++speculation_.skipped_low_acceptance;
+      } else {
+        const int32_t room = std::min({decision.max_tokens, a.req.max_new_tokens - static_cast<int32_t>(a.out.generated.size()) - 1,
+                                       budget - 1, compute::kMaxExtraSamplesPerMicroBatch - extra_samples});
+        const double t0 = trace ? trace->now() : 0.0;
+        n_draft = lookup_draft(a.req.tokens, room, a.draft);
+        if (trace) {
+          if (draft_lookups == 0) draft_start = t0;
+          draft_seconds += trace->now() - t0;
+          draft_lookups++;
+          draft_tokens += n_draft;
+        }
+      }
     }
     if (a.req.mode == SeqMode::Generate) {
       c.output = last_chunk ? compute::OutputKind::Sample : compute::OutputKind::None;
@@ -405,6 +427,7 @@ bool Scheduler::build(compute::MicroBatch& mb) {
   }
   if (mb.chunks.empty() && mb.copies.empty()) return false;
   mb.id = next_mb_id_++;
+  if (draft_lookups > 0) trace->add(mb.id, Phase::Draft, draft_start, draft_start + draft_seconds, draft_tokens);
   return true;
 }
 
@@ -505,6 +528,8 @@ void Scheduler::apply_verify(Active& a, const compute::ChunkResult& cr, const co
   // sequence only if plain decoding would have reached it.
   const int32_t bad_row = cr.non_finite > 0 ? cr.non_finite - 1 : n_draft + 1;
   int32_t row = 0;
+  int32_t accepted_now = 0;
+  bool rejected = false;
   for (;; ++row) {
     if (row == bad_row) {
       finish(a, FinishReason::Error, "the model produced non-finite logits (NaN or Inf) for this prompt");
@@ -515,9 +540,15 @@ void Scheduler::apply_verify(Active& a, const compute::ChunkResult& cr, const co
     const bool goes_on = take_token(a, token, logprob, cr.first_top + row * cr.n_top, cr.n_top, r);
     ++speculation_.emitted;
     if (!goes_on) break;  // a stop, or max_tokens
-    if (row == n_draft || token != a.draft[static_cast<size_t>(row)]) break;  // the model's own next token
+    if (row == n_draft) break;  // the model's own next token after every draft
+    if (token != a.draft[static_cast<size_t>(row)]) {  // the model's own token in a draft's place
+      rejected = true;
+      break;
+    }
     ++speculation_.accepted;
+    ++accepted_now;
   }
+  a.acceptance.record(accepted_now, rejected);
   if (!a.finished) {
     // The rows after the last kept one hold rejected drafts: the next step writes over them (attention
     // at a position reads only the positions before it, so they are never read).

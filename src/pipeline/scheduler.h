@@ -11,6 +11,7 @@
 #include "compute/microbatch.h"
 #include "pipeline/prefix_index.h"
 #include "pipeline/ring.h"
+#include "pipeline/speculation_policy.h"
 
 namespace glacier::pipeline {
 
@@ -87,6 +88,10 @@ struct SpeculationCounts {
   int64_t accepted = 0;       // drafted tokens the model agreed with (emitted without a step of their own)
   int64_t emitted = 0;        // tokens those steps emitted (accepted plus the model's own next tokens)
   int64_t plain_sequences = 0;  // sequences that could not speculate (sampled or penalized): decoded one token a step
+  // Decode steps of sequences that could speculate which carried no drafts by the policy's decision
+  // (speculation_policy.h): the decode groups were already full, or the sequence's acceptance too low.
+  int64_t skipped_ring_full = 0;
+  int64_t skipped_low_acceptance = 0;
 };
 
 class Scheduler {
@@ -145,6 +150,7 @@ class Scheduler {
     // Speculation: the tokens drafted into the decode step in flight, which starts at verify_start.
     std::vector<int32_t> draft;
     int32_t verify_start = -1;
+    DraftAcceptance acceptance;  // its drafts' acceptance so far, which sets their length
   };
   // Whether a sequence's decode steps may carry drafts: greedy and unpenalized only (a draft the model
   // rejects would have entered the penalties' token counts; sampled tokens need a rejection rule).

@@ -85,7 +85,7 @@ int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int 
     if (last) head->evaluate(mb, x.data(), result);
     throttle.after_compute(trace.now() - t_compute, [&ch] { ch.progress(); });
     const double t_send = trace.now();
-    trace.add(mb.id, Phase::Compute, t_compute, t_send, mb.n_tokens());
+    trace.add(mb.id, compute_phase(mb), t_compute, t_send, mb.n_tokens());
     if (out_req[next].active()) ch.wait(out_req[next]);
     size_t payload = 0;
     if (last) {

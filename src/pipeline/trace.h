@@ -4,11 +4,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "compute/microbatch.h"
 #include "util/clock.h"
 
 namespace glacier::pipeline {
 
-enum class Phase : uint8_t { Recv = 0, Compute = 1, Send = 2, Wait = 3 };  // numbering shared with io::TracePhase
+// Numbering shared with io::TracePhase. Verify: the compute interval of a micro-batch carrying at least
+// one verify chunk (--speculate). Draft: the driver's prompt lookups for one micro-batch it built.
+enum class Phase : uint8_t { Recv = 0, Compute = 1, Send = 2, Wait = 3, Verify = 4, Draft = 5 };
+
+// The phase a micro-batch's compute interval is recorded as.
+inline Phase compute_phase(const compute::MicroBatch& mb) {
+  for (const compute::Chunk& c : mb.chunks)
+    if (c.output == compute::OutputKind::Verify) return Phase::Verify;
+  return Phase::Compute;
+}
 
 struct TraceEvent {
   int64_t microbatch = -1;

@@ -124,7 +124,7 @@ def check_rows(gr, h5, jsonl):
 def check_trace(gr, h5, stages):
     tr = gr.load_trace(h5)
     expect(len(tr) > 0, f"{h5}: empty trace")
-    expect(set(tr["phase"].cat.categories) == {"recv", "compute", "send", "wait"}, f"{h5}: phase names {list(tr['phase'].cat.categories)}")
+    expect(set(tr["phase"].cat.categories) == {"recv", "compute", "send", "wait", "verify", "draft"}, f"{h5}: phase names {list(tr['phase'].cat.categories)}")
     expect(set(tr["stage"]) == set(range(stages)), f"{h5}: stages {sorted(set(tr['stage']))}, expected {stages}")
     expect(tr["host"].notna().all(), f"{h5}: a rank without a host")
     expect((tr["duration"] >= 0).all(), f"{h5}: negative durations")

@@ -96,7 +96,7 @@ TEST(IoTrace, SerialWriteReadBackIntoAResultsFile) {
     GTEST_SKIP() << "/usr/bin/python3 with h5py not found: h5py check skipped";
   std::string cmd = "/usr/bin/python3 -c \"import h5py,sys; p=h5py.File(sys.argv[1],'r')['trace/phase']; "
                     "names=[n.decode() if isinstance(n,bytes) else n for n in p.attrs['phase_names']]; "
-                    "sys.exit(0 if names==['recv','compute','send','wait'] and list(p[:2])==[0,1] else 1)\" " +
+                    "sys.exit(0 if names==['recv','compute','send','wait','verify','draft'] and list(p[:2])==[0,1] else 1)\" " +
                     path;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
@@ -138,6 +138,28 @@ TEST(IoTrace, ChromeTraceEventsInMicroseconds) {
     ++complete;
   }
   EXPECT_EQ(complete, hand_made_trace().size());
+}
+
+// Speculation's rows on one 10-second rank: compute [0,2), verify [2,5) (a micro-batch with drafts),
+// the driver's draft [5,5.5), recv [5.5,6).
+TEST(IoTrace, VerifyCountsAsComputeAndDraftIsItsOwnRow) {
+  const std::vector<TraceRow> rows = {{0, 0, TracePhase::Compute, 0.0, 2.0, 4, 0},
+                                      {0, 1, TracePhase::Verify, 2.0, 5.0, 12, 0},
+                                      {0, 2, TracePhase::Draft, 5.0, 5.5, 8, 0},
+                                      {0, 1, TracePhase::Recv, 5.5, 6.0, 0, 64},
+                                      {0, -1, TracePhase::Wait, 9.0, 10.0, 0, 0}};
+  const TraceSummary s = summarize_trace(rows);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  const double span = s.span();
+  EXPECT_NEAR(s.ranks[0].fraction(TracePhase::Compute, span), 0.5, kFractionTolerance);
+  EXPECT_NEAR(s.ranks[0].fraction(TracePhase::Verify, span), 0.3, kFractionTolerance);
+  EXPECT_NEAR(s.ranks[0].fraction(TracePhase::Draft, span), 0.05, kFractionTolerance);
+  EXPECT_NEAR(s.ranks[0].bubble_fraction(span), 0.3, kFractionTolerance);
+  std::multiset<std::string> names;
+  const nlohmann::json j = chrome_trace_events(rows, TraceLayout{1, {}});
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+  EXPECT_EQ(names, (std::multiset<std::string>{"compute", "verify", "draft", "recv", "wait"}));
 }
 
 // Two replicas of two stages on hosts a and b. Micro-batch 0 of each replica goes stage 0 -> stage 1
