@@ -36,6 +36,8 @@ using RowGemmFn = void (*)(const uint8_t* w, size_t w_row_bytes, int64_t o_begin
                            const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy);
 
 // The dot products of one variant. n counts elements (a multiple of 32 for the block types).
+// Tables fill it with designated initialisers (.field = kernel) so each entry names its field;
+// tests/kernels/kernel_tables_test.cpp lists every field and fails on a null one.
 struct DotKernels {
   float (*f32_f32)(const float* w, const float* x, int64_t n);
   float (*f16_f16)(const uint16_t* w, const uint16_t* x, int64_t n);

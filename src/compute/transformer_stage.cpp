@@ -55,7 +55,7 @@ const std::vector<float>& rope_divisors(const model::ModelConfig& cfg, const mod
 TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWeights weights, int32_t n_slots,
                                    int32_t n_ctx, int32_t max_tokens, ThreadPool& pool)
     : cfg_(cfg), w_(std::move(weights)), max_tokens_(max_tokens), pool_(pool),
-      kv_(cfg, w_.layers.size(), n_slots, n_ctx), matmul_(pool) {
+      kv_(cfg, w_.layer_range.size(), n_slots, n_ctx), matmul_(pool) {
   const size_t t = static_cast<size_t>(max_tokens);
   xn_.resize(t * std::max(cfg.n_embd, cfg.q_dim()));
   q_.resize(t * cfg.q_dim());
@@ -70,7 +70,7 @@ TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWe
   }
   attn_out_.resize(t * cfg.attn_out_dim());
   bool any_dense = false, any_moe = false;
-  for (int32_t l = w_.layers.first; l < w_.layers.last; ++l) (cfg.layer_is_dense(l) ? any_dense : any_moe) = true;
+  for (int32_t l = w_.layer_range.first; l < w_.layer_range.last; ++l) (cfg.layer_is_dense(l) ? any_dense : any_moe) = true;
   if (any_dense) {
     gate_.resize(t * cfg.n_ff);
     up_.resize(t * cfg.n_ff);
@@ -168,7 +168,7 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
     }
   }
   const int32_t E = cfg_.n_embd, O = cfg_.attn_out_dim();
-  for (int32_t li = 0; li < w_.layers.size(); ++li) {
+  for (int32_t li = 0; li < w_.layer_range.size(); ++li) {
     const model::LayerWeights& L = w_.layer[li];
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.attn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
     if (cfg_.spec.mla) {
@@ -180,7 +180,7 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
     matmul_(L.wo, attn_out_.data(), n, O, tmp_.data());
     add_to_residual(L.attn_post_norm, n, x);
     for (int32_t i = 0; i < n; ++i) kernels::rmsnorm(x + i * E, L.ffn_norm.data(), E, cfg_.rms_eps, xn_.data() + i * E);
-    if (!cfg_.layer_is_dense(w_.layers.first + li)) {
+    if (!cfg_.layer_is_dense(w_.layer_range.first + li)) {
       moe_->forward(L, xn_.data(), n, tmp_.data(), matmul_);
     } else {
       dense_ffn(L, n);
@@ -194,7 +194,7 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
   const int32_t n = mb.n_tokens(), hd = cfg_.head_dim, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const kernels::AttendFn attend = kernels::active_kernels().attend;
-  const bool slides = cfg_.layer_slides(w_.layers.first + li);
+  const bool slides = cfg_.layer_slides(w_.layer_range.first + li);
   // One task per (token, KV head): the query heads of a group share each key and value they read.
   // A token's cost grows with its position, so the tasks go to the threads' contiguous shares in the
   // order first, last, second, second to last, ...: every share then holds pairs of equal total cost

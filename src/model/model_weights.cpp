@@ -257,7 +257,7 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
                         bool has_head, ThreadPool* scan_pool, const LoadProgress& progress) {
   GLACIER_ASSERT(layers.first >= 0 && layers.first <= layers.last && layers.last <= c.n_layer, "layer range in model");
   ShardWeights w;
-  w.layers = layers;
+  w.layer_range = layers;
   w.has_embedding = has_embedding;
   w.has_head = has_head;
   if (has_embedding) {

@@ -52,11 +52,11 @@ struct LayerWeights {
 };
 
 struct ShardWeights {
-  LayerRange layers;
+  LayerRange layer_range;           // the model layers [first, last) this shard holds
   bool has_embedding = false;
   bool has_head = false;
   kernels::Matrix token_embd;      // [n_vocab rows x n_embd]
-  std::vector<LayerWeights> layer;  // layer[i] is model layer layers.first + i
+  std::vector<LayerWeights> layer;  // layer[i] is model layer layer_range.first + i
   std::vector<float> output_norm;
   std::vector<float> rope_freqs;   // rope_freqs.weight (n_rot / 2 divisors) on a shard with layers; empty: none
   // Phi-3 LongRoPE's rope_factors_long/short.weight (n_rot / 2 divisors each) on a shard with layers; empty: none.
