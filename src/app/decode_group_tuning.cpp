@@ -11,6 +11,7 @@
 #include "comm/startup_watchdog.h"
 #include "pipeline/wire.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 namespace glacier::app {
 namespace {
@@ -165,6 +166,35 @@ DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel& pipe, com
   plan.choice = pipeline::choose_decode_groups(in);
   plan.groups = plan.choice.groups;
   return plan;
+}
+
+std::optional<pipeline::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan) {
+  if (!plan.measured()) return std::nullopt;
+  pipeline::DecodeGroupInputs in;
+  in.n_stages = static_cast<int32_t>(plan.stages.size());
+  in.slots = plan.slots;
+  in.max_groups = plan.max_groups;
+  in.hop_seconds = plan.hop_seconds;
+  in.stages = plan.stages;
+  return pipeline::DecodeGroupRetuner(std::move(in), plan.groups);
+}
+
+void retune_between_waves(pipeline::Scheduler& sched, pipeline::DecodeGroupRetuner& r) {
+  sched.set_decode_groups_policy([&r](int32_t live) {
+    const int32_t before = r.groups();
+    const int32_t now = r.groups_for(live);
+    if (now != before)
+      GLACIER_LOG_INFO("decode groups re-tuned for %d live sequences: %d -> %d", live, before, now);
+    return now;
+  });
+}
+
+nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<pipeline::DecodeGroupRetune>& retunes) {
+  nlohmann::json j = plan.to_json();
+  nlohmann::json list = nlohmann::json::array();
+  for (const pipeline::DecodeGroupRetune& r : retunes) list.push_back({{"at_live", r.at_live}, {"from", r.from}, {"to", r.to}});
+  j["retunes"] = list;
+  return j;
 }
 
 }  // namespace glacier::app

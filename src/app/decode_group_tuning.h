@@ -3,6 +3,7 @@
 // model (pipeline/decode_group_choice.h) choose; the choice and its inputs go to the log and the results.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "compute/transformer_stage.h"
 #include "pipeline/compute_throttle.h"
 #include "pipeline/decode_group_choice.h"
+#include "pipeline/decode_group_retune.h"
+#include "pipeline/scheduler.h"
 
 namespace glacier::app {
 
@@ -46,5 +49,15 @@ struct DecodeGroupPlan {
 // before anything reads them.
 DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel& pipe, compute::TransformerStage& stage,
                                    int32_t slots, const pipeline::ComputeThrottle& throttle);
+
+// Re-tuning between waves (pipeline/decode_group_retune.h): a re-tuner starting from the plan's choice
+// when auto measured, none otherwise (an explicit --decode-groups N never re-tunes). It re-uses the
+// start-up step-cost lines: the stages' own compute times stay on their ranks (the driver's trace holds
+// only its own stage's), and gathering them would cost messages in the run.
+std::optional<pipeline::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan);
+// Lets `r` choose each micro-batch's decode groups in `sched`, logging each change once at info level.
+void retune_between_waves(pipeline::Scheduler& sched, pipeline::DecodeGroupRetuner& r);
+// The plan's results attribute with the re-choices the run made, as `retunes` [{at_live, from, to}].
+nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<pipeline::DecodeGroupRetune>& retunes);
 
 }  // namespace glacier::app

@@ -556,7 +556,7 @@ void idle_pause() { Backoff(backoff::kIdleDriver).pause(); }
 // every replica (`clients`: the other replicas' drivers) and the writer of the results.
 int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
                   const pipeline::SchedulerOptions& sopt, const Provenance& provenance, comm::Channel& world,
-                  const std::vector<int>& clients, io::TraceCounters& counters) {
+                  const std::vector<int>& clients, io::TraceCounters& counters, const DecodeGroupPlan& groups) {
   PromptBook book(o, tok, chat);
   const std::vector<io::PromptRecord>& records = book.records();
   ResultSink sink(o, provenance, records);
@@ -599,6 +599,8 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
         coord.own_result();
         emit(rows);
       });
+  std::optional<pipeline::DecodeGroupRetuner> retuner = make_retuner(groups);
+  if (retuner) retune_between_waves(sched, *retuner);
   // Another replica's prompt: its rows arrive together, one at a time here.
   std::map<int64_t, std::vector<io::ResultRecord>> remote_rows;
   auto remote = [&](io::ResultRecord&& r) {
@@ -677,6 +679,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     throw;
   }
   const double seconds = now_seconds() - t0;
+  if (retuner) sink.record_attribute("decode_groups", with_retunes(groups, retuner->retunes()).dump());
   sink.finish();
   progress.update(sink.done(), generated_tokens);
   progress.finish();
@@ -695,6 +698,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
   std::printf("prefill: %lld prompt tokens computed, %lld taken from the prefix cache\n",
               static_cast<long long>(sched.prompt_tokens_computed()), static_cast<long long>(sched.prompt_tokens_reused()));
   if (sopt.draft_max > 0) print_speculation(sched.speculation());
+  if (retuner) std::printf("decode groups: %zu re-tunes between waves\n", retuner->retunes().size());
   counters = job_counters(sched);
   if (sink.done() < total) {
     if (!stopping)
@@ -714,7 +718,8 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
 
 // The driver of replica k > 0: runs the prompts world rank 0 hands out and sends their results back.
 int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
-                  const pipeline::SchedulerOptions& sopt, comm::Channel& world, io::TraceCounters& counters) {
+                  const pipeline::SchedulerOptions& sopt, comm::Channel& world, io::TraceCounters& counters,
+                  const DecodeGroupPlan& groups) {
   PromptBook book(o, tok, chat);
   WorkClient client(world, 0);
   pipeline::Scheduler sched(
@@ -723,6 +728,8 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
         std::vector<io::ResultRecord> rows = book.result(out);
         if (!rows.empty()) client.send_results(rows);
       });
+  std::optional<pipeline::DecodeGroupRetuner> retuner = make_retuner(groups);
+  if (retuner) retune_between_waves(sched, *retuner);
   auto feed = [&](const std::vector<int32_t>& indices) {
     for (int32_t i : indices) {
       std::vector<io::ResultRecord> err = book.add(i, sched);
@@ -872,13 +879,13 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
                                          started_at, model_sha256, groups.to_json().dump()});
       };
       if (ch.rank() != 0) {
-        code = serve_replica(o, *tok, chat, *ring, sopt, ch, counters);
+        code = serve_replica(o, *tok, chat, *ring, sopt, ch, counters, groups);
       } else if (o.mode == "perplexity") {
         code = drive_perplexity(o, *tok, *ring, sopt, provenance());
       } else {
         std::vector<int> clients;
         for (int k = 1; k < s.replicas; ++k) clients.push_back(k * s.n_stages);
-        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(), ch, clients, counters);
+        code = drive_prompts(o, *tok, chat, *ring, sopt, provenance(), ch, clients, counters, groups);
       }
     } catch (const comm::StallError&) {
       throw;  // the ring cannot be shut down through a stalled rank: main aborts the job

@@ -307,10 +307,14 @@ bool Scheduler::build(compute::MicroBatch& mb) {
   int32_t extra_samples = 0;  // draws beyond each chunk's first, within kMaxExtraSamplesPerMicroBatch
   // Decode steps are spread over decode_groups micro-batches so that several are in the ring at once.
   int32_t decoding = 0;
-  for (const Active& a : active_)
+  int32_t generating = 0;  // admitted generate sequences, prefilling or decoding: the groups policy's count
+  for (const Active& a : active_) {
+    if (!a.finished && a.req.mode == SeqMode::Generate) ++generating;
     if (!a.finished && !a.held && !a.awaiting_prefix && a.started &&
         a.n_fed >= static_cast<int32_t>(a.req.tokens.size()) - 1)
       ++decoding;
+  }
+  if (decode_groups_policy_) opts_.decode_groups = std::max(1, decode_groups_policy_(generating));
   const int32_t decode_cap = std::max(1, (decoding + opts_.decode_groups - 1) / opts_.decode_groups);
   int32_t decode_taken = 0;
   // The drafting row of this micro-batch: its lookups' summed time, drawn from the first one's start,

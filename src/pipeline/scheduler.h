@@ -110,6 +110,10 @@ class Scheduler {
   void request_drain() { draining_ = true; }
   // Polled once per scheduling round: when it returns true, the scheduler drains (SIGTERM handling).
   void set_drain_check(std::function<bool()> check) { drain_check_ = std::move(check); }
+  // Asked before each micro-batch is built, with the admitted generate sequences then (prefilling ones
+  // too, so that a wave's start does not read as few decoding): the decode groups for it (--decode-groups
+  // auto re-tuning between waves). A micro-batch's grouping is fixed when it is built.
+  void set_decode_groups_policy(std::function<int32_t(int32_t live)> policy) { decode_groups_policy_ = std::move(policy); }
   bool drained_early() const { return draining_ && !waiting_.empty(); }
   // Sequences queued and not yet admitted (a driver that feeds the scheduler as it goes tops this up).
   size_t queued() const { return waiting_.size(); }
@@ -194,6 +198,7 @@ class Scheduler {
   int64_t next_mb_id_ = 0;
   bool draining_ = false;
   std::function<bool()> drain_check_;
+  std::function<int32_t(int32_t)> decode_groups_policy_;
 };
 
 }  // namespace glacier::pipeline
