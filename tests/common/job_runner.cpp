@@ -7,8 +7,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <sys/wait.h>
 
+#include "common/test_env.h"
 #include "util/clock.h"
 
 namespace glacier::testing {
@@ -53,6 +55,32 @@ GeneratedById read_generated(const std::string& jsonl) {
     }
   }
   return o;
+}
+
+LinesJob run_lines_job(const std::string& model, const std::string& scratch_name, int np,
+                       const std::vector<nlohmann::json>& lines, const std::string& extra, int time_limit_s) {
+  const std::string dir = scratch_dir(scratch_name);
+  {
+    std::ofstream out(dir + "/p.jsonl");
+    for (const nlohmann::json& l : lines) out << l.dump() << "\n";
+  }
+  const JobRun r = run_glacier(np, "--model " + model + " --prompts " + dir + "/p.jsonl --jsonl " + dir +
+                                       "/r.jsonl --out " + dir + "/r.h5 " + extra,
+                               time_limit_s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return {read_text(dir + "/r.jsonl"), r.output, dir};
+}
+
+void expect_same_jsonl(const std::string& first, const std::string& second, const std::string& first_label,
+                       const std::string& second_label) {
+  ASSERT_FALSE(second.empty()) << second_label << " wrote no results";
+  if (first == second) return;
+  std::istringstream a(first), b(second);
+  std::string la, lb;
+  for (int line = 1; std::getline(a, la) && std::getline(b, lb); ++line)
+    ASSERT_EQ(la, lb) << "line " << line << " differs with " << first_label << " (first) and " << second_label
+                      << " (second)";
+  FAIL() << "the results have different line counts with " << first_label << " and " << second_label;
 }
 
 }  // namespace glacier::testing

@@ -27,4 +27,18 @@ struct GeneratedById {
 // Reads a JSONL results file; every row must have status ok (a test failure names the row otherwise).
 GeneratedById read_generated(const std::string& jsonl);
 
+// A job over prompt lines written to p.jsonl in a fresh scratch directory named after `scratch_name`,
+// with its outputs r.jsonl and r.h5 there; a non-zero exit is a test failure naming the log.
+struct LinesJob {
+  std::string jsonl;  // the JSONL output's bytes
+  std::string log;
+  std::string dir;
+};
+LinesJob run_lines_job(const std::string& model, const std::string& scratch_name, int np,
+                       const std::vector<nlohmann::json>& lines, const std::string& extra, int time_limit_s = 120);
+
+// A test failure, naming the first line that differs, unless the two JSONL outputs are the same bytes.
+void expect_same_jsonl(const std::string& first, const std::string& second, const std::string& first_label,
+                       const std::string& second_label);
+
 }  // namespace glacier::testing

@@ -47,24 +47,11 @@ std::vector<json> generate_lines(int n_lines, int n_samples) {
   return lines;
 }
 
-struct Job {
-  std::string jsonl;  // the JSONL output's bytes
-  std::string log;
-  std::string dir;
-};
+using Job = glacier::testing::LinesJob;
 
 Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
         const std::string& extra) {
-  const std::string dir = glacier::testing::scratch_dir("prefix-" + name);
-  {
-    std::ofstream out(dir + "/p.jsonl");
-    for (const json& l : lines) out << l.dump() << "\n";
-  }
-  const auto r = glacier::testing::run_glacier(np, "--model " + model + " --prompts " + dir + "/p.jsonl --jsonl " +
-                                                     dir + "/r.jsonl --out " + dir + "/r.h5 " + extra,
-                                                 kJobTimeLimitS);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return {glacier::testing::read_text(dir + "/r.jsonl"), r.output, dir};
+  return glacier::testing::run_lines_job(model, "prefix-" + name, np, lines, extra, kJobTimeLimitS);
 }
 
 // The job's "N taken from the prefix cache" figure (-1 when missing).
@@ -76,13 +63,7 @@ int64_t reused(const std::string& log) {
 
 // The same bytes, with the first differing line named on failure.
 void expect_same_results(const Job& on, const Job& off) {
-  ASSERT_FALSE(off.jsonl.empty());
-  if (on.jsonl == off.jsonl) return;
-  std::istringstream a(on.jsonl), b(off.jsonl);
-  std::string la, lb;
-  for (int line = 1; std::getline(a, la) && std::getline(b, lb); ++line)
-    ASSERT_EQ(la, lb) << "line " << line << " differs with sharing on (first) and off (second)";
-  FAIL() << "the results have different line counts with sharing on and off";
+  glacier::testing::expect_same_jsonl(on.jsonl, off.jsonl, "sharing on", "sharing off");
 }
 
 // The synthetic model of these tests: a small Q8_0 llama (built once per test that needs it).

@@ -32,35 +32,16 @@ const std::vector<std::string> kRepetitive = {
     "The sun is hot. The sun is big. The sun is hot. The sun is",
 };
 
-struct Job {
-  std::string jsonl;  // the JSONL output's bytes
-  std::string log;
-  std::string dir;
-};
+using Job = glacier::testing::LinesJob;
 
 Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
         const std::string& extra) {
-  const std::string dir = glacier::testing::scratch_dir("speculate-" + name);
-  {
-    std::ofstream out(dir + "/p.jsonl");
-    for (const json& l : lines) out << l.dump() << "\n";
-  }
-  const auto r = glacier::testing::run_glacier(np, "--model " + model + " --prompts " + dir + "/p.jsonl --jsonl " +
-                                                     dir + "/r.jsonl --out " + dir + "/r.h5 " + extra,
-                                                 kJobTimeLimitS);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return {glacier::testing::read_text(dir + "/r.jsonl"), r.output, dir};
+  return glacier::testing::run_lines_job(model, "speculate-" + name, np, lines, extra, kJobTimeLimitS);
 }
 
 // The same bytes, with the first differing line named on failure.
 void expect_same_results(const Job& spec, const Job& off, const std::string& what) {
-  ASSERT_FALSE(off.jsonl.empty());
-  if (spec.jsonl == off.jsonl) return;
-  std::istringstream a(spec.jsonl), b(off.jsonl);
-  std::string la, lb;
-  for (int line = 1; std::getline(a, la) && std::getline(b, lb); ++line)
-    ASSERT_EQ(la, lb) << "line " << line << " differs with " << what << " (first) and --speculate off (second)";
-  FAIL() << "the results have different line counts with " << what << " and off";
+  glacier::testing::expect_same_jsonl(spec.jsonl, off.jsonl, what, "--speculate off");
 }
 
 // The job's "N sequences decoded without" figure (-1 when missing).
@@ -164,7 +145,9 @@ TEST_P(JobSpeculate, FullBatchDraftsOnlyOnceTheGroupsThinAndStaysBitwiseTheSame)
                      {"max_tokens", 6 + 6 * (i % 8)}});
   }
   const std::string tag = "batch-np" + std::to_string(np);
-  const std::string common = "--slots " + std::to_string(kPrompts);
+  // One decode group a stage (--decode-groups 0): auto would choose from timings, and with up to 2 groups
+  // a stage 32 sequences may fill no group to the policy's 8, which would leave nothing here to check.
+  const std::string common = "--slots " + std::to_string(kPrompts) + " --decode-groups 0";
   const Job off = run(model, tag + "-off", np, lines, common);
   const Job spec = run(model, tag + "-lookup", np, lines, common + " --speculate lookup --draft-max 4");
   expect_same_results(spec, off, "--speculate lookup with 32 sequences");

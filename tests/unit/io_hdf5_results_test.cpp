@@ -451,7 +451,7 @@ TEST(IoHdf5Results, PromptLogprobsRoundTripAtTheirOwnWidth) {
   // NaN != NaN: compare the float lists bit for bit.
   const auto bits = [](const std::vector<float>& v) {
     std::vector<uint32_t> out(v.size());
-    std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+    if (!v.empty()) std::memcpy(out.data(), v.data(), v.size() * sizeof(float));  // an empty vector's data() may be null
     return out;
   };
   for (size_t i = 0; i < rows.size(); ++i) {
