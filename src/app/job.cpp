@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/decode_group_tuning.h"
+#include "app/draft_model.h"
 #include "app/input_checks.h"
 #include "app/measured_split.h"
 #include "app/memory_fit.h"
@@ -92,6 +93,7 @@ struct RankSetup {
   std::unique_ptr<ThreadPool> pool;
   model::ShardWeights shard;  // moved into the stage once the slot count is agreed
   std::unique_ptr<compute::TransformerStage> stage;
+  std::unique_ptr<DraftModel> draft;  // --speculate draft:PATH, on each pipeline's driver
   std::vector<std::unique_ptr<OutputLock>> output_locks;  // rank 0: one writer per output file
 };
 
@@ -306,7 +308,8 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
   opt.ubatch = s.ubatch;
   opt.share_prompt = o.n_prefill == "once";
   opt.prefix_sharing = o.prefix_sharing == "on" && o.mode != "perplexity";  // a perplexity's chunks share nothing
-  opt.draft_max = o.speculate == "lookup" ? o.draft_max : 0;
+  opt.draft_max = o.speculate != "off" ? o.draft_max : 0;
+  opt.drafts = s.draft ? &s.draft->drafter() : nullptr;
   // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
   // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
   // decode steps into two cohorts (each reading every weight) where one micro-batch can hold them all.
@@ -335,7 +338,7 @@ void print_speculation(const pipeline::SpeculationCounts& sp) {
               static_cast<long long>(sp.accepted), 100.0 * rate, per_step, static_cast<long long>(sp.plain_sequences),
               static_cast<long long>(sp.skipped_ring_full), static_cast<long long>(sp.skipped_low_acceptance));
   if (sp.plain_sequences > 0)
-    GLACIER_LOG_WARN("--speculate lookup: %lld sequences sampled (temperature > 0) or penalized decoded without drafts "
+    GLACIER_LOG_WARN("--speculate: %lld sequences sampled (temperature > 0) or penalized decoded without drafts "
                      "(only greedy, unpenalized rows are verified, which keeps their tokens exactly as without)",
                      static_cast<long long>(sp.plain_sequences));
 }
@@ -833,6 +836,12 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     if (s.replicas > 1) GLACIER_LOG_INFO("%d pipeline replicas of %d stages", s.replicas, s.n_stages);
   }
   s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(s.shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
+  if (const std::string draft = draft_model_path(o); !draft.empty()) {
+    comm::startup::phase("loading the draft model (--speculate)");
+    agreed_step([&] {
+      if (driver) s.draft = std::make_unique<DraftModel>(draft, *s.file, s.n_slots, s.n_ctx, s.ubatch, *s.pool);
+    });
+  }
   comm::startup::phase("timing a hop and decode steps (--decode-groups)");
   const DecodeGroupPlan groups = plan_decode_groups(o, pipe, *s.stage, s.n_slots, s.throttle);
   s.decode_groups = groups.groups;

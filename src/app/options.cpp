@@ -118,6 +118,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::s
 }
 
 // "--slow-rank R:FACTOR": a rank >= 0 and a factor in [1, kMaxSlowFactor].
+constexpr const char* kDraftModelPrefix = "draft:";  // --speculate draft:PATH
 constexpr double kMaxSlowFactor = 1000.0;  // beyond this a test would only wait
 void parse_slow_rank(const std::string& v, JobOptions& o) {
   const size_t colon = v.find(':');
@@ -173,9 +174,11 @@ po::options_description describe(JobOptions& o) {
        "on: a prompt starting with tokens some KV slot already holds (a shared preamble, a scored context) "
        "copies their rows and computes only the rest; off: every prompt computes all of it (the same results)")
       ("speculate", po::value(&o.speculate)->default_value(o.speculate),
-       "off | lookup: speculative decoding of greedy, unpenalized rows (generate mode): a decode step also carries "
-       "up to --draft-max tokens that followed the row's last tokens earlier in its prompt and output, and keeps "
-       "those the model agrees with (the same tokens and log-probs; sampled or penalized rows decode as with off)")
+       "off | lookup | draft:PATH: speculative decoding of greedy, unpenalized rows (generate mode): a decode step "
+       "also carries up to --draft-max drafted tokens and keeps those the model agrees with (the same tokens and "
+       "log-probs; sampled or penalized rows decode as with off). lookup drafts the tokens that followed the row's "
+       "last tokens earlier in its prompt and output; draft:PATH, a small GGUF model with the same vocabulary, "
+       "decoded greedily on each pipeline's first rank")
       ("draft-max", po::value(&o.draft_max)->default_value(o.draft_max),
        "tokens drafted per speculative decode step, at most (1..64)")
       ("min-tokens", po::value(&o.min_tokens)->default_value(o.min_tokens),
@@ -286,9 +289,11 @@ void check(const JobOptions& o) {
   if (o.n_prefill != "once" && o.n_prefill != "each") bad("n-prefill", "once or each", "'" + o.n_prefill + "'");
   if (o.prefix_sharing != "on" && o.prefix_sharing != "off")
     bad("prefix-sharing", "on or off", "'" + o.prefix_sharing + "'");
-  if (o.speculate.rfind("draft:", 0) == 0)
-    bad("speculate", "off or lookup (a draft model, draft:PATH, is not implemented)", "'" + o.speculate + "'");
-  if (o.speculate != "off" && o.speculate != "lookup") bad("speculate", "off or lookup", "'" + o.speculate + "'");
+  const bool draft_model = o.speculate.rfind(kDraftModelPrefix, 0) == 0;
+  if (draft_model && draft_model_path(o).empty())
+    bad("speculate", "draft:PATH with the draft model's file", "'" + o.speculate + "'");
+  if (o.speculate != "off" && o.speculate != "lookup" && !draft_model)
+    bad("speculate", "off, lookup or draft:PATH", "'" + o.speculate + "'");
   if (o.speculate != "off" && o.mode != "generate")
     bad("speculate", "off with --mode " + o.mode + " (only generated tokens are drafted)", "'" + o.speculate + "'");
   if (o.draft_max < 1 || o.draft_max > kMaxDraftTokens)
@@ -344,6 +349,11 @@ void check(const JobOptions& o) {
 
 }  // namespace
 
+std::string draft_model_path(const JobOptions& o) {
+  return o.speculate.rfind(kDraftModelPrefix, 0) == 0 ? o.speculate.substr(std::string(kDraftModelPrefix).size())
+                                                      : std::string();
+}
+
 std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
   JobOptions o;
   o.command_line.assign(argv, argv + argc);
@@ -380,7 +390,7 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
     if (!o.partition_from.empty() && vm["partition"].defaulted()) o.partition = "measured";
     // A draft length without speculation would be ignored: refused, so a forgotten --speculate shows.
     if (!vm["draft-max"].defaulted() && o.speculate == "off")
-      throw InputError("option --draft-max: expected --speculate lookup with it, found --speculate off");
+      throw InputError("option --draft-max: expected --speculate lookup or draft:PATH with it, found --speculate off");
   } catch (const po::error& e) {
     throw InputError(std::string("options: ") + e.what() + " (see --help)");
   }

@@ -33,7 +33,7 @@ struct JobOptions {
   int32_t top_logprobs = 0;  // alternatives per generated token (0..20) for lines that do not say
   int32_t n = 1;          // samples per prompt (generate mode), one prefill shared by them
   std::string prefix_sharing = "on";  // on | off: prompts reuse the KV rows of a common prefix (same results)
-  std::string speculate = "off";  // off | lookup: speculative decoding of greedy rows (the same results)
+  std::string speculate = "off";  // off | lookup | draft:PATH: speculative decoding of greedy rows (the same results)
   int32_t draft_max = 4;          // tokens drafted per verified decode step (1..kMaxDraftTokens)
   std::string n_prefill = "once";  // once | each: whether the n samples share one prefill (same results)
   int32_t ctx = 0;        // 0 = the model's training context, at most kDefaultMaxCtx
@@ -75,6 +75,9 @@ constexpr int32_t kMaxThreads = 1 << 12;   // compute threads a rank, even with 
 constexpr double kMaxMemoryGiB = 1 << 20;  // 1 PiB a host: no host has more, and bytes stay far below 2^64
 constexpr int32_t kMaxDraftTokens = 64;    // a verify chunk is 1 + this many rows of logits on the last stage
 constexpr double kMaxSeconds = 1e7;        // ~116 days: a longer flush or stall interval is a typo
+
+// The PATH of --speculate draft:PATH, or "" for the other draft sources.
+std::string draft_model_path(const JobOptions& o);
 
 // Parses argv; returns nullopt after printing --help or --version. Throws InputError for unknown,
 // malformed or contradictory options (naming the option and, for INI files, the file).

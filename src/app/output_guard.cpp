@@ -53,8 +53,11 @@ bool same_file(const std::string& a, const std::string& b) {
 }
 
 void check_outputs_apart_from_inputs(const JobOptions& o) {
+  const std::string draft_model = draft_model_path(o);
   const std::pair<const char*, const std::string*> inputs[] = {
-      {"--model", &o.model}, {"--prompts", &o.prompts}, {"--config", &o.config_file}, {"--partition-from", &o.partition_from}};
+      {"--model", &o.model},          {"--prompts", &o.prompts},
+      {"--config", &o.config_file},   {"--partition-from", &o.partition_from},
+      {"--speculate draft:", &draft_model}};
   const std::pair<const char*, const std::string*> outputs[] = {{"--out", &o.h5_out}, {"--jsonl", &o.jsonl_out}};
   for (const auto& [out_name, out_path] : outputs) {
     if (out_path->empty()) continue;

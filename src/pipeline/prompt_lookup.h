@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "pipeline/draft_source.h"
+
 namespace glacier::pipeline {
 
 // Longest suffix looked up (then shorter ones, down to one token).
@@ -16,5 +18,14 @@ constexpr int32_t kLookupMaxNgram = 3;
 // repetition the match implies (period size - n - i) continues into the draft itself. No match: empty.
 int32_t lookup_draft(std::span<const int32_t> history, int32_t max_draft, std::vector<int32_t>& draft,
                      int32_t max_ngram = kLookupMaxNgram);
+
+// --speculate lookup as a draft source: no state, no second model.
+class LookupDrafts final : public DraftSource {
+ public:
+  int32_t propose(int32_t /*slot*/, std::span<const int32_t> history, int32_t max_draft,
+                  std::vector<int32_t>& draft) override {
+    return lookup_draft(history, max_draft, draft);
+  }
+};
 
 }  // namespace glacier::pipeline

@@ -20,6 +20,7 @@ Scheduler::Scheduler(SchedulerOptions opts, Ring& ring, std::function<bool(const
       should_stop_(std::move(should_stop)),
       on_finished_(std::move(on_finished)),
       prefix_(opts.n_slots) {
+  drafts_ = opts_.drafts ? opts_.drafts : &lookup_drafts_;
   GLACIER_ASSERT(opts_.n_slots > 0 && opts_.ubatch > 0 && opts_.max_in_flight > 0, "scheduler options positive");
   for (int32_t s = opts_.n_slots - 1; s >= 0; --s) free_slots_.push_back(s);
   active_.reserve(static_cast<size_t>(opts_.n_slots));
@@ -368,7 +369,7 @@ bool Scheduler::build(compute::MicroBatch& mb) {
         const int32_t room = std::min({decision.max_tokens, a.req.max_new_tokens - static_cast<int32_t>(a.out.generated.size()) - 1,
                                        budget - 1, compute::kMaxExtraSamplesPerMicroBatch - extra_samples});
         const double t0 = trace ? trace->now() : 0.0;
-        n_draft = lookup_draft(a.req.tokens, room, a.draft);
+        n_draft = drafts_->propose(a.slot, a.req.tokens, room, a.draft);
         if (trace) {
           if (draft_lookups == 0) draft_start = t0;
           draft_seconds += trace->now() - t0;

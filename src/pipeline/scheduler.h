@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "compute/microbatch.h"
+#include "pipeline/draft_source.h"
 #include "pipeline/prefix_index.h"
+#include "pipeline/prompt_lookup.h"
 #include "pipeline/ring.h"
 #include "pipeline/speculation_policy.h"
 
@@ -75,10 +77,13 @@ struct SchedulerOptions {
   // that asks for prompt log-probs computes every position itself (a copied row has no logits), though
   // others may take its rows.
   bool prefix_sharing = false;
-  // Speculative decoding by prompt lookup (--speculate lookup): a greedy, unpenalized sequence's decode
-  // step carries up to draft_max tokens drafted from its own prompt and output, verified in one chunk;
-  // the drafts the model agrees with are kept (the same tokens and log-probs as without). 0 = off.
+  // Speculative decoding (--speculate): a greedy, unpenalized sequence's decode step carries up to
+  // draft_max drafted tokens, verified in one chunk; the drafts the model agrees with are kept (the same
+  // tokens and log-probs as without). 0 = off.
   int32_t draft_max = 0;
+  // With draft_max > 0, where the drafts come from (--speculate draft:PATH, a model the caller owns and
+  // keeps alive); nullptr: prompt lookup.
+  DraftSource* drafts = nullptr;
 };
 
 // Speculative decoding's counts over a run.
@@ -182,6 +187,8 @@ class Scheduler {
   void retire_finished();
 
   SchedulerOptions opts_;
+  LookupDrafts lookup_drafts_;
+  DraftSource* drafts_;  // opts_.drafts, or lookup_drafts_
   Ring& ring_;
   std::function<bool(const SequenceOutcome&)> should_stop_;
   std::function<void(SequenceOutcome&&)> on_finished_;

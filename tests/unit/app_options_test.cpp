@@ -205,7 +205,7 @@ TEST(Options, PrefixSharingIsOnOrOffFromTheCommandLineOrTheConfigFile) {
   EXPECT_EQ(refusal({"--prefix-sharing", "yes"}), "option --prefix-sharing: expected on or off, found 'yes'");
 }
 
-TEST(Options, SpeculateIsOffOrLookupWithABoundedDraftLength) {
+TEST(Options, SpeculateIsOffLookupOrADraftModelWithABoundedDraftLength) {
   EXPECT_EQ(parse({}).speculate, "off");
   EXPECT_EQ(parse({}).draft_max, 4);
   const auto o = parse({"--speculate", "lookup", "--draft-max", "7"});
@@ -214,13 +214,20 @@ TEST(Options, SpeculateIsOffOrLookupWithABoundedDraftLength) {
   const auto ini = parse({"--config", config_file("speculate.ini", "speculate = lookup\ndraft-max = 2\n")});
   EXPECT_EQ(ini.speculate, "lookup");
   EXPECT_EQ(ini.draft_max, 2);
-  EXPECT_EQ(refusal({"--speculate", "ngram"}), "option --speculate: expected off or lookup, found 'ngram'");
-  EXPECT_EQ(refusal({"--speculate", "draft:small.gguf"}),
-            "option --speculate: expected off or lookup (a draft model, draft:PATH, is not implemented), found "
+  EXPECT_EQ(refusal({"--speculate", "ngram"}), "option --speculate: expected off, lookup or draft:PATH, found 'ngram'");
+  const auto draft = parse({"--speculate", "draft:models/small.gguf", "--draft-max", "3"});
+  EXPECT_EQ(glacier::app::draft_model_path(draft), "models/small.gguf");
+  EXPECT_EQ(draft.draft_max, 3);
+  EXPECT_EQ(glacier::app::draft_model_path(o), "");
+  EXPECT_EQ(refusal({"--speculate", "draft:"}),
+            "option --speculate: expected draft:PATH with the draft model's file, found 'draft:'");
+  EXPECT_EQ(refusal({"--speculate", "draft:small.gguf", "--mode", "score"}),
+            "option --speculate: expected off with --mode score (only generated tokens are drafted), found "
             "'draft:small.gguf'");
   EXPECT_EQ(refusal({"--speculate", "lookup", "--mode", "score"}),
             "option --speculate: expected off with --mode score (only generated tokens are drafted), found 'lookup'");
-  EXPECT_EQ(refusal({"--draft-max", "3"}), "option --draft-max: expected --speculate lookup with it, found --speculate off");
+  EXPECT_EQ(refusal({"--draft-max", "3"}),
+            "option --draft-max: expected --speculate lookup or draft:PATH with it, found --speculate off");
   EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "0"}), "option --draft-max: expected a count in 1..64, found 0");
   EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "65"}), "option --draft-max: expected a count in 1..64, found 65");
 }
