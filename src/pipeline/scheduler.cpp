@@ -353,10 +353,10 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       c.n_tokens = remaining - 1;
       last_chunk = false;
     }
-    // A greedy or sampled (unpenalized) decode step carries drafted tokens when the policy says they pay (decode groups not yet
-    // full, acceptance high enough: at most the length it allows) and it has room for them: within the
-    // tokens the sequence may still emit (it emits one more than it keeps drafts), the budget and the
-    // draws bound.
+    // An unpenalized decode step, greedy or sampled, carries drafted tokens when the policy says they pay
+    // (decode groups not yet full, acceptance high enough: at most the length it allows) and it has room
+    // for them: within the tokens the sequence may still emit (it emits one more than it keeps drafts),
+    // the budget and the draws bound.
     int32_t n_draft = 0;
     if (is_decode_step && !a.out.generated.empty() && may_speculate(a.req)) {
       const DraftDecision decision = decide_draft(decode_cap, opts_.draft_max, a.acceptance);
