@@ -332,14 +332,14 @@ void print_speculation(const pipeline::SpeculationCounts& sp) {
   const double per_step = sp.verifications > 0 ? static_cast<double>(sp.emitted) / static_cast<double>(sp.verifications) : 0.0;
   const double rate = sp.drafted > 0 ? static_cast<double>(sp.accepted) / static_cast<double>(sp.drafted) : 0.0;
   std::printf("speculation: %lld verify steps, %lld tokens drafted, %lld accepted (%.1f%%), %.2f tokens per "
-              "verification, %lld sequences decoded without (sampled or penalized), %lld steps without drafts as the "
+              "verification, %lld sequences decoded without (penalized), %lld steps without drafts as the "
               "decode groups were full, %lld for low acceptance\n",
               static_cast<long long>(sp.verifications), static_cast<long long>(sp.drafted),
               static_cast<long long>(sp.accepted), 100.0 * rate, per_step, static_cast<long long>(sp.plain_sequences),
               static_cast<long long>(sp.skipped_ring_full), static_cast<long long>(sp.skipped_low_acceptance));
   if (sp.plain_sequences > 0)
-    GLACIER_LOG_WARN("--speculate: %lld sequences sampled (temperature > 0) or penalized decoded without drafts "
-                     "(only greedy, unpenalized rows are verified, which keeps their tokens exactly as without)",
+    GLACIER_LOG_WARN("--speculate: %lld sequences with repetition, frequency or presence penalties decoded "
+                     "without drafts (a verify step would count drafts it then rejects in their penalties)",
                      static_cast<long long>(sp.plain_sequences));
 }
 

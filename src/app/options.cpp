@@ -174,11 +174,11 @@ po::options_description describe(JobOptions& o) {
        "on: a prompt starting with tokens some KV slot already holds (a shared preamble, a scored context) "
        "copies their rows and computes only the rest; off: every prompt computes all of it (the same results)")
       ("speculate", po::value(&o.speculate)->default_value(o.speculate),
-       "off | lookup | draft:PATH: speculative decoding of greedy, unpenalized rows (generate mode): a decode step "
-       "also carries up to --draft-max drafted tokens and keeps those the model agrees with (the same tokens and "
-       "log-probs; sampled or penalized rows decode as with off). lookup drafts the tokens that followed the row's "
-       "last tokens earlier in its prompt and output; draft:PATH, a small GGUF model with the same vocabulary, "
-       "decoded greedily on each pipeline's first rank")
+       "off | lookup | draft:PATH: speculative decoding of unpenalized rows, greedy or sampled (generate mode): a "
+       "decode step also carries up to --draft-max drafted tokens and keeps those its positions accept by "
+       "speculative sampling's rejection rule (the same tokens and log-probs as off; penalized rows decode as with "
+       "off). lookup drafts the tokens that followed the row's last tokens earlier in its prompt and output; "
+       "draft:PATH, a small GGUF model with the same vocabulary, decoded greedily on each pipeline's first rank")
       ("draft-max", po::value(&o.draft_max)->default_value(o.draft_max),
        "tokens drafted per speculative decode step, at most (1..64)")
       ("min-tokens", po::value(&o.min_tokens)->default_value(o.min_tokens),

@@ -11,8 +11,8 @@ enum class OutputKind : uint8_t {
   None = 0,    // a prefill chunk that is not the prompt's last: no logits needed
   Sample = 1,  // generate: sample the next token from the last position's logits
   Score = 2,   // score every position that has a target token (scoring and perplexity)
-  // speculative decoding: the chunk is a decode step's token followed by drafted tokens; every row is
-  // sampled (row j at step + j) and returned, so the driver keeps the drafts the model agrees with
+  // speculative decoding: a decode step's token followed by drafted tokens; row j (step + j) accepts or
+  // replaces the draft after it (Sampler::verify), and the driver keeps the drafts up to the first refused
   Verify = 3,
 };
 

@@ -94,7 +94,13 @@ void OutputHead::evaluate(const MicroBatch& mb, const float* x, MicroBatchResult
         if (!finite && r.non_finite == 0) r.non_finite = 1 + row;
         const int32_t step = c.step + row;  // the step this row's token would have in plain decoding
         slot_states_.slot(c.slot).apply(lg, n_vocab, c.sampling, step);
-        const TokenChoice t = sampler_.choose(lg, c.sampling, c.prompt_key, step);
+        // Row j < n_tokens - 1 verifies the draft fed at row j + 1; the last row (every draft accepted)
+        // draws as plain decoding does. The scheduler keeps the drafts up to the first whose row did not
+        // accept it (that row's token is then the one drawn in its place, never the draft).
+        const TokenChoice t =
+            row + 1 < c.n_tokens
+                ? sampler_.verify(lg, c.sampling, c.prompt_key, step, mb.tokens[c.token_offset + row + 1]).choice
+                : sampler_.choose(lg, c.sampling, c.prompt_key, step);
         if (row == 0) {  // the chunk's rows come one after the other: its draws and alternatives start here
           r.first_sample = static_cast<int32_t>(out.sample_tokens.size());
           r.first_top = static_cast<int32_t>(out.top_ids.size());

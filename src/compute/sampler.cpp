@@ -104,16 +104,21 @@ std::vector<int32_t> Sampler::candidates(const float* logits, const SamplingPara
   return ids;
 }
 
+double Sampler::weigh(const float* logits, const SamplingParams& p) {
+  filter(logits, p);
+  probs_.resize(cand_.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < cand_.size(); ++i)
+    sum += probs_[i] = std::exp((static_cast<double>(cand_[i].first) - cand_[0].first) / p.temperature);
+  return sum;
+}
+
 TokenChoice Sampler::choose(const float* logits, const SamplingParams& p, uint64_t prompt_key, int32_t step) {
   TokenChoice out;
   if (p.temperature <= 0.0f) {
     out.token = argmax(logits, n_vocab_);
   } else {
-    filter(logits, p);
-    probs_.resize(cand_.size());
-    double sum = 0.0;
-    for (size_t i = 0; i < cand_.size(); ++i)
-      sum += probs_[i] = std::exp((static_cast<double>(cand_[i].first) - cand_[0].first) / p.temperature);
+    const double sum = weigh(logits, p);
     const double u = counter_uniform(p.seed, prompt_key, static_cast<uint64_t>(step)) * sum;
     double cum = 0.0;
     // Should u round up to the sum, the last candidate that can be drawn (never a masked one, p = 0).
@@ -132,6 +137,39 @@ TokenChoice Sampler::choose(const float* logits, const SamplingParams& p, uint64
   out.lse = log_sum_exp(logits, n_vocab_);
   out.logprob = static_cast<float>(static_cast<double>(logits[out.token]) - out.lse);
   return out;
+}
+
+// Speculative sampling's rule: a draft d proposed with probability q(d) is accepted with probability
+// min(1, p(d) / q(d)), p being the distribution plain decoding draws this row from; on rejection the row's
+// token is drawn from max(0, p - q) renormalised, and the verification stops there. Every row's token then
+// follows p exactly. Prompt lookup's drafts are deterministic (q is 1 on d), so the rule reads: accept d
+// with probability p(d); on rejection draw from p with d removed, renormalised.
+//
+// It is realised here with the row's one uniform of the sequence's stream, the draw choose() makes at
+// this step: x drawn from p, d accepted exactly when x == d, else x is the row's token. P(x == d) = p(d),
+// and given x != d, x follows p(y) / (1 - p(d)) over y != d: the rule's acceptance and residual, exactly.
+// Coupling the rule to the plain draw also makes a row's token a function of its distribution and its
+// (seed, prompt key, step) alone, never of whether or what was drafted: the scheduler's drafting choices
+// (which vary with ranks, micro-batching, decode groups and other sequences' progress) cannot change a
+// sequence's output, and it is the token --speculate off draws at that step (a verify row's logits are the
+// plain step's bit for bit, as the greedy speculation tests check).
+VerifiedToken Sampler::verify(const float* logits, const SamplingParams& p, uint64_t prompt_key, int32_t step,
+                              int32_t draft) {
+  VerifiedToken out;
+  out.choice = choose(logits, p, prompt_key, step);
+  out.accepted = out.choice.token == draft;
+  return out;
+}
+
+std::vector<double> Sampler::distribution(const float* logits, const SamplingParams& p) {
+  std::vector<double> dist(static_cast<size_t>(n_vocab_), 0.0);
+  if (p.temperature <= 0.0f) {
+    dist[static_cast<size_t>(argmax(logits, n_vocab_))] = 1.0;
+    return dist;
+  }
+  const double sum = weigh(logits, p);
+  for (size_t i = 0; i < cand_.size(); ++i) dist[static_cast<size_t>(cand_[i].second)] = probs_[i] / sum;
+  return dist;
 }
 
 }  // namespace glacier::compute

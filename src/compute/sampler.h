@@ -1,5 +1,5 @@
 // Turns a logits row into a chosen token and its log-probability: greedy, or temperature with
-// top-k / top-p / min-p filters. Random draws come from a counter-based generator keyed by
+// top-k / top-p / min-p filters, and the rule that accepts or replaces a speculative draft. Random draws come from a counter-based generator keyed by
 // (seed, prompt key, step), so a prompt's output is independent of batching, ranks and finish order.
 #pragma once
 #include <cstdint>
@@ -25,17 +25,31 @@ struct TokenChoice {
   double lse = 0.0;  // log_sum_exp of that row (the normaliser of every log-prob it yields)
 };
 
+// A speculative verify row's outcome for one drafted token.
+struct VerifiedToken {
+  TokenChoice choice;     // the row's token: the draft when accepted, else the token drawn in its place
+  bool accepted = false;  // whether the draft was kept (then choice.token is the draft)
+};
+
 class Sampler {
  public:
   explicit Sampler(int32_t n_vocab);
   // The filters apply in llama.cpp's default order: top-k, top-p, min-p on the model's probabilities,
   // then the temperature on what is left, then one draw.
   TokenChoice choose(const float* logits, const SamplingParams& p, uint64_t prompt_key, int32_t step);
+  // Speculative sampling's rejection rule for a drafted token `draft` in the row of decode step `step`
+  // (sampler.cpp states the rule and why it is exact). Greedy rows accept exactly when draft is the argmax.
+  VerifiedToken verify(const float* logits, const SamplingParams& p, uint64_t prompt_key, int32_t step, int32_t draft);
+  // The distribution choose() draws from for this row, over the whole vocabulary (0 outside the
+  // filters; greedy: 1 on the argmax). For tests and statistics; choose() does not call it.
+  std::vector<double> distribution(const float* logits, const SamplingParams& p);
   // Indices of the candidates that survive the filters (for tests), in descending probability order.
   std::vector<int32_t> candidates(const float* logits, const SamplingParams& p);
 
  private:
   void filter(const float* logits, const SamplingParams& p);
+  // filter(), then the survivors' unnormalised weights at the temperature in probs_; returns their sum.
+  double weigh(const float* logits, const SamplingParams& p);
   int32_t n_vocab_;
   std::vector<std::pair<float, int32_t>> cand_;  // (logit, id), reused: no allocation per token
   std::vector<double> probs_;

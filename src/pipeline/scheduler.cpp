@@ -354,10 +354,10 @@ bool Scheduler::build(compute::MicroBatch& mb) {
       c.n_tokens = remaining - 1;
       last_chunk = false;
     }
-    // A greedy decode step carries drafted tokens when the policy says they pay (decode groups not yet
-    // full, acceptance high enough: at most the length it allows) and it has room for them: within the
-    // tokens the sequence may still emit (it emits one more than it keeps drafts), the budget and the
-    // draws bound.
+    // An unpenalized decode step, greedy or sampled, carries drafted tokens when the policy says they pay
+    // (decode groups not yet full, acceptance high enough: at most the length it allows) and it has room
+    // for them: within the tokens the sequence may still emit (it emits one more than it keeps drafts),
+    // the budget and the draws bound.
     int32_t n_draft = 0;
     if (is_decode_step && !a.out.generated.empty() && may_speculate(a.req)) {
       const DraftDecision decision = decide_draft(decode_cap, opts_.draft_max, a.acceptance);
@@ -521,8 +521,13 @@ void Scheduler::apply(const compute::MicroBatchResult& r) {
   }
 }
 
+// Greedy and sampled rows speculate (the last stage's verify rows apply the rejection rule of
+// compute::Sampler::verify, exact for both). Penalized rows do not: the last stage counts a slot's tokens
+// as its chunks feed them (SlotLogitStates), so a verify chunk would count drafts that are then rejected,
+// and the rows after a draft would see it counted before it is accepted; their penalties would differ
+// from plain decoding's.
 bool Scheduler::may_speculate(const SequenceRequest& r) const {
-  return opts_.draft_max > 0 && r.mode == SeqMode::Generate && r.sampling.temperature <= 0.0f && !r.sampling.penalized();
+  return opts_.draft_max > 0 && r.mode == SeqMode::Generate && !r.sampling.penalized();
 }
 
 void Scheduler::apply_verify(Active& a, const compute::ChunkResult& cr, const compute::MicroBatchResult& r) {
@@ -546,7 +551,8 @@ void Scheduler::apply_verify(Active& a, const compute::ChunkResult& cr, const co
     ++speculation_.emitted;
     if (!goes_on) break;  // a stop, or max_tokens
     if (row == n_draft) break;  // the model's own next token after every draft
-    if (token != a.draft[static_cast<size_t>(row)]) {  // the model's own token in a draft's place
+    // A row whose draft was not accepted drew another token (Sampler::verify): the model's own in its place.
+    if (token != a.draft[static_cast<size_t>(row)]) {
       rejected = true;
       break;
     }
@@ -554,6 +560,7 @@ void Scheduler::apply_verify(Active& a, const compute::ChunkResult& cr, const co
     ++accepted_now;
   }
   a.acceptance.record(accepted_now, rejected);
+  if (rejected) ++speculation_.rejected;
   if (!a.finished) {
     // The rows after the last kept one hold rejected drafts: the next step writes over them (attention
     // at a position reads only the positions before it, so they are never read).

@@ -77,9 +77,9 @@ struct SchedulerOptions {
   // that asks for prompt log-probs computes every position itself (a copied row has no logits), though
   // others may take its rows.
   bool prefix_sharing = false;
-  // Speculative decoding (--speculate): a greedy, unpenalized sequence's decode step carries up to
-  // draft_max drafted tokens, verified in one chunk; the drafts the model agrees with are kept (the same
-  // tokens and log-probs as without). 0 = off.
+  // Speculative decoding (--speculate): an unpenalized sequence's decode step (greedy or sampled) carries
+  // up to draft_max drafted tokens, verified in one chunk; a draft is kept when the row's draw
+  // (compute::Sampler::verify) accepts it, which gives the same tokens and log-probs as without. 0 = off.
   int32_t draft_max = 0;
   // With draft_max > 0, where the drafts come from (--speculate draft:PATH, a model the caller owns and
   // keeps alive); nullptr: prompt lookup.
@@ -90,9 +90,10 @@ struct SchedulerOptions {
 struct SpeculationCounts {
   int64_t verifications = 0;  // decode steps that carried drafted tokens
   int64_t drafted = 0;        // tokens drafted in them
-  int64_t accepted = 0;       // drafted tokens the model agreed with (emitted without a step of their own)
+  int64_t accepted = 0;       // drafted tokens the verify rows accepted (emitted without a step of their own)
   int64_t emitted = 0;        // tokens those steps emitted (accepted plus the model's own next tokens)
-  int64_t plain_sequences = 0;  // sequences that could not speculate (sampled or penalized): decoded one token a step
+  int64_t rejected = 0;       // of those steps, the ones that ended at a draft their row did not accept
+  int64_t plain_sequences = 0;  // sequences that could not speculate (penalized): decoded one token a step
   // Decode steps of sequences that could speculate which carried no drafts by the policy's decision
   // (speculation_policy.h): the decode groups were already full, or the sequence's acceptance too low.
   int64_t skipped_ring_full = 0;
@@ -161,10 +162,10 @@ class Scheduler {
     int32_t verify_start = -1;
     DraftAcceptance acceptance;  // its drafts' acceptance so far, which sets their length
   };
-  // Whether a sequence's decode steps may carry drafts: greedy and unpenalized only (a draft the model
-  // rejects would have entered the penalties' token counts; sampled tokens need a rejection rule).
+  // Whether a sequence's decode steps may carry drafts: unpenalized ones, greedy or sampled (a draft the
+  // model rejects would have entered the penalties' token counts).
   bool may_speculate(const SequenceRequest& r) const;
-  // Takes the rows of a verify chunk's result, in order, while they agree with the drafts.
+  // Takes the rows of a verify chunk's result, in order, while they accepted the drafts.
   void apply_verify(Active& a, const compute::ChunkResult& cr, const compute::MicroBatchResult& r);
   void admit();
   // A free slot for a new sequence (prefix_sharing: the one whose rows are least worth keeping).

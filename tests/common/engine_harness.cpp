@@ -43,19 +43,22 @@ std::vector<float> EngineHarness::all_logits(const std::vector<int32_t>& tokens)
 }
 
 std::vector<pipeline::SequenceOutcome> EngineHarness::run(std::vector<pipeline::SequenceRequest> requests,
-                                                          int32_t ubatch, int32_t max_in_flight) {
+                                                          int32_t ubatch, int32_t max_in_flight, int32_t draft_max,
+                                                          pipeline::SpeculationCounts* counts) {
   pipeline::LocalRing ring(*stage, max_in_flight);
   pipeline::SchedulerOptions opt;
   opt.n_slots = n_slots;
   opt.n_ctx = n_ctx;
   opt.ubatch = ubatch > 0 ? ubatch : stage->max_tokens();
   opt.max_in_flight = max_in_flight;
+  opt.draft_max = draft_max;
   std::vector<pipeline::SequenceOutcome> out(requests.size());
   pipeline::Scheduler sched(opt, ring, [&](const pipeline::SequenceOutcome& o) {
     return tok->is_end_of_generation(o.generated.back());
   }, [&](pipeline::SequenceOutcome&& o) { out[static_cast<size_t>(o.seq)] = std::move(o); });
   for (auto& r : requests) sched.add(std::move(r));
   sched.run();
+  if (counts) *counts = sched.speculation();
   return out;
 }
 

@@ -19,8 +19,8 @@ using nlohmann::json;
 constexpr int kJobTimeLimitS = 120;  // seconds of work at most; the limit only stops a hung job
 constexpr int kExitInputError = 2;   // app/job.h: bad model, prompts or options
 
-// Greedy prompts the small stories model continues fluently (so a same-family draft agrees often), one
-// sampled and one penalized line that decode without drafts, and a line with n = 2.
+// Greedy prompts the small stories model continues fluently (so a same-family draft agrees often), a
+// sampled line (verified by the rejection rule), a penalized one (decoded without drafts), and n = 2.
 std::vector<json> lines() {
   const std::vector<std::string> prompts = {"Once upon a time", "Lily and Tom went to the park",
                                             "The little dog was sad because", "One day, a girl named Sue"};

@@ -1,7 +1,8 @@
 // --speculate lookup in whole jobs: greedy rows give the same JSONL bytes (tokens, log-probs, top
 // alternatives, finish reasons) as --speculate off, at 1 and 3 ranks and --draft-max 1..4, on stories260K
 // with repetitive prompts (so drafts are accepted) and on a synthetic model; stops, max_tokens,
-// min_tokens and sampled or penalized rows (which decode without drafts) behave as without speculation.
+// min_tokens, sampled rows (verified by the rejection rule) and penalized rows (which decode without
+// drafts) behave as without speculation; sampled jobs are the same bytes on 1 and 3 ranks.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -47,12 +48,12 @@ void expect_same_results(const Job& spec, const Job& off, const std::string& wha
 // The job's "N sequences decoded without" figure (-1 when missing).
 int64_t plain_sequences(const std::string& log) {
   std::smatch m;
-  if (!std::regex_search(log, m, std::regex("(\\d+) sequences decoded without \\(sampled or penalized\\)"))) return -1;
+  if (!std::regex_search(log, m, std::regex("(\\d+) sequences decoded without \\(penalized\\)"))) return -1;
   return std::stoll(m[1]);
 }
 
-// Greedy lines over the repetitive prompts with different endings, plus one sampled and one penalized
-// line that may not speculate. `stop_id`: a token the outputs contain, ending one line early (after
+// Greedy lines over the repetitive prompts with different endings, plus one sampled line and one
+// penalized line that may not speculate. `stop_id`: a token the outputs contain, ending one line early (after
 // min_tokens on another).
 std::vector<json> lines_for(int stop_id) {
   std::vector<json> lines;
@@ -70,7 +71,7 @@ std::vector<json> lines_for(int stop_id) {
   lines.push_back({{"id", "penalized"}, {"prompt", kRepetitive[0]}, {"max_tokens", 20}, {"repetition_penalty", 1.3}});
   return lines;
 }
-constexpr int64_t kPlainLines = 2;  // "sampled" and "penalized"
+constexpr int64_t kPlainLines = 1;  // "penalized"
 
 class JobSpeculate : public ::testing::TestWithParam<int> {};
 
@@ -171,6 +172,38 @@ TEST_P(JobSpeculate, FullBatchDraftsOnlyOnceTheGroupsThinAndStaysBitwiseTheSame)
   for (const glacier::io::TraceRow& row : glacier::io::read_trace(off.dir + "/r.h5"))
     EXPECT_TRUE(row.phase != glacier::io::TracePhase::Verify && row.phase != glacier::io::TracePhase::Draft)
         << "no speculation rows with --speculate off";
+}
+
+// Sampled lines (temperature with top-k, top-p, min-p, n = 2, top log-probs) with --speculate lookup: the
+// same bytes on 1 and 3 ranks, with different micro-batching and decode groups, and as --speculate off (a
+// verify row's token is the draw plain decoding makes at that step, compute::Sampler::verify).
+TEST(JobSpeculateSampled, SameBytesOnOneAndThreeRanksAndAsOff) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
+  std::vector<json> lines;
+  for (size_t i = 0; i < kRepetitive.size(); ++i) {
+    const int seed = 10 + static_cast<int>(i);
+    lines.push_back({{"id", "t" + std::to_string(i)}, {"prompt", kRepetitive[i]}, {"max_tokens", 40}, {"temperature", 0.9}, {"seed", seed}});
+    lines.push_back({{"id", "k" + std::to_string(i)}, {"prompt", kRepetitive[i]}, {"max_tokens", 33}, {"temperature", 1.2},
+                     {"top_k", 20}, {"top_p", 0.9}, {"seed", seed}});
+    lines.push_back({{"id", "m" + std::to_string(i)}, {"prompt", kRepetitive[i]}, {"max_tokens", 27}, {"temperature", 0.7},
+                     {"min_p", 0.05}, {"seed", seed}});
+  }
+  lines.push_back({{"id", "two"}, {"prompt", kRepetitive[2]}, {"max_tokens", 30}, {"temperature", 1.0}, {"n", 2}, {"seed", 4}});
+  const std::string spec = " --top-logprobs 2 --speculate lookup --draft-max 4";
+  const Job one = run(model, "sampled-np1", 1, lines, "--slots 4" + spec);
+  const Job three = run(model, "sampled-np3", 3, lines, "--slots 16 --ubatch 9 --decode-groups 2" + spec);
+  const Job off = run(model, "sampled-off", 1, lines, "--slots 4 --top-logprobs 2");
+  glacier::testing::expect_same_jsonl(three.jsonl, one.jsonl, "sampled lookup on 3 ranks", "sampled lookup on 1 rank");
+  glacier::testing::expect_same_jsonl(one.jsonl, off.jsonl, "sampled lookup", "--speculate off");
+  for (const Job* j : {&one, &three}) {
+    const glacier::io::TraceCounters c = glacier::io::read_trace_counters(j->dir + "/r.h5");
+    EXPECT_GT(c.speculation_verifications, 0) << j->dir;
+    EXPECT_GT(c.speculation_accepted, 0) << j->dir << ": sampled rows accept drafts on the repetitive prompts";
+    // Some drafts rejected (not only cut by max_tokens): the verifications emit fewer than all drafts
+    // plus their own token would.
+    EXPECT_LT(c.speculation_emitted, c.speculation_verifications + c.speculation_drafted) << j->dir;
+    EXPECT_EQ(plain_sequences(j->log), 0) << j->log;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, JobSpeculate, ::testing::Values(1, 3),
