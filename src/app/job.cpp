@@ -177,9 +177,11 @@ void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
     throw InputError("option --slow-rank: expected a rank below the job's " + std::to_string(ch.size()) + ", found " +
                      std::to_string(o.slow_rank));
   s.memory = gather_host_memory(o, ch);
-  s.memory_budget = s.memory.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
-  const planning::Layout layout = planning::plan_layout(split_request(o), o.model, memory_shape(o, s), s.memory, ch.size(),
-                                                        s.shards ? s.shards->split : std::vector<model::LayerRange>{});
+  s.memory_budget =
+      s.memory.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
+  const planning::Layout layout =
+      planning::plan_layout(split_request(o), o.model, memory_shape(o, s), s.memory, ch.size(),
+                            s.shards ? s.shards->split : std::vector<model::LayerRange>{});
   s.replicas = layout.replicas;
   s.n_stages = layout.n_stages;
   s.replica = layout.replica_of(ch.rank());
@@ -204,7 +206,8 @@ void start_threads(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
 // Maps the rank's shard.
 void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   const int i = s.stage_index, p = s.n_stages;
-  s.n_slots = o.slots > 0 ? o.slots : std::max(planning::default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget), o.decode_groups);
+  s.n_slots = o.slots > 0 ? o.slots
+                          : std::max(planning::default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget), o.decode_groups);
   const int threads = s.pool->size();
   // Each tensor checked and each matrix packed tells the start-up watchdog this rank is alive. A
   // --slow-rank loads slower too, by the same factor (a slow file system to test the watchdog with).

@@ -42,7 +42,8 @@ std::vector<double> measure_speeds(const JobOptions& o, comm::Channel& ch, const
     return speeds_from_trace(o.partition_from, read_earlier_run(o.partition_from), set.shape.bytes, ch.size());
   }
   const int32_t layer = set.provisional[static_cast<size_t>(set.stage_index)].first;
-  const planning::Calibration cal = planning::calibrate_rank(*set.file, set.shape.cfg, set.shape.bytes, layer, set.shape.ubatch, pool, throttle);
+  const planning::Calibration cal =
+      planning::calibrate_rank(*set.file, set.shape.cfg, set.shape.bytes, layer, set.shape.ubatch, pool, throttle);
   GLACIER_LOG_DEBUG("calibration: %d tokens through layer %d (%.1f MiB) in %s", cal.tokens, cal.layer,
                     cal.layer_bytes / 1048576.0, planning::format_seconds(cal.seconds).c_str());
   return {cal.seconds_per_work()};
@@ -69,12 +70,14 @@ std::vector<model::LayerRange> choose_measured_split(const JobOptions& o, comm::
     throw InputError(*error);
   if (ch.rank() == 0) {
     const std::string source = o.partition_from.empty()
-                                   ? "calibrated on " + std::to_string(planning::calibration_tokens(set.shape.ubatch)) +
+                                   ? "calibrated on " +
+                                         std::to_string(planning::calibration_tokens(set.shape.ubatch)) +
                                          " tokens through one layer"
                                    : "speeds from the trace in " + o.partition_from;
     const auto bytes_split = pipeline::partition_by_bytes(set.shape.bytes, set.n_stages);
-    const std::string line = planning::describe_speed_split(source, plan, rank_speeds, bytes_split,
-                                                  planning::predicted_stage_times(set.shape.bytes, bytes_split, stage_speeds));
+    const std::string line =
+        planning::describe_speed_split(source, plan, rank_speeds, bytes_split,
+                                       planning::predicted_stage_times(set.shape.bytes, bytes_split, stage_speeds));
     GLACIER_LOG_INFO("%s", line.c_str());
   }
   return plan.split;
