@@ -17,8 +17,6 @@
 #include "app/draft_model.h"
 #include "app/input_checks.h"
 #include "app/measured_split.h"
-#include "app/memory_fit.h"
-#include "app/partition_choice.h"
 #include "app/perplexity.h"
 #include "app/progress.h"
 #include "app/prompt_sampling.h"
@@ -45,6 +43,8 @@
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_loop.h"
 #include "pipeline/wire.h"
+#include "planning/layout.h"
+#include "planning/memory_fit.h"
 #include "sys/binding.h"
 #include "sys/memory.h"
 #include "util/backoff.h"
@@ -56,20 +56,11 @@
 namespace glacier::app {
 namespace {
 
-constexpr int32_t kDefaultMaxCtx = 4096;  // a longer context must be asked for with --ctx
-constexpr int32_t kDefaultSlots = 32;     // enough sequences in flight for batched decode
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open the text file for reading");
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
-
-// Each host's memory as its most pessimistic rank measured it, by world rank.
-struct HostMemory {
-  std::vector<std::string> hosts;
-  std::vector<uint64_t> available;
-};
 
 // What every rank sets up before the ring starts.
 struct RankSetup {
@@ -87,7 +78,7 @@ struct RankSetup {
   int32_t ubatch = 0;
   int32_t decode_groups = 0;  // --decode-groups, then the count plan_decode_groups chose (auto)
   uint64_t memory_budget = 0;  // bytes this rank may use: its share of the host's (or --max-memory-gib's)
-  HostMemory memory;
+  planning::HostMemory memory;
   pipeline::ComputeThrottle throttle;  // --slow-rank
   std::string binding;  // how the rank and its threads are pinned (for the log)
   std::unique_ptr<ThreadPool> pool;
@@ -104,40 +95,17 @@ uint64_t host_memory_budget(const JobOptions& o) {
   return std::min(available, static_cast<uint64_t>(o.max_memory_gib * 1024.0 * 1024.0 * 1024.0));
 }
 
-// KV slots when --slots is not given: what half of the rank's memory budget holds, at most kDefaultSlots.
-int32_t default_slots(const model::ModelConfig& cfg, model::LayerRange layers, int32_t n_ctx, uint64_t budget) {
-  const uint64_t per_slot = compute::KvCache::bytes_needed(cfg, std::max(1, layers.size()), 1, n_ctx);
-  const uint64_t fit = budget / 2 / std::max<uint64_t>(per_slot, 1);
-  return static_cast<int32_t>(std::clamp<uint64_t>(fit, 1, kDefaultSlots));
+planning::MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
+  return planning::memory_shape(s.cfg, s.bytes, s.n_ctx, s.ubatch, o.slots, o.decode_groups);
 }
 
-MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
-  // Each decode group needs a sequence of its own: the slots are at least the groups (options.cpp checks --slots).
-  return {s.cfg, s.bytes, std::max(o.slots > 0 ? o.slots : 1, o.decode_groups), s.n_ctx, s.ubatch, o.decode_groups};
-}
-
-// A shard set fixes the split and so the replicas (ranks / stages): options that would choose them
-// otherwise are refused rather than ignored.
-void check_shard_set_options(const JobOptions& o, const model::ShardSet& set, int world) {
-  const std::string what = o.model + " (a shard set of " + std::to_string(set.n_stages()) + " stages)";
-  if (world % set.n_stages() != 0)
-    throw InputError("option --model " + what + ": expected a rank count that is a multiple of its stages, found " +
-                     std::to_string(world) + " ranks");
-  const int replicas = world / set.n_stages();
-  if (o.replicas != 0 && o.replicas != replicas)
-    throw InputError("option --replicas: expected " + std::to_string(replicas) + " or auto (" + std::to_string(world) +
-                     " ranks over the " + std::to_string(set.n_stages()) + " stages of " + o.model + "), found " +
-                     std::to_string(o.replicas));
-  if (!o.layers.empty() || !o.partition_from.empty() || o.partition != "bytes")
-    throw InputError("options --layers / --partition / --partition-from: expected none with --model " + what +
-                     ", whose split is fixed when it is cut (glacier_shard), found them given");
-}
+planning::SplitRequest split_request(const JobOptions& o) { return {o.layers, o.partition, o.replicas}; }
 
 // Opens the rank's model file: the whole file, or its stage's file of a shard set.
 void open_model(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   if (model::is_shard_set_path(o.model)) {
     s.shards = model::read_shard_set(o.model);
-    check_shard_set_options(o, *s.shards, ch.size());
+    planning::check_fixed_split_options(split_request(o), o.partition_from, o.model, s.shards->n_stages(), ch.size());
     s.file = model::open_shard(*s.shards, ch.rank() % s.shards->n_stages());
     return;
   }
@@ -161,48 +129,18 @@ RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
     throw InputError(s.shards->manifest_path + ": field \"n_layer\": expected the block_count of its files (" +
                      std::to_string(s.cfg.n_layer) + "), found " + std::to_string(s.shards->n_layer));
   s.bytes = s.shards ? s.shards->bytes : model::weight_bytes(*s.file, s.cfg);
-  s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, kDefaultMaxCtx);
+  s.n_ctx = o.ctx > 0 ? o.ctx : std::min(s.cfg.n_ctx_train, planning::kDefaultMaxCtx);
   s.ubatch = std::min(o.ubatch, s.n_ctx);
   s.decode_groups = o.decode_groups;
   return s;
 }
 
 // Each host's memory as its most pessimistic rank measured it, by world rank (collective).
-HostMemory gather_host_memory(const JobOptions& o, comm::Channel& ch) {
-  HostMemory m;
-  m.hosts = ch.allgather_strings(ch.host_name());
-  const std::vector<int64_t> budgets = ch.allgather(static_cast<int64_t>(host_memory_budget(o)));
-  std::map<std::string, uint64_t> smallest;
-  for (size_t r = 0; r < m.hosts.size(); ++r) {
-    auto [it, fresh] = smallest.emplace(m.hosts[r], static_cast<uint64_t>(budgets[r]));
-    if (!fresh) it->second = std::min(it->second, static_cast<uint64_t>(budgets[r]));
-  }
-  for (const std::string& h : m.hosts) m.available.push_back(smallest[h]);
-  return m;
-}
-
-// The split by hand, by bytes, or in proportion to memory. --partition measured starts from the memory
-// split too: its calibration layer and the memory check before calibrating come from it. When no split
-// keeps every rank within its share of its host, the byte-balanced split stands in and the hosts' check
-// (which lets ranks of one host share unevenly) decides.
-std::vector<model::LayerRange> layer_split(const JobOptions& o, const RankSetup& s, int n_stages, const HostMemory& mem) {
-  if (!o.layers.empty()) return pipeline::parse_layer_split(o.layers, s.cfg.n_layer, n_stages);
-  if (o.partition == "bytes") return pipeline::partition_by_bytes(s.bytes, n_stages);
-  try {
-    return memory_partition(memory_shape(o, s), stage_memory_caps(mem.hosts, mem.available, n_stages)).split;
-  } catch (const InputError&) {
-    return pipeline::partition_by_bytes(s.bytes, n_stages);  // throws itself for more stages than layers
-  }
-}
-
-// --replicas auto: the shortest pipeline (a divisor of the rank count) whose shards fit every host.
-int auto_replicas(const JobOptions& o, const RankSetup& s, const HostMemory& mem, int world) {
-  for (int stages = 1; stages <= world; ++stages) {
-    if (world % stages != 0 || stages > s.cfg.n_layer) continue;
-    const auto split = layer_split(o, s, stages, mem);
-    if (!check_memory_fit(o.model, memory_shape(o, s), split, mem.hosts, mem.available)) return world / stages;
-  }
-  return 1;  // nothing fits: one pipeline over every rank, refused below with the full explanation
+planning::HostMemory gather_host_memory(const JobOptions& o, comm::Channel& ch) {
+  const std::vector<std::string> hosts = ch.allgather_strings(ch.host_name());
+  std::vector<uint64_t> budgets;
+  for (int64_t b : ch.allgather(static_cast<int64_t>(host_memory_budget(o)))) budgets.push_back(static_cast<uint64_t>(b));
+  return planning::host_memory(hosts, budgets);
 }
 
 // Rank 0's line about a split that needed no measurement.
@@ -221,19 +159,16 @@ void log_split(const JobOptions& o, const RankSetup& s) {
     GLACIER_LOG_INFO("layer split %s (--partition bytes: balanced by weight bytes)", split.c_str());
     return;
   }
-  const std::vector<uint64_t> caps = stage_memory_caps(s.memory.hosts, s.memory.available, s.n_stages);
+  const planning::StageFill f = planning::stage_fill(memory_shape(o, s), s.split, s.memory);
   std::string fill;
-  bool within = true;
-  for (int st = 0; st < s.n_stages; ++st) {
-    const uint64_t need = rank_memory_need(memory_shape(o, s), s.split[st], st == 0, st == s.n_stages - 1, s.n_stages).total();
-    within = within && need <= caps[st];
+  for (double percent : f.percent) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%s%.1f%%", fill.empty() ? "" : ", ", 100.0 * need / std::max<uint64_t>(caps[st], 1));
+    std::snprintf(buf, sizeof buf, "%s%.1f%%", fill.empty() ? "" : ", ", percent);
     fill += buf;
   }
   GLACIER_LOG_INFO("layer split %s (--partition %s%s): memory need / available by stage %s", split.c_str(),
                    o.partition.c_str(),
-                   within ? "" : "; no split keeps every rank within its share of its host: balanced by weight bytes",
+                   f.within ? "" : "; no split keeps every rank within its share of its host: balanced by weight bytes",
                    fill.c_str());
 }
 
@@ -244,22 +179,16 @@ void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
     throw InputError("option --slow-rank: expected a rank below the job's " + std::to_string(ch.size()) + ", found " +
                      std::to_string(o.slow_rank));
   s.memory = gather_host_memory(o, ch);
-  const HostMemory& mem = s.memory;
-  s.memory_budget = mem.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
-  if (s.shards) {
-    s.replicas = ch.size() / s.shards->n_stages();
-  } else {
-    s.replicas = o.replicas == 0 ? auto_replicas(o, s, mem, ch.size()) : o.replicas;
-  }
-  if (ch.size() % s.replicas != 0)
-    throw InputError("option --replicas: expected a divisor of the " + std::to_string(ch.size()) +
-                     " ranks in the job, found " + std::to_string(s.replicas));
-  s.n_stages = ch.size() / s.replicas;
-  s.replica = ch.rank() / s.n_stages;
-  s.stage_index = ch.rank() % s.n_stages;
-  s.split = s.shards ? s.shards->split : layer_split(o, s, s.n_stages, mem);
-  if (auto error = check_memory_fit(o.model, memory_shape(o, s), s.split, mem.hosts, mem.available))
-    throw InputError(*error);
+  s.memory_budget =
+      s.memory.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
+  const planning::Layout layout =
+      planning::plan_layout(split_request(o), o.model, memory_shape(o, s), s.memory, ch.size(),
+                            s.shards ? s.shards->split : std::vector<model::LayerRange>{});
+  s.replicas = layout.replicas;
+  s.n_stages = layout.n_stages;
+  s.replica = layout.replica_of(ch.rank());
+  s.stage_index = layout.stage_of(ch.rank());
+  s.split = layout.split;
   if (ch.rank() == 0 && o.partition != "measured") log_split(o, s);
 }
 
@@ -279,7 +208,8 @@ void start_threads(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
 // Maps the rank's shard.
 void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   const int i = s.stage_index, p = s.n_stages;
-  s.n_slots = o.slots > 0 ? o.slots : std::max(default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget), o.decode_groups);
+  s.n_slots = o.slots > 0 ? o.slots
+                          : std::max(planning::default_slots(s.cfg, s.split[i], s.n_ctx, s.memory_budget), o.decode_groups);
   const int threads = s.pool->size();
   // Each tensor checked and each matrix packed tells the start-up watchdog this rank is alive. A
   // --slow-rank loads slower too, by the same factor (a slow file system to test the watchdog with).
@@ -316,7 +246,7 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
   // At least one decode group per stage keeps all stages busy; more (--decode-groups) keep a stage busy
   // while other groups cross slow links: a group's round trip is its compute plus a hop per stage.
   opt.decode_groups = s.decode_groups > 0 ? s.decode_groups : n_stages;
-  opt.max_in_flight = micro_batches_in_flight(s.decode_groups, n_stages);  // as the memory check counts them
+  opt.max_in_flight = planning::micro_batches_in_flight(s.decode_groups, n_stages);  // as the memory check counts them
   return opt;
 }
 
@@ -559,7 +489,7 @@ void idle_pause() { Backoff(backoff::kIdleDriver).pause(); }
 // every replica (`clients`: the other replicas' drivers) and the writer of the results.
 int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
                   const pipeline::SchedulerOptions& sopt, const Provenance& provenance, comm::Channel& world,
-                  const std::vector<int>& clients, io::TraceCounters& counters, const DecodeGroupPlan& groups) {
+                  const std::vector<int>& clients, io::TraceCounters& counters, const planning::DecodeGroupPlan& groups) {
   PromptBook book(o, tok, chat);
   const std::vector<io::PromptRecord>& records = book.records();
   ResultSink sink(o, provenance, records);
@@ -602,7 +532,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
         coord.own_result();
         emit(rows);
       });
-  std::optional<pipeline::DecodeGroupRetuner> retuner = make_retuner(groups);
+  std::optional<pipeline::DecodeGroupRetuner> retuner = planning::make_retuner(groups);
   if (retuner) retune_between_waves(sched, *retuner);
   // Another replica's prompt: its rows arrive together, one at a time here.
   std::map<int64_t, std::vector<io::ResultRecord>> remote_rows;
@@ -682,7 +612,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
     throw;
   }
   const double seconds = now_seconds() - t0;
-  if (retuner) sink.record_attribute("decode_groups", with_retunes(groups, retuner->retunes()).dump());
+  if (retuner) sink.record_attribute("decode_groups", planning::with_retunes(groups, retuner->retunes()).dump());
   sink.finish();
   progress.update(sink.done(), generated_tokens);
   progress.finish();
@@ -722,7 +652,7 @@ int drive_prompts(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
 // The driver of replica k > 0: runs the prompts world rank 0 hands out and sends their results back.
 int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSetup& chat, pipeline::Ring& ring,
                   const pipeline::SchedulerOptions& sopt, comm::Channel& world, io::TraceCounters& counters,
-                  const DecodeGroupPlan& groups) {
+                  const planning::DecodeGroupPlan& groups) {
   PromptBook book(o, tok, chat);
   WorkClient client(world, 0);
   pipeline::Scheduler sched(
@@ -731,7 +661,7 @@ int serve_replica(const JobOptions& o, const model::Tokenizer& tok, const ChatSe
         std::vector<io::ResultRecord> rows = book.result(out);
         if (!rows.empty()) client.send_results(rows);
       });
-  std::optional<pipeline::DecodeGroupRetuner> retuner = make_retuner(groups);
+  std::optional<pipeline::DecodeGroupRetuner> retuner = planning::make_retuner(groups);
   if (retuner) retune_between_waves(sched, *retuner);
   auto feed = [&](const std::vector<int32_t>& indices) {
     for (int32_t i : indices) {
@@ -843,7 +773,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     });
   }
   comm::startup::phase("timing a hop and decode steps (--decode-groups)");
-  const DecodeGroupPlan groups = plan_decode_groups(o, pipe, *s.stage, s.n_slots, s.throttle);
+  const planning::DecodeGroupPlan groups = plan_decode_groups(o, pipe, *s.stage, s.n_slots, s.throttle);
   s.decode_groups = groups.groups;
   if (driver) GLACIER_LOG_INFO("%s%s", s.replicas > 1 ? ("replica " + std::to_string(s.replica) + ": ").c_str() : "",
                                groups.describe().c_str());

@@ -6,9 +6,10 @@
 #include <bit>
 #include <cstring>
 
-#include "app/calibration.h"
-#include "app/partition_choice.h"
 #include "app/trace_speeds.h"
+#include "planning/calibration.h"
+#include "planning/partition_choice.h"
+#include "planning/speed_split.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -41,9 +42,10 @@ std::vector<double> measure_speeds(const JobOptions& o, comm::Channel& ch, const
     return speeds_from_trace(o.partition_from, read_earlier_run(o.partition_from), set.shape.bytes, ch.size());
   }
   const int32_t layer = set.provisional[static_cast<size_t>(set.stage_index)].first;
-  const Calibration cal = calibrate_rank(*set.file, set.shape.cfg, set.shape.bytes, layer, set.shape.ubatch, pool, throttle);
+  const planning::Calibration cal =
+      planning::calibrate_rank(*set.file, set.shape.cfg, set.shape.bytes, layer, set.shape.ubatch, pool, throttle);
   GLACIER_LOG_DEBUG("calibration: %d tokens through layer %d (%.1f MiB) in %s", cal.tokens, cal.layer,
-                    cal.layer_bytes / 1048576.0, format_seconds(cal.seconds).c_str());
+                    cal.layer_bytes / 1048576.0, planning::format_seconds(cal.seconds).c_str());
   return {cal.seconds_per_work()};
 }
 
@@ -51,29 +53,31 @@ std::vector<model::LayerRange> choose_measured_split(const JobOptions& o, comm::
                                                      const std::vector<double>& measured) {
   const std::vector<double> rank_speeds =
       o.partition_from.empty() ? allgather_doubles(ch, measured.at(0)) : doubles_from_rank0(ch, measured);
-  const std::vector<double> stage_speeds = slowest_per_stage(rank_speeds, set.n_stages);
-  pipeline::PartitionPlan plan;
-  try {
-    plan = speed_partition(set.shape, stage_speeds, stage_memory_caps(set.hosts, set.host_available, set.n_stages));
-  } catch (const InputError& e) {
+  const planning::SpeedSplit decided =
+      planning::plan_speed_split(set.shape, rank_speeds, set.n_stages, set.hosts, set.host_available);
+  if (!decided.plan) {
     // As for the memory split: no split within every rank's share, so keep the one the hosts' check passed.
     if (ch.rank() == 0)
-      GLACIER_LOG_WARN("--partition measured: %s; keeping the layer split %s", e.what(),
+      GLACIER_LOG_WARN("--partition measured: %s; keeping the layer split %s", decided.no_split.c_str(),
                        pipeline::format_layer_split(set.provisional).c_str());
     return set.provisional;
   }
+  const pipeline::PartitionPlan& plan = *decided.plan;
+  const std::vector<double>& stage_speeds = decided.stage_speeds;
   const std::vector<std::string> agreed = ch.allgather_strings(pipeline::format_layer_split(plan.split));
   for (const std::string& a : agreed) GLACIER_ASSERT(a == agreed[0], "every rank planned the same split");
-  if (auto error = check_memory_fit(o.model, set.shape, plan.split, set.hosts, set.host_available))
+  if (auto error = planning::check_memory_fit(o.model, set.shape, plan.split, set.hosts, set.host_available))
     throw InputError(*error);
   if (ch.rank() == 0) {
     const std::string source = o.partition_from.empty()
-                                   ? "calibrated on " + std::to_string(std::min(set.shape.ubatch, kCalibrationTokens)) +
+                                   ? "calibrated on " +
+                                         std::to_string(planning::calibration_tokens(set.shape.ubatch)) +
                                          " tokens through one layer"
                                    : "speeds from the trace in " + o.partition_from;
     const auto bytes_split = pipeline::partition_by_bytes(set.shape.bytes, set.n_stages);
-    const std::string line = describe_speed_split(source, plan, rank_speeds, bytes_split,
-                                                  predicted_stage_times(set.shape.bytes, bytes_split, stage_speeds));
+    const std::string line =
+        planning::describe_speed_split(source, plan, rank_speeds, bytes_split,
+                                       planning::predicted_stage_times(set.shape.bytes, bytes_split, stage_speeds));
     GLACIER_LOG_INFO("%s", line.c_str());
   }
   return plan.split;

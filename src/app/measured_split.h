@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "app/memory_fit.h"
 #include "app/options.h"
 #include "comm/channel.h"
 #include "gguf/gguf_file.h"
 #include "pipeline/compute_throttle.h"
+#include "planning/memory_fit.h"
 #include "util/thread_pool.h"
 
 namespace glacier::app {
@@ -16,7 +16,7 @@ namespace glacier::app {
 // What every rank knows of the job once replicas and the provisional split are chosen.
 struct SplitSetting {
   const gguf::File* file = nullptr;
-  MemoryShape shape;
+  planning::MemoryShape shape;
   std::vector<std::string> hosts;        // per world rank
   std::vector<uint64_t> host_available;  // per world rank: its host's memory
   int n_stages = 1;

@@ -40,7 +40,7 @@ struct JobOptions {
   int32_t slots = 0;      // 0 = sized from free memory
   int32_t ubatch = 512;
   // Decode micro-batches kept in a pipeline at once (0 = one a stage, kDecodeGroupsAuto = chosen at start-up
-  // from measured hop and step times, app/decode_group_tuning.h).
+  // from measured hop and step times, app/decode_group_tuning.h and planning/decode_group_plan.h).
   int32_t decode_groups = -1;
   int32_t threads = 0;    // 0 = this rank's share of the host's cores
   bool oversubscribe_threads = false;  // allow --threads above the host's hardware threads

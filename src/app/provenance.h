@@ -33,7 +33,7 @@ struct Provenance {
   std::string prompts_sha256;
   std::string batch_job;     // JSON: the batch system's job ids (Slurm), {} outside one
   std::string kernels;       // the kernel variant rank 0 ran (GLACIER_KERNELS or the best supported)
-  std::string decode_groups; // JSON: the decode groups and, under auto, what chose them (decode_group_tuning.h)
+  std::string decode_groups; // JSON: the decode groups and, under auto, what chose them (planning/decode_group_plan.h)
 };
 
 // What the job learned while setting up that the record needs.
@@ -45,7 +45,7 @@ struct RunFacts {
   ChatSetup chat;
   std::string started_at;
   std::string model_sha256;  // hashed during start-up (model_sha256_reporting)
-  std::string decode_groups; // JSON (DecodeGroupPlan::to_json), replica 0's
+  std::string decode_groups; // JSON (planning::DecodeGroupPlan::to_json), replica 0's
 };
 
 // The model's SHA-256 (cached per file), reporting the bytes hashed to the start-up watchdog: on a

@@ -7,10 +7,10 @@
 #include <map>
 #include <variant>
 
-#include "app/partition_choice.h"
 #include "io/hdf5_results.h"
 #include "io/hdf5_trace.h"
 #include "pipeline/partition.h"
+#include "planning/partition_choice.h"
 #include "util/error.h"
 
 namespace glacier::app {
@@ -71,7 +71,7 @@ std::vector<double> speeds_from_trace(const std::string& path, const EarlierRun&
   std::vector<double> speeds;
   for (int r = 0; r < world; ++r) {
     const int stage = r % stages;
-    const double work = stage_work(bytes, split[static_cast<size_t>(stage)], stage == stages - 1);
+    const double work = planning::stage_work(bytes, split[static_cast<size_t>(stage)], stage == stages - 1);
     if (!(seconds[static_cast<size_t>(r)] > 0.0) || tokens[static_cast<size_t>(r)] <= 0 || !(work > 0.0))
       throw InputError(where(path) + "expected compute intervals of rank " + std::to_string(r) +
                        " in /trace, found none (did its replica get no work?)");

@@ -3,7 +3,7 @@
 // --partition-from that name the file.
 #include <gtest/gtest.h>
 
-#include "app/partition_choice.h"
+#include "planning/partition_choice.h"
 #include "app/trace_speeds.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
@@ -14,7 +14,7 @@ namespace {
 
 using glacier::InputError;
 using glacier::app::EarlierRun;
-using glacier::app::MemoryShape;
+using glacier::planning::MemoryShape;
 using glacier::app::speeds_from_trace;
 using glacier::io::TracePhase;
 using glacier::io::TraceRow;
@@ -63,27 +63,27 @@ TEST(PartitionChoice, TraceSpeedsAreComputeSecondsPerWorkPerToken) {
 TEST(PartitionChoice, SpeedSplitMovesLayersOffTheSlowStage) {
   // Rank 1 three times slower per byte: 3+1 layers predict max(30, 3 x (10 + 20)) = 90, against 120 for 2+2.
   const MemoryShape s = four_layer_model();
-  const auto plan = glacier::app::speed_partition(s, {1.0, 3.0}, {kRoomy, kRoomy});
+  const auto plan = glacier::planning::speed_partition(s, {1.0, 3.0}, {kRoomy, kRoomy});
   EXPECT_EQ(format_layer_split(plan.split), "0:3,3:4");
   EXPECT_EQ(plan.stage_time, (std::vector<double>{30.0, 90.0}));
-  EXPECT_EQ(glacier::app::predicted_stage_times(s.bytes, {{0, 2}, {2, 4}}, {1.0, 3.0}), (std::vector<double>{20.0, 120.0}));
+  EXPECT_EQ(glacier::planning::predicted_stage_times(s.bytes, {{0, 2}, {2, 4}}, {1.0, 3.0}), (std::vector<double>{20.0, 120.0}));
 }
 
 TEST(PartitionChoice, MemorySplitFollowsTheRanksMemory) {
   const MemoryShape s = four_layer_model();
-  const auto m = glacier::app::stage_memory_model(s, 2);
+  const auto m = glacier::planning::stage_memory_model(s, 2);
   // Stage 1 may use as much as its fixed part plus one layer: the roomy stage 0 takes the other three.
-  const auto plan = glacier::app::memory_partition(s, {kRoomy, m.stage_fixed[1] + m.per_layer[3]});
+  const auto plan = glacier::planning::memory_partition(s, {kRoomy, m.stage_fixed[1] + m.per_layer[3]});
   EXPECT_EQ(format_layer_split(plan.split), "0:3,3:4");
-  EXPECT_THROW(glacier::app::memory_partition(s, {m.stage_fixed[0] + m.per_layer[0], m.stage_fixed[1] + m.per_layer[3]}),
+  EXPECT_THROW(glacier::planning::memory_partition(s, {m.stage_fixed[0] + m.per_layer[0], m.stage_fixed[1] + m.per_layer[3]}),
                InputError)
       << "two stages of one layer each cannot hold four layers";
 }
 
 TEST(PartitionChoice, AStageIsAsSlowAsItsSlowestReplicaAndAsTightAsItsTightest) {
   // World ranks 0..3 as two replicas of two stages: stage 0 = ranks 0 and 2, stage 1 = ranks 1 and 3.
-  EXPECT_EQ(glacier::app::slowest_per_stage({1.0, 3.0, 2.0, 1.0}, 2), (std::vector<double>{2.0, 3.0}));
-  EXPECT_EQ(glacier::app::tightest_per_stage({5, 4, 3, 6}, 2), (std::vector<uint64_t>{3, 4}));
+  EXPECT_EQ(glacier::planning::slowest_per_stage({1.0, 3.0, 2.0, 1.0}, 2), (std::vector<double>{2.0, 3.0}));
+  EXPECT_EQ(glacier::planning::tightest_per_stage({5, 4, 3, 6}, 2), (std::vector<uint64_t>{3, 4}));
 }
 
 TEST(PartitionChoice, TraceOfAnotherRankCountOrModelOrWithoutComputeIsRefused) {

@@ -24,7 +24,7 @@
 #include "pipeline/compute_throttle.h"
 #include "util/thread_pool.h"
 
-namespace glacier::app {
+namespace glacier::planning {
 
 // Tokens of the calibration micro-batch: enough rows for the matrix products to run as in prefill, few
 // enough that a layer of a 70B model takes well under a second.
@@ -32,6 +32,9 @@ constexpr int32_t kCalibrationTokens = 64;
 // Timed repetitions after one untimed warm-up (which faults the layer's pages in); the fastest counts,
 // as interference (cache, memory bandwidth) only ever adds time.
 constexpr int kCalibrationRuns = 3;
+
+// The calibration micro-batch's tokens at --ubatch: kCalibrationTokens, fewer when a micro-batch is smaller.
+int32_t calibration_tokens(int32_t ubatch);
 
 struct Calibration {
   int32_t layer = 0;
@@ -46,4 +49,4 @@ struct Calibration {
 Calibration calibrate_rank(const gguf::File& file, const model::ModelConfig& cfg, const model::WeightBytes& bytes,
                            int32_t layer, int32_t ubatch, ThreadPool& pool, const pipeline::ComputeThrottle& throttle);
 
-}  // namespace glacier::app
+}  // namespace glacier::planning

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "app/memory_fit.h"
+#include "planning/memory_fit.h"
 #include "pipeline/partition.h"
 
-namespace glacier::app {
+namespace glacier::planning {
 
 // A stage's work in the speed model: its layers' weight bytes, plus the output head on the last stage
 // (the byte-balanced split's measure: layers are matrix products over all their weights; the embedding
@@ -46,4 +46,4 @@ std::string describe_speed_split(const std::string& source, const pipeline::Part
                                  const std::vector<model::LayerRange>& bytes_split,
                                  const std::vector<double>& bytes_split_times);
 
-}  // namespace glacier::app
+}  // namespace glacier::planning

@@ -1,14 +1,14 @@
 // Planner inputs: memory from stage_memory_model (so the planner's need is rank_memory_need exactly), work
 // from weight bytes; for --partition memory the speed of a stage is 1 / its cap, so its "time" is the
 // fraction of its memory it fills.
-#include "app/partition_choice.h"
+#include "planning/partition_choice.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "util/error.h"
 
-namespace glacier::app {
+namespace glacier::planning {
 namespace {
 
 pipeline::PartitionCosts base_costs(const MemoryShape& shape, const std::vector<uint64_t>& stage_caps) {
@@ -115,4 +115,4 @@ std::string describe_speed_split(const std::string& source, const pipeline::Part
          pipeline::format_layer_split(bytes_split) + ": " + list(bytes_split_times) + ")";
 }
 
-}  // namespace glacier::app
+}  // namespace glacier::planning

@@ -1,7 +1,7 @@
 // Memory fit: sums the needs of the ranks sharing a host, compares them with what the host offers, and
 // when one does not fit searches the smallest pipeline (byte-balanced split, ranks as small as the
 // tightest one here) that would.
-#include "app/memory_fit.h"
+#include "planning/memory_fit.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -11,7 +11,7 @@
 #include "pipeline/partition.h"
 #include "pipeline/wire.h"
 
-namespace glacier::app {
+namespace glacier::planning {
 namespace {
 
 // Floats a token keeps in a stage's working buffers: the residual stream and its normed copy, q/k/v
@@ -30,6 +30,12 @@ std::string format_bytes(uint64_t bytes) {
 }
 
 }  // namespace
+
+MemoryShape memory_shape(const model::ModelConfig& cfg, const model::WeightBytes& bytes, int32_t n_ctx, int32_t ubatch,
+                         int32_t slots_option, int32_t decode_groups_option) {
+  return {cfg, bytes, std::max(slots_option > 0 ? slots_option : 1, decode_groups_option), n_ctx, ubatch,
+          decode_groups_option};
+}
 
 int32_t micro_batches_in_flight(int32_t decode_groups, int n_stages) {
   if (n_stages <= 1) return 1;
@@ -136,4 +142,4 @@ std::optional<std::string> check_memory_fit(const std::string& model_path, const
          " positions, buffers) but the host offers " + format_bytes(worst->available) + "; " + advice;
 }
 
-}  // namespace glacier::app
+}  // namespace glacier::planning

@@ -9,7 +9,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
-namespace glacier::app {
+namespace glacier::planning {
 
 // What one rank will hold: its weights (mapped file pages that must stay resident to run at speed),
 // its KV cache at the smallest useful slot count, and its working buffers (for a pipeline's first stage,
@@ -30,6 +30,11 @@ struct MemoryShape {
   int32_t ubatch = 0;
   int32_t decode_groups = 0;  // --decode-groups (0 or auto = one a stage: auto stays within the 2 a stage counted)
 };
+
+// The shape from the options: --slots (0 when not given) and --decode-groups (a count, 0, or negative for
+// auto); each decode group needs a sequence of its own, so the slots counted are at least the groups.
+MemoryShape memory_shape(const model::ModelConfig& cfg, const model::WeightBytes& bytes, int32_t n_ctx, int32_t ubatch,
+                         int32_t slots_option, int32_t decode_groups_option);
 
 // Micro-batches a pipeline's driver keeps in flight (the scheduler's bound): enough to fill and overlap
 // every stage, or --decode-groups when that is more; one on a single stage, which computes as it submits.
@@ -60,4 +65,4 @@ std::optional<std::string> check_memory_fit(const std::string& model_path, const
                                             const std::vector<std::string>& hosts,
                                             const std::vector<uint64_t>& host_available);
 
-}  // namespace glacier::app
+}  // namespace glacier::planning

@@ -2,14 +2,14 @@
 // refused with the smallest pipeline that would fit, and a fitting layout passes.
 #include <gtest/gtest.h>
 
-#include "app/memory_fit.h"
+#include "planning/memory_fit.h"
 #include "compute/kv_cache.h"
 
 namespace {
 
-using glacier::app::check_memory_fit;
-using glacier::app::MemoryShape;
-using glacier::app::rank_memory_need;
+using glacier::planning::check_memory_fit;
+using glacier::planning::MemoryShape;
+using glacier::planning::rank_memory_need;
 using glacier::model::LayerRange;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -82,7 +82,7 @@ TEST(MemoryFit, ModelTooBigForAnySplitSaysSo) {
 
 TEST(MemoryFit, StageModelAddsUpToTheRankNeed) {
   const MemoryShape s = eight_gib_model();
-  const auto m = glacier::app::stage_memory_model(s, 3);
+  const auto m = glacier::planning::stage_memory_model(s, 3);
   ASSERT_EQ(m.per_layer.size(), 8u);
   ASSERT_EQ(m.stage_fixed.size(), 3u);
   for (const auto& [first, last] : std::vector<std::pair<int, int>>{{0, 3}, {3, 5}, {5, 8}, {2, 7}})
@@ -98,9 +98,9 @@ TEST(MemoryFit, StageModelAddsUpToTheRankNeed) {
 // flight: 2 a stage, or --decode-groups when more. The other stages and a single stage hold none.
 TEST(MemoryFit, DecodeGroupsCostTheDriverItsInFlightBuffers) {
   MemoryShape s = eight_gib_model();
-  EXPECT_EQ(glacier::app::micro_batches_in_flight(0, 1), 1);
-  EXPECT_EQ(glacier::app::micro_batches_in_flight(0, 3), 6);
-  EXPECT_EQ(glacier::app::micro_batches_in_flight(100, 3), 100);
+  EXPECT_EQ(glacier::planning::micro_batches_in_flight(0, 1), 1);
+  EXPECT_EQ(glacier::planning::micro_batches_in_flight(0, 3), 6);
+  EXPECT_EQ(glacier::planning::micro_batches_in_flight(100, 3), 100);
   const uint64_t alone = rank_memory_need(s, LayerRange{0, 8}, true, true, 1).buffers;
   const uint64_t driver = rank_memory_need(s, LayerRange{0, 3}, true, false, 3).buffers;
   const uint64_t middle = rank_memory_need(s, LayerRange{3, 5}, false, false, 3).buffers;
@@ -114,7 +114,7 @@ TEST(MemoryFit, DecodeGroupsCostTheDriverItsInFlightBuffers) {
 }
 
 TEST(MemoryFit, RanksShareTheirHostsMemoryEqually) {
-  EXPECT_EQ(glacier::app::rank_memory_caps({"a", "b", "a", "a"}, {6 * kGiB, 5 * kGiB, 6 * kGiB, 6 * kGiB}),
+  EXPECT_EQ(glacier::planning::rank_memory_caps({"a", "b", "a", "a"}, {6 * kGiB, 5 * kGiB, 6 * kGiB, 6 * kGiB}),
             (std::vector<uint64_t>{2 * kGiB, 5 * kGiB, 2 * kGiB, 2 * kGiB}));
 }
 

@@ -1,7 +1,7 @@
 // The calibration run: a one-layer TransformerStage over one KV slot, fed a fixed synthetic hidden state
 // (the values do not change the time: every product runs over all the weights whatever they are),
 // timed in the calling thread's CPU seconds.
-#include "app/calibration.h"
+#include "planning/calibration.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,17 +11,19 @@
 #include "compute/transformer_stage.h"
 #include "util/clock.h"
 
-namespace glacier::app {
+namespace glacier::planning {
 
 double Calibration::seconds_per_work() const {
   return seconds / (static_cast<double>(std::max<uint64_t>(layer_bytes, 1)) * std::max(tokens, 1));
 }
 
+int32_t calibration_tokens(int32_t ubatch) { return std::max(1, std::min(ubatch, kCalibrationTokens)); }
+
 Calibration calibrate_rank(const gguf::File& file, const model::ModelConfig& cfg, const model::WeightBytes& bytes,
                            int32_t layer, int32_t ubatch, ThreadPool& pool, const pipeline::ComputeThrottle& throttle) {
   Calibration cal;
   cal.layer = layer;
-  cal.tokens = std::max(1, std::min(ubatch, kCalibrationTokens));
+  cal.tokens = calibration_tokens(ubatch);
   cal.layer_bytes = bytes.per_layer[static_cast<size_t>(layer)];
   model::ShardWeights shard = model::load_shard(file, cfg, {layer, layer + 1}, false, false, &pool);
   compute::TransformerStage stage(cfg, std::move(shard), 1, cal.tokens, cal.tokens, pool);
@@ -49,4 +51,4 @@ Calibration calibrate_rank(const gguf::File& file, const model::ModelConfig& cfg
   return cal;
 }
 
-}  // namespace glacier::app
+}  // namespace glacier::planning
