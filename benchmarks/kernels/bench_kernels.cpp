@@ -333,6 +333,10 @@ void register_all() {
       // BF16, which run unpacked in prefill as well.
       const bool float_weights = t == WeightType::F16 || t == WeightType::BF16;
       if (isa != Isa::Ref && (kernels::packable_k_quant(t) || float_weights)) unpacked->Arg(512);
+      // Decode of float weights from memory (256 MB, larger than the L3), as a model's weights stream.
+      if (isa != Isa::Ref && float_weights)
+        benchmark::RegisterBenchmark(("matmul/" + suffix + "/32768x4096").c_str(), matmul_bench, isa, t, 32768, kCols,
+                                     false, false)->Arg(1)->Unit(benchmark::kMillisecond);
       if (!kernels::packable(t)) continue;
       auto* b = benchmark::RegisterBenchmark(("packed/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
                                              kCols, true, false);
