@@ -86,30 +86,31 @@ std::vector<int32_t> rows_to_time(int32_t largest) {
   return rows;
 }
 
+namespace {
+// The decode model's inputs from what the plan measured (the choice at start-up and the re-tuner's).
+pipeline::DecodeGroupInputs model_inputs(const DecodeGroupPlan& plan) {
+  pipeline::DecodeGroupInputs in;
+  in.n_stages = static_cast<int32_t>(plan.stages.size());
+  in.slots = plan.slots;
+  in.max_groups = plan.max_groups;
+  in.hop_seconds = plan.hop_seconds;
+  in.stages = plan.stages;
+  return in;
+}
+}  // namespace
+
 void choose_from_timings(DecodeGroupPlan& plan, double hop_seconds, std::vector<pipeline::StageStepCosts> measured_steps) {
   plan.hop_seconds = hop_seconds;
   plan.measured_steps = std::move(measured_steps);
   plan.stages.clear();
   for (const pipeline::StageStepCosts& m : plan.measured_steps) plan.stages.push_back(pipeline::linear_fit(m));
-  pipeline::DecodeGroupInputs in;
-  in.n_stages = static_cast<int32_t>(plan.stages.size());
-  in.slots = plan.slots;
-  in.max_groups = plan.max_groups;
-  in.hop_seconds = plan.hop_seconds;
-  in.stages = plan.stages;
-  plan.choice = pipeline::choose_decode_groups(in);
+  plan.choice = pipeline::choose_decode_groups(model_inputs(plan));
   plan.groups = plan.choice.groups;
 }
 
 std::optional<pipeline::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan) {
   if (!plan.measured()) return std::nullopt;
-  pipeline::DecodeGroupInputs in;
-  in.n_stages = static_cast<int32_t>(plan.stages.size());
-  in.slots = plan.slots;
-  in.max_groups = plan.max_groups;
-  in.hop_seconds = plan.hop_seconds;
-  in.stages = plan.stages;
-  return pipeline::DecodeGroupRetuner(std::move(in), plan.groups);
+  return pipeline::DecodeGroupRetuner(model_inputs(plan), plan.groups);
 }
 
 nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<pipeline::DecodeGroupRetune>& retunes) {
