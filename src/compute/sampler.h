@@ -1,6 +1,7 @@
 // Turns a logits row into a chosen token and its log-probability: greedy, or temperature with
-// top-k / top-p / min-p filters, and the rule that accepts or replaces a speculative draft. Random draws come from a counter-based generator keyed by
-// (seed, prompt key, step), so a prompt's output is independent of batching, ranks and finish order.
+// top-k / top-p / min-p filters, and the rule that accepts or replaces a speculative draft. Random draws
+// come from a counter-based generator keyed by (seed, prompt key, step), so a prompt's output is
+// independent of batching, ranks and finish order.
 #pragma once
 #include <cstdint>
 #include <utility>
