@@ -27,7 +27,8 @@ int32_t ModelDrafter::propose(int32_t slot, std::span<const int32_t> history, in
   const int32_t common_limit = std::min(static_cast<int32_t>(cached.size()), size - 1);
   int32_t keep = 0;
   while (keep < common_limit && cached[static_cast<size_t>(keep)] == history[static_cast<size_t>(keep)]) ++keep;
-  cached.assign(history.begin(), history.end());
+  cached.resize(static_cast<size_t>(keep));  // the rows past the common prefix are written over below
+  cached.insert(cached.end(), history.begin() + keep, history.end());
   int32_t next = feed(slot, cached, keep, size);
   while (next >= 0) {
     draft.push_back(next);
