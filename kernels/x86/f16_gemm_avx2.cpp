@@ -23,7 +23,7 @@ struct Float8Lanes {
   static constexpr int kStep = 8;
   static constexpr int kGroup = 3;
   static constexpr int kRows = 4;
-  static constexpr int kDecodeGroup = 4;
+  static constexpr int kDecodeGroup = 8;  // 8 FMA chains hide its latency: 4 measured 15% slower one-thread
   static constexpr bool kWidenX = true;
   static __m256 zero() { return _mm256_setzero_ps(); }
   static __m256 load_x(const float* p) { return _mm256_loadu_ps(p); }
