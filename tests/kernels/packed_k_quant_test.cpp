@@ -25,7 +25,7 @@ struct Shape {
 };
 // Rows off the 16-row grid (and off the 8-row AVX2 units), one super-block, an odd count, a model width.
 const Shape kShapes[] = {{37, 256}, {16, 768}, {100, 512}, {40, 2048}};
-constexpr int64_t kMaxBatch = 7;  // past three 2-row tiles and a remainder of one
+constexpr int64_t kMaxBatch = 11;  // past two 4-row tiles (AVX2), three 3-row tiles (AVX-512), and remainders of 3, 2 and 1
 constexpr float kUnwritten = -12345.0f;
 const WeightType kTypes[] = {WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
