@@ -1,0 +1,188 @@
+// The Q4_1/Q5_0/Q5_1/IQ4_NL dots (ggml's lane order, dot_legacy_quant_ref.cpp) and Q8_1 quantization written
+// once over 256-bit vectors, for legacy_quant_avx2.cpp and legacy_quant_avx512.cpp. The including file first
+// defines, in its anonymous namespace, the three steps where AVX-512 has better instructions (fifth_bits,
+// quads_unsigned, quads_signed_i32) and LEGACY_QUANT_NAME(base), the name of an entry point in its tier.
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/x86/dot_tile.h"
+#include "kernels/x86/legacy_quant.h"
+
+namespace glacier::kernels {
+
+namespace {
+
+float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Elements 0..15 from the low nibbles, 16..31 from the high ones.
+__m256i nibbles(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask));
+}
+
+__m256i load_x(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
+
+struct Q4_1Levels {
+  using Block = BlockQ4_1;
+  static __m256i load(const Block& b) { return nibbles(b.qs); }
+};
+struct Q5_1Levels {
+  using Block = BlockQ5_1;
+  static __m256i load(const Block& b) { return _mm256_or_si256(nibbles(b.qs), fifth_bits(b.qh)); }
+};
+
+// Q4_1/Q5_1 against Q8_1: 8-lane accumulator plus the scalar min term.
+template <class Levels>
+struct MinDot {
+  using W = typename Levels::Block;
+  using X = BlockQ8_1;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m256 acc[R];
+    float summs[R] = {};
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK8_0; ++b) {
+      const __m256i u = Levels::load(w[b]);
+      const float dw = _cvtsh_ss(w[b].d), mw = _cvtsh_ss(w[b].m);
+      for (int r = 0; r < R; ++r) {
+        summs[r] = std::fma(mw, _cvtsh_ss(x[r][b].s), summs[r]);
+        const __m256 d = _mm256_set1_ps(dw * _cvtsh_ss(x[r][b].d));
+        acc[r] = _mm256_fmadd_ps(d, quads_unsigned(u, load_x(x[r][b].qs)), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + summs[r];
+  }
+};
+
+struct Q5_0Dot {
+  using W = BlockQ5_0;
+  using X = BlockQ8_0;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK8_0; ++b) {
+      const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles(w[b].qs), fifth_bits(w[b].qh)), _mm256_set1_epi8(16));
+      const float dw = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) {
+        const __m256 d = _mm256_set1_ps(dw * _cvtsh_ss(x[r][b].d));
+        acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(quads_signed_i32(q, load_x(x[r][b].qs))), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+  }
+};
+
+__m256i iq4_nl_levels(const BlockIQ4_NL& b) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+  const __m256i idx = nibbles(b.qs);
+  return _mm256_set_m128i(_mm_shuffle_epi8(table, _mm256_extracti128_si256(idx, 1)),
+                          _mm_shuffle_epi8(table, _mm256_castsi256_si128(idx)));
+}
+
+// IQ4_NL: even and odd blocks in two accumulators, a last odd block fused as one scalar.
+struct IQ4NLDot {
+  using W = BlockIQ4_NL;
+  using X = BlockQ8_0;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    const int64_t nb = n / kQK8_0;
+    __m256 acc[2][R];
+    for (int r = 0; r < R; ++r) acc[0][r] = acc[1][r] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b < nb - nb % 2; ++b) {
+      const __m256i q = iq4_nl_levels(w[b]);
+      const float dw = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) {
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(x[r][b].d) * dw);
+        acc[b % 2][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(quads_signed_i32(q, load_x(x[r][b].qs))), acc[b % 2][r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
+    if (b < nb) {
+      const __m256i q = iq4_nl_levels(w[b]);
+      const float dw = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r) {
+        const float isum = static_cast<float>(hsum_i32(quads_signed_i32(q, load_x(x[r][b].qs))));
+        out[r] = std::fma(_cvtsh_ss(x[r][b].d) * dw, isum, out[r]);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+float LEGACY_QUANT_NAME(dot_q4_1_q8_1)(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n) {
+  return simd::dot_single<MinDot<Q4_1Levels>>(w, x, n);
+}
+float LEGACY_QUANT_NAME(dot_q5_1_q8_1)(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n) {
+  return simd::dot_single<MinDot<Q5_1Levels>>(w, x, n);
+}
+float LEGACY_QUANT_NAME(dot_q5_0_q8_0)(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n) {
+  return simd::dot_single<Q5_0Dot>(w, x, n);
+}
+float LEGACY_QUANT_NAME(dot_iq4_nl_q8_0)(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n) {
+  return simd::dot_single<IQ4NLDot>(w, x, n);
+}
+void LEGACY_QUANT_NAME(dot_q4_1_q8_1_tile)(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
+                             int64_t out_stride) {
+  simd::dot_tile<MinDot<Q4_1Levels>>(w, x, x_stride, nx, n, out, out_stride);
+}
+void LEGACY_QUANT_NAME(dot_q5_1_q8_1_tile)(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
+                             int64_t out_stride) {
+  simd::dot_tile<MinDot<Q5_1Levels>>(w, x, x_stride, nx, n, out, out_stride);
+}
+void LEGACY_QUANT_NAME(dot_q5_0_q8_0_tile)(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
+                             int64_t out_stride) {
+  simd::dot_tile<Q5_0Dot>(w, x, x_stride, nx, n, out, out_stride);
+}
+void LEGACY_QUANT_NAME(dot_iq4_nl_q8_0_tile)(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
+                               int64_t out_stride) {
+  simd::dot_tile<IQ4NLDot>(w, x, x_stride, nx, n, out, out_stride);
+}
+
+void LEGACY_QUANT_NAME(quantize_row_q8_1)(const float* x, BlockQ8_1* y, int64_t n) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xb + 8 * k);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign_bit, v[0]), _mm256_andnot_ps(sign_bit, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(sign_bit, v[2]), _mm256_andnot_ps(sign_bit, v[3])));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 127.0f;
+    const __m256 scale = _mm256_set1_ps(q8_multiplier(amax));
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k)
+      q[k] = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const int32_t sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    y[b].s = _cvtss_sh(d * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT);
+    // packs interleave 128-bit lanes; the permute restores element order.
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), ordered);
+  }
+}
+
+
+}  // namespace glacier::kernels
