@@ -13,6 +13,7 @@
 #include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
 #include "kernels/x86/legacy_quant.h"
+#include "kernels/x86/q8_block_256.h"
 
 namespace glacier::kernels {
 
@@ -126,33 +127,11 @@ using DotF32 = F32GgmlDot;
 using DotQ8 = BlockDot<Q8Weights>;
 using DotQ4 = BlockDot<Q4Weights>;
 
-// Rounds to nearest, ties to even, independent of MXCSR (as ggml-cpu's _mm256_round_ps does).
-inline __m256i round_even(__m256 v) {
-  return _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
 void quantize_row_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n) {
-  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
-    const float* xb = x + b * kQK8_0;
-    __m256 v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xb + 8 * k);
-    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign_bit, v[0]), _mm256_andnot_ps(sign_bit, v[1])),
-                             _mm256_max_ps(_mm256_andnot_ps(sign_bit, v[2]), _mm256_andnot_ps(sign_bit, v[3])));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
-    const float d = amax / 127.0f;
-    const float id = q8_multiplier(amax);
-    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    const __m256 scale = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int k = 0; k < 4; ++k) q[k] = round_even(_mm256_mul_ps(v[k], scale));
-    // packs interleave 128-bit lanes; the permute restores element order.
-    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), ordered);
+    const Q8Block256 q = quantize_q8_block_256(x + b * kQK8_0);
+    y[b].d = _cvtss_sh(q.amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
+    store_q8_quants_256(q, y[b].qs);
   }
 }
 
