@@ -109,6 +109,8 @@ const DotKernels& kernels_for(Isa isa);  // throws InternalError if not compiled
 Isa active_isa();                        // chosen once (best supported, or GLACIER_KERNELS)
 void set_active_isa(Isa isa);            // for tests and benchmarks
 const DotKernels& active_kernels();
+// The row tile of a weight type in table k (block-sum order for Q8_0/Q4_0 when asked); defined in matmul.cpp.
+DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order);
 
 // The variant a GLACIER_KERNELS value asks for: null or empty means the best supported one.
 // Throws InputError naming the value and the supported variants when it is unknown or unsupported.

@@ -67,6 +67,11 @@ void check_cols(WeightType t, int64_t cols) {
                      std::to_string(block_elements(t)) + ", got " + std::to_string(cols));
 }
 
+// Weight rows visited together, so a block of them stays in L2 while the batch tiles pass over it.
+constexpr int64_t kWeightRowsPerBlock = 16;
+
+}  // namespace
+
 DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
   if (t == WeightType::Q8_0 && block_sum_order) return k.q8_0_q8_0_block_sums_tile;
   if (t == WeightType::Q4_0 && block_sum_order) return k.q4_0_q8_0_block_sums_tile;
@@ -90,11 +95,6 @@ DotTileFn tile_for(const DotKernels& k, WeightType t, bool block_sum_order) {
   GLACIER_ASSERT(false, "unknown weight type");
   return nullptr;
 }
-
-// Weight rows visited together, so a block of them stays in L2 while the batch tiles pass over it.
-constexpr int64_t kWeightRowsPerBlock = 16;
-
-}  // namespace
 
 const char* weight_type_name(WeightType t) {
   switch (t) {

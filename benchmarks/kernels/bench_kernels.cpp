@@ -133,27 +133,7 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
   const auto x = random_activations(1, n);
   std::vector<unsigned char> storage(kernels::activation_bytes(t, 1, n));
   const auto p = kernels::prepare_activations(t, x.data(), 1, n, n, storage.data());
-  const kernels::DotTileFn tile = [&] {
-    const auto& k = kernels::kernels_for(isa);
-    switch (t) {
-      case WeightType::F32: return k.f32_f32_tile;
-      case WeightType::F16: return k.f16_f16_tile;
-      case WeightType::BF16: return k.bf16_bf16_tile;
-      case WeightType::Q8_0: return k.q8_0_q8_0_tile;
-      case WeightType::Q4_0: return k.q4_0_q8_0_tile;
-      case WeightType::Q4_K: return k.q4_k_q8_k_tile;
-      case WeightType::Q5_K: return k.q5_k_q8_k_tile;
-      case WeightType::Q6_K: return k.q6_k_q8_k_tile;
-      case WeightType::Q4_1: return k.q4_1_q8_1_tile;
-      case WeightType::Q5_0: return k.q5_0_q8_0_tile;
-      case WeightType::Q5_1: return k.q5_1_q8_1_tile;
-      case WeightType::IQ4_NL: return k.iq4_nl_q8_0_tile;
-      case WeightType::IQ4_XS: return k.iq4_xs_q8_k_tile;
-      case WeightType::Q2_K: return k.q2_k_q8_k_tile;
-      case WeightType::Q3_K: return k.q3_k_q8_k_tile;
-    }
-    return k.f32_f32_tile;
-  }();
+  const kernels::DotTileFn tile = kernels::tile_for(kernels::kernels_for(isa), t, false);
   float out = 0;
   const double t0 = now_s();
   for (auto _ : state) {
