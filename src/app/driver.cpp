@@ -62,15 +62,12 @@ class Lead {
  public:
   Lead(const DriverSetup& s, PromptBook& book, const Provenance& provenance, const std::vector<int>& clients)
       : s_(s), book_(book), records_(book.records()), sink_(s.options, provenance, records_),
-        progress_(static_cast<int64_t>(records_.size())) {
-    sink_.set_token_text([&tok = s.tokenizer](int32_t id) { return tok.token_to_piece(id, true); });
-    const std::vector<bool> finished =
-        s.options.resume ? sink_.resume() : std::vector<bool>(records_.size(), false);
-    already_ = std::count(finished.begin(), finished.end(), true);
+        finished_before_(open_sink()), progress_(static_cast<int64_t>(records_.size())) {
+    already_ = std::count(finished_before_.begin(), finished_before_.end(), true);
     progress_.set_already_done(already_);
     std::deque<int32_t> queue;
     for (size_t i = 0; i < records_.size(); ++i) {
-      if (finished[i]) continue;
+      if (finished_before_[i]) continue;
       if (!records_[i].ok) {
         emit({make_error_result(records_[i], records_[i].error)});
       } else {
@@ -132,6 +129,12 @@ class Lead {
   }
 
  private:
+  // Readies the outputs; returns, per prompt, whether an earlier run finished it (--resume).
+  std::vector<bool> open_sink() {
+    sink_.set_token_text([&tok = s_.tokenizer](int32_t id) { return tok.token_to_piece(id, true); });
+    return s_.options.resume ? sink_.resume() : std::vector<bool>(records_.size(), false);
+  }
+
   // One prompt's rows (one a sample). A prompt counts as failed when any of its samples failed; its
   // prompt tokens count once (its samples share one prefill).
   void emit(const std::vector<io::ResultRecord>& rows) {
@@ -244,8 +247,9 @@ class Lead {
   PromptBook& book_;
   const std::vector<io::PromptRecord>& records_;
   ResultSink sink_;
+  std::vector<bool> finished_before_;  // by prompt: an earlier run's rows answer it (--resume)
   Progress progress_;
-  int64_t already_ = 0;  // prompts an earlier run finished (--resume)
+  int64_t already_ = 0;  // how many of them
   struct {
     int64_t prompt_tokens = 0, generated_tokens = 0, finished_ok = 0, failed = 0;
   } tally_;
