@@ -149,7 +149,7 @@ void log_split(const JobOptions& o, const RankSetup& s) {
     GLACIER_LOG_INFO("layer split %s (by hand, --layers)", split.c_str());
     return;
   }
-  if (o.partition == "bytes") {
+  if (o.partition == planning::Partition::Bytes) {
     GLACIER_LOG_INFO("layer split %s (--partition bytes: balanced by weight bytes)", split.c_str());
     return;
   }
@@ -161,7 +161,7 @@ void log_split(const JobOptions& o, const RankSetup& s) {
     fill += buf;
   }
   GLACIER_LOG_INFO("layer split %s (--partition %s%s): memory need / available by stage %s", split.c_str(),
-                   o.partition.c_str(),
+                   option_word(o.partition),
                    f.within ? "" : "; no split keeps every rank within its share of its host: balanced by weight bytes",
                    fill.c_str());
 }
@@ -183,7 +183,7 @@ void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   s.replica = layout.replica_of(ch.rank());
   s.stage_index = layout.stage_of(ch.rank());
   s.split = layout.split;
-  if (ch.rank() == 0 && o.partition != "measured") log_split(o, s);
+  if (ch.rank() == 0 && o.partition != planning::Partition::Measured) log_split(o, s);
 }
 
 // Pins the rank and starts its threads (before a calibration, which times them).
@@ -230,9 +230,9 @@ pipeline::SchedulerOptions scheduler_options(const JobOptions& o, const RankSetu
   opt.n_slots = s.n_slots;
   opt.n_ctx = s.n_ctx;
   opt.ubatch = s.ubatch;
-  opt.share_prompt = o.n_prefill == "once";
-  opt.prefix_sharing = o.prefix_sharing == "on" && o.mode != "perplexity";  // a perplexity's chunks share nothing
-  opt.draft_max = o.speculate != "off" ? o.draft_max : 0;
+  opt.share_prompt = o.share_prefill;
+  opt.prefix_sharing = o.prefix_sharing && o.mode != JobMode::Perplexity;  // a perplexity's chunks share nothing
+  opt.draft_max = o.speculate != Speculation::Off ? o.draft_max : 0;
   opt.drafts = s.draft ? &s.draft->drafter() : nullptr;
   // The pipeline design's bound: enough to fill and overlap every stage. One stage computes each
   // micro-batch as it is submitted, so a second in flight overlaps nothing; it would only split the
@@ -300,7 +300,7 @@ int drive_perplexity(const JobOptions& o, const model::Tokenizer& tok, pipeline:
 
 int run_job(const JobOptions& o, comm::Channel& ch) {
   const std::string started_at = utc_timestamp();
-  log::set_level(log::parse_level(o.log_level).value_or(log::Level::Info));  // validated by parse_options
+  log::set_level(o.log_level);
   // Stop signals are installed by main before MPI_Init: any rank's request reaches rank 0 (comm's stop
   // relay), which drains the queue; the others follow its shutdown.
   pipeline::TraceLog trace;
@@ -343,7 +343,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   const bool driver = pipe.rank() == 0;
   comm::startup::phase("starting threads");
   agreed_step([&] { start_threads(o, ch, s); });
-  if (o.partition == "measured" && o.layers.empty()) {
+  if (o.partition == planning::Partition::Measured && o.layers.empty()) {
     comm::startup::phase("calibrating (--partition measured)");
     const SplitSetting set{s.file.get(), memory_shape(o, s), s.memory.hosts, s.memory.available, s.n_stages,
                            s.stage_index, s.split};
@@ -390,7 +390,6 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     });
   }
   comm::startup::finish();  // every rank is ready: the ring's stall watchdog takes over
-  const pipeline::WireCodec codec = pipeline::parse_codec(o.wire);
   const pipeline::SchedulerOptions sopt = scheduler_options(o, s, s.n_stages);
   int code = kExitOk;
   io::TraceCounters counters;  // this replica driver's (a perplexity run's chunks are not counted)
@@ -404,7 +403,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       r->set_throttle(s.throttle);
       ring = std::move(r);
     } else {
-      auto r = std::make_unique<pipeline::PipelineRing>(pipe, *s.stage, s.n_stages, sopt.max_in_flight, codec, trace,
+      auto r = std::make_unique<pipeline::PipelineRing>(pipe, *s.stage, s.n_stages, sopt.max_in_flight, o.wire, trace,
                                                         s.throttle, integrity);
       pipeline_ring = r.get();
       ring = std::move(r);
@@ -417,7 +416,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
         return describe_run(o, *s.file, {pipeline::format_layer_split(s.split), ch.size(), hosts, s.n_ctx, chat,
                                          started_at, model_sha256, groups.to_json().dump()});
       };
-      if (o.mode == "perplexity" && ch.rank() == 0) {
+      if (o.mode == JobMode::Perplexity && ch.rank() == 0) {
         code = drive_perplexity(o, *tok, *ring, sopt, provenance());
       } else {
         Driver prompts({o, *tok, chat, *ring, sopt, ch, groups});
@@ -441,7 +440,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     }
     if (pipeline_ring) pipeline_ring->shutdown();
   } else {
-    pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, codec, trace, s.throttle, integrity);
+    pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, o.wire, trace, s.throttle, integrity);
   }
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
   // Every rank learns whether a driver failed; then nobody touches the output file again.
