@@ -28,6 +28,7 @@ struct DriverSetup {
   const planning::DecodeGroupPlan& groups;  // re-tuned between waves when the plan says so
 };
 
+// One replica driver's run: call lead() or serve(), once.
 class Driver {
  public:
   // Reads the prompt file (throws InputError when it cannot).
