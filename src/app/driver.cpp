@@ -87,7 +87,7 @@ class Lead {
     });
   }
 
-  int run(io::TraceCounters& counters) {
+  int run(io::TraceCounters& counters, PromptTally& tally) {
     const double t0 = now_seconds();
     try {
       while (!stopping_) {
@@ -125,6 +125,7 @@ class Lead {
     progress_.finish();
     print_summary(seconds);
     counters = job_counters(*sched_);
+    tally = tally_;
     return outcome();
   }
 
@@ -250,9 +251,7 @@ class Lead {
   std::vector<bool> finished_before_;  // by prompt: an earlier run's rows answer it (--resume)
   Progress progress_;
   int64_t already_ = 0;  // how many of them
-  struct {
-    int64_t prompt_tokens = 0, generated_tokens = 0, finished_ok = 0, failed = 0;
-  } tally_;
+  PromptTally tally_;
   std::optional<WorkCoordinator> coord_;
   std::optional<pipeline::Scheduler> sched_;
   std::optional<pipeline::DecodeGroupRetuner> retuner_;
@@ -322,7 +321,7 @@ class Serve {
 Driver::Driver(const DriverSetup& setup) : s_(setup), book_(setup.options, setup.tokenizer, setup.chat) {}
 
 int Driver::lead(const Provenance& provenance, const std::vector<int>& clients) {
-  return Lead(s_, book_, provenance, clients).run(counters_);
+  return Lead(s_, book_, provenance, clients).run(counters_, tally_);
 }
 
 int Driver::serve(int coordinator) { return Serve(s_, book_, coordinator).run(counters_); }

@@ -2,6 +2,7 @@
 // work queue (world rank 0 deals prompt indices to every replica), results routed to the one writer on
 // world rank 0, and draining on a stop request or a fault. Runs over any comm::Channel.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "app/options.h"
@@ -28,6 +29,14 @@ struct DriverSetup {
   const planning::DecodeGroupPlan& groups;  // re-tuned between waves when the plan says so
 };
 
+// What the leading driver counted of this run's prompts (the summary line's figures). A prompt fails when
+// any of its rows is an error; its prompt tokens count once (its samples share one prefill), and only the
+// tokens of rows that finished ok count.
+struct PromptTally {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  int64_t finished_ok = 0, failed = 0;
+};
+
 // One replica driver's run: call lead() or serve(), once.
 class Driver {
  public:
@@ -45,11 +54,14 @@ class Driver {
 
   // This replica's counts for /trace, once lead() or serve() returned.
   const io::TraceCounters& counters() const { return counters_; }
+  // The whole job's prompts, once lead() returned.
+  const PromptTally& tally() const { return tally_; }
 
  private:
   DriverSetup s_;
   PromptBook book_;
   io::TraceCounters counters_;
+  PromptTally tally_;
 };
 
 }  // namespace glacier::app

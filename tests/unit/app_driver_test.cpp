@@ -112,6 +112,7 @@ struct Faults {
 struct Outcome {
   std::vector<int> codes;  // by replica
   std::vector<int64_t> prompt_tokens_computed;  // by replica (its /trace counters)
+  app::PromptTally tally;                       // the leader's count of the prompts
 };
 
 // Runs the job's prompts on `replicas` drivers, one thread each (world rank k drives replica k).
@@ -156,6 +157,7 @@ Outcome run_replicas(const app::JobOptions& o, int replicas, const Faults& fault
             o, *file, {"0:" + std::to_string(cfg.n_layer), replicas, std::vector<std::string>(replicas, "inprocess"),
                        kCtx, chat, "2026-12-04T00:00:00Z", app::sha256_file(o.model), groups.to_json().dump()});
         outcome.codes[0] = driver.lead(provenance, clients);
+        outcome.tally = driver.tally();
         outcome.prompt_tokens_computed[0] = driver.counters().prompt_tokens_computed;
       } catch (...) {
         errors[static_cast<size_t>(k)] = std::current_exception();
@@ -204,8 +206,12 @@ TEST_P(DriverReplicas, SameRowsAsOneReplicaWithASlowLink) {
   app::clear_stop_request();
   const std::string dir = glacier::testing::scratch_dir("driver-r" + std::to_string(GetParam()));
   const app::JobOptions one = job_options(dir, "one");
-  ASSERT_EQ(run_replicas(one, 1).codes, std::vector<int>{app::kExitOk});
+  const Outcome alone = run_replicas(one, 1);
+  ASSERT_EQ(alone.codes, std::vector<int>{app::kExitOk});
   expect_each_prompt_answered_once(one.jsonl_out, kPromptLines);
+  // The two bad lines failed, every other prompt (sampled ones with both rows) finished once.
+  EXPECT_EQ(alone.tally.failed, 2);
+  EXPECT_EQ(alone.tally.finished_ok, kPromptLines - 2);
 
   const app::JobOptions many = job_options(dir, "many");
   // A millisecond a message from the serving replicas: they come back later, so the coordinator's own
@@ -213,6 +219,11 @@ TEST_P(DriverReplicas, SameRowsAsOneReplicaWithASlowLink) {
   const Outcome got = run_replicas(many, GetParam(), {0.001, 0});
   EXPECT_EQ(got.codes, std::vector<int>(static_cast<size_t>(GetParam()), app::kExitOk));
   expect_each_prompt_answered_once(many.jsonl_out, kPromptLines);
+  // The summary counts each prompt once, wherever it ran and however its rows arrived.
+  EXPECT_EQ(got.tally.failed, alone.tally.failed);
+  EXPECT_EQ(got.tally.finished_ok, alone.tally.finished_ok);
+  EXPECT_EQ(got.tally.prompt_tokens, alone.tally.prompt_tokens);
+  EXPECT_EQ(got.tally.generated_tokens, alone.tally.generated_tokens);
   // The one queue fed every replica, the slow one too (a replica holds at most its share of the work).
   for (int k = 0; k < GetParam(); ++k)
     EXPECT_GT(got.prompt_tokens_computed[static_cast<size_t>(k)], 0) << "replica " << k << " ran no prompt";
