@@ -152,9 +152,9 @@ std::unique_ptr<Engine> Engine::open(const std::string& model_path, const Engine
     impl->generate_defaults.ctx = impl->n_ctx;
     impl->generate_defaults.slots = options.slots;
     impl->generate_defaults.ubatch = options.ubatch;
-    impl->generate_defaults.prefix_sharing = options.prefix_sharing ? "on" : "off";
+    impl->generate_defaults.prefix_sharing = options.prefix_sharing;
     impl->score_defaults = impl->generate_defaults;
-    impl->score_defaults.mode = "score";
+    impl->score_defaults.mode = app::JobMode::Score;
     impl->chat = app::choose_chat_template(impl->generate_defaults, impl->file->find_string("tokenizer.chat_template"));
   } catch (const InputError& e) {
     throw Error(e.what());

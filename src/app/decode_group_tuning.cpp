@@ -69,8 +69,8 @@ double time_decode_step(compute::TransformerStage& stage, int32_t rows, const pi
 planning::DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel& pipe, compute::TransformerStage& stage,
                                              int32_t slots, const pipeline::ComputeThrottle& throttle) {
   const int n_stages = pipe.size();
-  const planning::DecodeGroupRequest req{o.decode_groups == kDecodeGroupsAuto, o.decode_groups, o.mode == "generate",
-                                         o.mode};
+  const planning::DecodeGroupRequest req{o.decode_groups == kDecodeGroupsAuto, o.decode_groups, o.mode == JobMode::Generate,
+                                         option_word(o.mode)};
   planning::DecodeGroupStart start = planning::start_decode_group_plan(req, n_stages, slots);
   if (!start.to_time) return start.plan;
   const int32_t largest = planning::largest_timed_rows(slots, n_stages, stage.max_tokens());

@@ -42,7 +42,7 @@ PromptFileFacts check_perplexity_text(const std::string& path) {
 }  // namespace
 
 PromptFileFacts check_prompt_file(const JobOptions& o) {
-  if (o.mode == "perplexity") return check_perplexity_text(o.prompts);
+  if (o.mode == JobMode::Perplexity) return check_perplexity_text(o.prompts);
   const std::vector<io::PromptRecord> records = io::read_prompts(o.prompts);  // throws for a missing file
   PromptFileFacts facts;
   facts.records = static_cast<int64_t>(records.size());
@@ -61,11 +61,11 @@ PromptFileFacts check_prompt_file(const JobOptions& o) {
     if (r.is_chat() && !facts.first_chat_line) facts.first_chat_line = r.line;
   }
   const std::string counted = std::to_string(records.size()) + (records.size() == 1 ? " prompt" : " prompts");
-  if (o.mode == "score" && score == 0 && other > 0)
+  if (o.mode == JobMode::Score && score == 0 && other > 0)
     throw InputError("prompt file " + o.prompts + ": --mode score needs records with \"context\" and \"continuation\" "
                      "or \"continuations\", "
                      "found none among its " + counted + (is_jsonl_name(o.prompts) ? "" : " (a .txt file holds plain prompts)"));
-  if (o.mode == "generate" && other == 0 && score > 0)
+  if (o.mode == JobMode::Generate && other == 0 && score > 0)
     throw InputError("prompt file " + o.prompts + ": --mode generate needs prompts to continue, found only "
                      "\"context\"/\"continuation(s)\" records among its " + counted + ": pass --mode score");
   return facts;
@@ -73,7 +73,7 @@ PromptFileFacts check_prompt_file(const JobOptions& o) {
 
 void check_chat_template(const JobOptions& o, const PromptFileFacts& facts,
                          const std::optional<std::string>& model_template_jinja) {
-  if (!facts.first_chat_line || o.mode != "generate") return;
+  if (!facts.first_chat_line || o.mode != JobMode::Generate) return;
   const ChatSetup chat = choose_chat_template(o, model_template_jinja);
   if (!chat.chat_template)
     throw InputError(o.prompts + ":" + std::to_string(*facts.first_chat_line) + ": \"messages\" needs a chat template, but " +

@@ -24,6 +24,55 @@ namespace po = boost::program_options;
 namespace glacier::app {
 namespace {
 
+// The words of the options that take one of a few: the command line's text and the value it stands for.
+template <typename T>
+struct Word {
+  const char* text;
+  T value;
+};
+constexpr Word<JobMode> kModes[] = {{"generate", JobMode::Generate}, {"score", JobMode::Score},
+                                    {"perplexity", JobMode::Perplexity}};
+constexpr Word<bool> kPrefixSharing[] = {{"on", true}, {"off", false}};
+constexpr Word<bool> kNPrefill[] = {{"once", true}, {"each", false}};
+constexpr Word<Speculation> kSpeculation[] = {{"off", Speculation::Off}, {"lookup", Speculation::Lookup}};
+constexpr Word<sys::Binding> kBindings[] = {
+    {"core", sys::Binding::Core}, {"numa", sys::Binding::Numa}, {"none", sys::Binding::None}};
+constexpr Word<planning::Partition> kPartitions[] = {{"bytes", planning::Partition::Bytes},
+                                                     {"memory", planning::Partition::Memory},
+                                                     {"measured", planning::Partition::Measured}};
+constexpr Word<pipeline::WireCodec> kWires[] = {{"f32", pipeline::WireCodec::F32}, {"f16", pipeline::WireCodec::F16},
+                                                {"bf16", pipeline::WireCodec::BF16}, {"int8", pipeline::WireCodec::Int8}};
+constexpr Word<log::Level> kLogLevels[] = {{"debug", log::Level::Debug}, {"info", log::Level::Info},
+                                           {"warn", log::Level::Warn}, {"error", log::Level::Error}};
+
+template <typename T, size_t N>
+std::optional<T> value_of(const Word<T> (&words)[N], const std::string& text) {
+  for (const Word<T>& w : words)
+    if (text == w.text) return w.value;
+  return std::nullopt;
+}
+
+template <typename T, size_t N>
+const char* text_of(const Word<T> (&words)[N], T value) {
+  for (const Word<T>& w : words)
+    if (w.value == value) return w.text;
+  GLACIER_ASSERT(false, "an option value without a word");
+  return "";
+}
+
+// The option words as given, turned into JobOptions' values by check() where it checks them, so that of
+// several bad options the same one is reported first as when they were compared as text.
+struct Words {
+  std::string mode = "generate";
+  std::string n_prefill = "once";
+  std::string prefix_sharing = "on";
+  std::string speculate = "off";
+  std::string bind = "core";
+  std::string partition = "bytes";
+  std::string wire = "f32";
+  std::string log_level = "info";
+};
+
 // "--replicas": a count >= 1, or "auto" (0).
 int32_t parse_replicas(const std::string& v) {
   if (v == "auto") return 0;
@@ -136,7 +185,7 @@ void parse_slow_rank(const std::string& v, JobOptions& o) {
   o.slow_factor = f;
 }
 
-po::options_description describe(JobOptions& o) {
+po::options_description describe(JobOptions& o, Words& w) {
   po::options_description job("Job");
   job.add_options()
       ("model,m", po::value(&o.model), "GGUF model file, or the directory of a shard set (glacier_shard: each rank opens only its stage's file)")
@@ -144,7 +193,7 @@ po::options_description describe(JobOptions& o) {
                                            "for --mode perplexity, a text file")
       ("jsonl", po::value(&o.jsonl_out), "write results as JSON lines here, in input order")
       ("out,o", po::value(&o.h5_out), "write results and traces to this HDF5 file")
-      ("mode", po::value(&o.mode)->default_value(o.mode), "generate | score | perplexity")
+      ("mode", po::value(&w.mode)->default_value(w.mode), "generate | score | perplexity")
       ("resume", po::bool_switch(&o.resume), "skip prompts already finished in --out and complete the rest")
       ("config", po::value(&o.config_file), "INI file with any of these options (the command line wins)");
   po::options_description sampling("Sampling (per-prompt fields in .jsonl override these)");
@@ -167,13 +216,13 @@ po::options_description describe(JobOptions& o) {
       ("n", po::value(&o.n)->default_value(o.n),
        "samples per prompt (1..128, generate mode): one prefill, each sample in its own KV slot with its own "
        "random stream; one result row per sample")
-      ("n-prefill", po::value(&o.n_prefill)->default_value(o.n_prefill),
+      ("n-prefill", po::value(&w.n_prefill)->default_value(w.n_prefill),
        "once: a prompt's n samples share one prefill; each: every sample computes the prompt itself (the "
        "same results, for checking and measuring)")
-      ("prefix-sharing", po::value(&o.prefix_sharing)->default_value(o.prefix_sharing),
+      ("prefix-sharing", po::value(&w.prefix_sharing)->default_value(w.prefix_sharing),
        "on: a prompt starting with tokens some KV slot already holds (a shared preamble, a scored context) "
        "copies their rows and computes only the rest; off: every prompt computes all of it (the same results)")
-      ("speculate", po::value(&o.speculate)->default_value(o.speculate),
+      ("speculate", po::value(&w.speculate)->default_value(w.speculate),
        "off | lookup | draft:PATH: speculative decoding of unpenalized rows, greedy or sampled (generate mode): a "
        "decode step also carries up to --draft-max drafted tokens and keeps those its positions accept by "
        "speculative sampling's rejection rule (the same tokens and log-probs as off; penalized rows decode as with "
@@ -217,14 +266,14 @@ po::options_description describe(JobOptions& o) {
        "compute threads per rank (0 = the rank's share of the cores); at most the host's hardware threads")
       ("oversubscribe-threads", po::bool_switch(&o.oversubscribe_threads),
        "allow --threads above the host's hardware threads (each rank checks its own host)")
-      ("bind", po::value(&o.bind)->default_value(o.bind), "pin ranks and threads: core | numa | none")
+      ("bind", po::value(&w.bind)->default_value(w.bind), "pin ranks and threads: core | numa | none")
       ("replicas", po::value<std::string>()->default_value("1")->notifier([&o](const std::string& v) {
          o.replicas = parse_replicas(v);
        }),
        "pipelines the ranks form, each over np/R ranks, taking prompts from one queue; "
        "auto = the shortest pipeline whose shards fit memory, replicated over the rest")
       ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: chosen by --partition)")
-      ("partition", po::value(&o.partition)->default_value(o.partition),
+      ("partition", po::value(&w.partition)->default_value(w.partition),
        "how the layer split is chosen: bytes (balance weight bytes) | memory (proportional to each rank's memory) | "
        "measured (each rank times a calibration micro-batch; the slowest stage is made as fast as memory allows)")
       ("partition-from", po::value(&o.partition_from),
@@ -232,7 +281,7 @@ po::options_description describe(JobOptions& o) {
       ("slow-rank", po::value<std::string>()->notifier([&o](const std::string& v) { parse_slow_rank(v, o); }),
        "testing aid: rank R sleeps (FACTOR-1) x each of its compute intervals, standing in for a slower machine "
        "(R:FACTOR, e.g. 1:3)")
-      ("wire", po::value(&o.wire)->default_value(o.wire), "activation codec between ranks: f32 | f16 | bf16 | int8")
+      ("wire", po::value(&w.wire)->default_value(w.wire), "activation codec between ranks: f32 | f16 | bf16 | int8")
       ("flush-every", po::value(&o.flush_every)->default_value(o.flush_every), "flush results after this many")
       ("flush-seconds", po::value(&o.flush_seconds)->default_value(o.flush_seconds, "30"), "... or after this many seconds")
       ("max-memory-gib", po::value(&o.max_memory_gib)->default_value(o.max_memory_gib, "0"),
@@ -243,7 +292,7 @@ po::options_description describe(JobOptions& o) {
        "ends the job, naming it (0 = off)")
       ("inject-latency-ms", po::value(&o.inject_latency_ms)->default_value(o.inject_latency_ms, "0"),
        "hold every message between ranks this long before sending it (simulates a slow link)")
-      ("log-level", po::value(&o.log_level)->default_value(o.log_level), "debug | info | warn | error");
+      ("log-level", po::value(&w.log_level)->default_value(w.log_level), "debug | info | warn | error");
   po::options_description all;
   all.add(job).add(sampling).add(engine);
   return all;
@@ -256,23 +305,31 @@ std::string shown(double v) {
   return s.str();
 }
 
-void check(const JobOptions& o) {
+// Checks the options and sets the worded ones from `w`, in one pass: a check may rely on those before it.
+void check(JobOptions& o, const Words& w) {
   auto bad = [](const std::string& opt, const std::string& expected, const std::string& found) {
     throw InputError("option --" + opt + ": expected " + expected + ", found " + found);
+  };
+  // Sets `value` from the option's word, or refuses it naming the words it takes.
+  auto take = [&bad](const std::string& opt, const auto& words, const std::string& text, auto& value,
+                     const std::string& expected) {
+    const auto v = value_of(words, text);
+    if (!v) bad(opt, expected, "'" + text + "'");
+    value = *v;
   };
   if (o.model.empty()) bad("model", "a GGUF file", "nothing (the option is required)");
   if (o.prompts.empty()) bad("prompts", "a prompt file", "nothing (the option is required)");
   if (o.jsonl_out.empty() && o.h5_out.empty()) bad("out", "--out R.h5 and/or --jsonl R.jsonl", "neither");
-  if (o.mode != "generate" && o.mode != "score" && o.mode != "perplexity")
-    bad("mode", "generate, score or perplexity", "'" + o.mode + "'");
+  take("mode", kModes, w.mode, o.mode, "generate, score or perplexity");
+  const std::string mode = w.mode;  // as messages quote it
   if (o.max_tokens < 0) bad("max-tokens", "a count >= 0", std::to_string(o.max_tokens));
   if (!(o.temperature >= 0.0f && std::isfinite(o.temperature)))
     bad("temperature", "a finite value >= 0", shown(o.temperature));
   if (o.top_k < 0) bad("top-k", "a count >= 0", std::to_string(o.top_k));
   if (o.top_logprobs < 0 || o.top_logprobs > compute::kMaxTopLogprobs)
     bad("top-logprobs", "a count in 0.." + std::to_string(compute::kMaxTopLogprobs), std::to_string(o.top_logprobs));
-  if (o.top_logprobs > 0 && o.mode != "generate")
-    bad("top-logprobs", "0 with --mode " + o.mode + " (alternatives are returned for generated tokens only)",
+  if (o.top_logprobs > 0 && o.mode != JobMode::Generate)
+    bad("top-logprobs", "0 with --mode " + mode + " (alternatives are returned for generated tokens only)",
         std::to_string(o.top_logprobs));
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) bad("top-p", "a value in (0, 1]", shown(o.top_p));
   if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) bad("min-p", "a value in [0, 1]", shown(o.min_p));
@@ -286,25 +343,26 @@ void check(const JobOptions& o) {
     bad("min-tokens", "a count in 0..--max-tokens (" + std::to_string(o.max_tokens) + ")", std::to_string(o.min_tokens));
   if (o.n < 1 || o.n > io::kMaxSamplesPerPrompt)
     bad("n", "a count in 1.." + std::to_string(io::kMaxSamplesPerPrompt), std::to_string(o.n));
-  if (o.n_prefill != "once" && o.n_prefill != "each") bad("n-prefill", "once or each", "'" + o.n_prefill + "'");
-  if (o.prefix_sharing != "on" && o.prefix_sharing != "off")
-    bad("prefix-sharing", "on or off", "'" + o.prefix_sharing + "'");
-  const bool draft_model = o.speculate.rfind(kDraftModelPrefix, 0) == 0;
-  if (draft_model && draft_model_path(o).empty())
-    bad("speculate", "draft:PATH with the draft model's file", "'" + o.speculate + "'");
-  if (o.speculate != "off" && o.speculate != "lookup" && !draft_model)
-    bad("speculate", "off, lookup or draft:PATH", "'" + o.speculate + "'");
-  if (o.speculate != "off" && o.mode != "generate")
-    bad("speculate", "off with --mode " + o.mode + " (only generated tokens are drafted)", "'" + o.speculate + "'");
+  take("n-prefill", kNPrefill, w.n_prefill, o.share_prefill, "once or each");
+  take("prefix-sharing", kPrefixSharing, w.prefix_sharing, o.prefix_sharing, "on or off");
+  if (w.speculate.rfind(kDraftModelPrefix, 0) == 0) {
+    o.speculate = Speculation::DraftModel;
+    o.draft_model = w.speculate.substr(std::string(kDraftModelPrefix).size());
+    if (o.draft_model.empty()) bad("speculate", "draft:PATH with the draft model's file", "'" + w.speculate + "'");
+  } else {
+    take("speculate", kSpeculation, w.speculate, o.speculate, "off, lookup or draft:PATH");
+  }
+  if (o.speculate != Speculation::Off && o.mode != JobMode::Generate)
+    bad("speculate", "off with --mode " + mode + " (only generated tokens are drafted)", "'" + w.speculate + "'");
   if (o.draft_max < 1 || o.draft_max > kMaxDraftTokens)
     bad("draft-max", "a count in 1.." + std::to_string(kMaxDraftTokens), std::to_string(o.draft_max));
-  if (o.n > 1 && o.mode != "generate")
-    bad("n", "1 with --mode " + o.mode + " (a score or a perplexity has one answer)", std::to_string(o.n));
+  if (o.n > 1 && o.mode != JobMode::Generate)
+    bad("n", "1 with --mode " + mode + " (a score or a perplexity has one answer)", std::to_string(o.n));
   if (o.slots > 0 && o.n > o.slots)
     bad("n", "at most --slots (" + std::to_string(o.slots) + "): each sample holds a KV slot", std::to_string(o.n));
   const std::string max_ctx = std::to_string(kMaxCtx), max_slots = std::to_string(kMaxSlots);
   if (o.ctx < 0 || o.ctx > kMaxCtx) bad("ctx", "a length in 0.." + max_ctx, std::to_string(o.ctx));
-  if (o.mode == "perplexity" && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));
+  if (o.mode == JobMode::Perplexity && o.ctx < 4) bad("ctx", "a chunk length >= 4 with --mode perplexity", std::to_string(o.ctx));
   if (o.slots < 0 || o.slots > kMaxSlots) bad("slots", "a count in 0.." + max_slots, std::to_string(o.slots));
   if (o.ubatch < 1) bad("ubatch", "a count >= 1", std::to_string(o.ubatch));
   if (o.decode_groups < kDecodeGroupsAuto || o.decode_groups > kMaxSlots)
@@ -314,19 +372,17 @@ void check(const JobOptions& o) {
     bad("decode-groups", "at most --slots (" + std::to_string(o.slots) + ")", std::to_string(o.decode_groups));
   if (o.threads < 0 || o.threads > kMaxThreads)
     bad("threads", "a count in 0.." + std::to_string(kMaxThreads), std::to_string(o.threads));
-  if (o.bind != "core" && o.bind != "numa" && o.bind != "none") bad("bind", "core, numa or none", "'" + o.bind + "'");
-  if (o.wire != "f32" && o.wire != "f16" && o.wire != "bf16" && o.wire != "int8")
-    bad("wire", "f32, f16, bf16 or int8", "'" + o.wire + "'");
-  if (o.partition != "bytes" && o.partition != "memory" && o.partition != "measured")
-    bad("partition", "bytes, memory or measured", "'" + o.partition + "'");
+  take("bind", kBindings, w.bind, o.bind, "core, numa or none");
+  take("wire", kWires, w.wire, o.wire, "f32, f16, bf16 or int8");
+  take("partition", kPartitions, w.partition, o.partition, "bytes, memory or measured");
   if (!o.layers.empty() && !o.partition_from.empty())
     bad("partition-from", "no --layers (a split by hand)", "both");
-  if (!o.layers.empty() && o.partition != "bytes")
-    bad("partition", "bytes (the default) with a split by hand (--layers)", "'" + o.partition + "'");
-  if (!o.partition_from.empty() && o.partition != "measured")
-    bad("partition", "measured (or nothing) with --partition-from", "'" + o.partition + "'");
+  if (!o.layers.empty() && o.partition != planning::Partition::Bytes)
+    bad("partition", "bytes (the default) with a split by hand (--layers)", "'" + w.partition + "'");
+  if (!o.partition_from.empty() && o.partition != planning::Partition::Measured)
+    bad("partition", "measured (or nothing) with --partition-from", "'" + w.partition + "'");
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
-  if (o.mode == "perplexity" && o.replicas != 1)
+  if (o.mode == JobMode::Perplexity && o.replicas != 1)
     bad("replicas", "1 with --mode perplexity (its chunks run on one pipeline)", o.replicas == 0 ? "'auto'" : std::to_string(o.replicas));
   // Checked before the GiB become bytes: 1.8e10 GiB or inf would overflow 64 bits.
   if (!(o.max_memory_gib >= 0.0 && o.max_memory_gib <= kMaxMemoryGiB))
@@ -341,23 +397,34 @@ void check(const JobOptions& o) {
     bad("inject-latency-ms", "milliseconds in [0, 60000]", shown(o.inject_latency_ms));
   if (o.flush_every < 1) bad("flush-every", "a count >= 1", std::to_string(o.flush_every));
   if (o.resume && o.h5_out.empty()) bad("resume", "an --out HDF5 file to resume from", "no --out");
-  if (o.resume && o.mode == "perplexity")
+  if (o.resume && o.mode == JobMode::Perplexity)
     bad("resume", "no --resume with --mode perplexity (its chunks are one measurement: run it again)", "--resume");
-  if (!log::parse_level(o.log_level))
-    bad("log-level", "debug, info, warn or error", "'" + o.log_level + "'");
+  take("log-level", kLogLevels, w.log_level, o.log_level, "debug, info, warn or error");
 }
 
 }  // namespace
 
 std::string draft_model_path(const JobOptions& o) {
-  return o.speculate.rfind(kDraftModelPrefix, 0) == 0 ? o.speculate.substr(std::string(kDraftModelPrefix).size())
-                                                      : std::string();
+  return o.speculate == Speculation::DraftModel ? o.draft_model : std::string();
+}
+
+const char* option_word(JobMode mode) { return text_of(kModes, mode); }
+const char* option_word(sys::Binding bind) { return text_of(kBindings, bind); }
+const char* option_word(planning::Partition partition) { return text_of(kPartitions, partition); }
+const char* option_word(pipeline::WireCodec wire) { return text_of(kWires, wire); }
+const char* option_word(log::Level level) { return text_of(kLogLevels, level); }
+const char* prefix_sharing_word(bool on) { return text_of(kPrefixSharing, on); }
+const char* n_prefill_word(bool shared) { return text_of(kNPrefill, shared); }
+std::string speculate_word(const JobOptions& o) {
+  if (o.speculate == Speculation::DraftModel) return kDraftModelPrefix + o.draft_model;
+  return text_of(kSpeculation, o.speculate);
 }
 
 std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
   JobOptions o;
+  Words words;
   o.command_line.assign(argv, argv + argc);
-  po::options_description desc = describe(o);
+  po::options_description desc = describe(o, words);
   po::options_description cli("glacier_mpi: run a GGUF language model over a prompt file as an MPI job");
   cli.add_options()("help,h", "show this help")("version", "show the version");
   cli.add(desc);
@@ -387,14 +454,14 @@ std::optional<JobOptions> parse_options(int argc, const char* const* argv) {
     }
     po::notify(vm);
     // --partition-from gives measured speeds; it stands for --partition measured unless another is asked for.
-    if (!o.partition_from.empty() && vm["partition"].defaulted()) o.partition = "measured";
+    if (!o.partition_from.empty() && vm["partition"].defaulted()) words.partition = "measured";
     // A draft length without speculation would be ignored: refused, so a forgotten --speculate shows.
-    if (!vm["draft-max"].defaulted() && o.speculate == "off")
+    if (!vm["draft-max"].defaulted() && words.speculate == "off")
       throw InputError("option --draft-max: expected --speculate lookup or draft:PATH with it, found --speculate off");
   } catch (const po::error& e) {
     throw InputError(std::string("options: ") + e.what() + " (see --help)");
   }
-  check(o);
+  check(o, words);
   return o;
 }
 

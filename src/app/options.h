@@ -7,14 +7,24 @@
 #include <utility>
 #include <vector>
 
+#include "pipeline/wire.h"
+#include "planning/layout.h"
+#include "sys/binding.h"
+#include "util/log.h"
+
 namespace glacier::app {
+
+// --mode.
+enum class JobMode { Generate, Score, Perplexity };
+// --speculate off | lookup | draft:PATH (the PATH in JobOptions::draft_model).
+enum class Speculation { Off, Lookup, DraftModel };
 
 struct JobOptions {
   std::string model;
   std::string prompts;
   std::string jsonl_out;
   std::string h5_out;
-  std::string mode = "generate";  // generate | score | perplexity
+  JobMode mode = JobMode::Generate;
   int32_t max_tokens = 128;
   float temperature = 0.0f;
   int32_t top_k = 0;
@@ -32,10 +42,12 @@ struct JobOptions {
   bool include_stop_str_in_output = false;
   int32_t top_logprobs = 0;  // alternatives per generated token (0..20) for lines that do not say
   int32_t n = 1;          // samples per prompt (generate mode), one prefill shared by them
-  std::string prefix_sharing = "on";  // on | off: prompts reuse the KV rows of a common prefix (same results)
-  std::string speculate = "off";  // off | lookup | draft:PATH: speculative decoding of greedy rows (the same results)
+  bool prefix_sharing = true;  // --prefix-sharing on | off: prompts reuse the KV rows of a common prefix (same results)
+  // --speculate: speculative decoding of unpenalized rows (the same results); draft_model: draft:PATH's PATH.
+  Speculation speculate = Speculation::Off;
+  std::string draft_model;
   int32_t draft_max = 4;          // tokens drafted per verified decode step (1..kMaxDraftTokens)
-  std::string n_prefill = "once";  // once | each: whether the n samples share one prefill (same results)
+  bool share_prefill = true;  // --n-prefill once | each: whether the n samples share one prefill (same results)
   int32_t ctx = 0;        // 0 = the model's training context, at most kDefaultMaxCtx
   int32_t slots = 0;      // 0 = sized from free memory
   int32_t ubatch = 512;
@@ -44,14 +56,14 @@ struct JobOptions {
   int32_t decode_groups = -1;
   int32_t threads = 0;    // 0 = this rank's share of the host's cores
   bool oversubscribe_threads = false;  // allow --threads above the host's hardware threads
-  std::string bind = "core";
+  sys::Binding bind = sys::Binding::Core;
   int32_t replicas = 1;   // pipelines the ranks form (0 = auto: the shortest pipeline that fits memory)
   std::string layers;     // "0:2,2:5" or empty for the balanced split
-  std::string partition = "bytes";  // bytes | memory | measured: how the split is chosen without --layers
+  planning::Partition partition = planning::Partition::Bytes;  // how the split is chosen without --layers
   std::string partition_from;       // an earlier run's results file: measured speeds from its trace
   int32_t slow_rank = -1;           // --slow-rank R:FACTOR (testing aid): rank R computes FACTOR times slower
   double slow_factor = 1.0;
-  std::string wire = "f32";
+  pipeline::WireCodec wire = pipeline::WireCodec::F32;
   int32_t flush_every = 16;
   double flush_seconds = 30.0;
   double max_memory_gib = 0.0;  // memory the job may use on each host (0 = what the host and its cgroups allow)
@@ -60,7 +72,7 @@ struct JobOptions {
   bool resume = false;
   bool no_bos = false;
   std::string chat_template;  // empty: recognized from the model's tokenizer.chat_template
-  std::string log_level = "info";
+  log::Level log_level = log::Level::Info;
   std::string config_file;
   std::vector<std::string> command_line;  // argv as given (recorded as provenance)
 };
@@ -78,6 +90,16 @@ constexpr double kMaxSeconds = 1e7;        // ~116 days: a longer flush or stall
 
 // The PATH of --speculate draft:PATH, or "" for the other draft sources.
 std::string draft_model_path(const JobOptions& o);
+
+// The words the command line gives these options (the provenance records them, messages quote them).
+const char* option_word(JobMode mode);
+const char* option_word(sys::Binding bind);
+const char* option_word(planning::Partition partition);
+const char* option_word(pipeline::WireCodec wire);
+const char* option_word(log::Level level);
+const char* prefix_sharing_word(bool on);      // on | off
+const char* n_prefill_word(bool shared);       // once | each
+std::string speculate_word(const JobOptions& o);  // off | lookup | draft:PATH
 
 // Parses argv; returns nullopt after printing --help or --version. Throws InputError for unknown,
 // malformed or contradictory options (naming the option and, for INI files, the file).

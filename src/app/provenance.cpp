@@ -56,7 +56,7 @@ Provenance describe_run(const JobOptions& o, const gguf::File& model, const RunF
   p.settings = result_settings(o, facts.n_ctx, chat, facts.layer_split).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   p.version = build_version();
   p.commit = build_commit();
-  p.mode = o.mode;
+  p.mode = option_word(o.mode);
   p.command_line = shell_command_line(o.command_line);
   p.started_at = facts.started_at;
   p.prompts_sha256 = sha256_file(o.prompts);
@@ -79,7 +79,7 @@ std::string model_sha256_reporting(const std::string& model_path) {
 
 nlohmann::json result_settings(const JobOptions& o, int32_t n_ctx, const std::optional<std::string>& chat_template,
                                const std::string& layer_split) {
-  nlohmann::json j = {{"mode", o.mode},
+  nlohmann::json j = {{"mode", option_word(o.mode)},
                       {"max_tokens", o.max_tokens},
                       {"temperature", o.temperature},
                       {"top_k", o.top_k},
@@ -100,8 +100,8 @@ nlohmann::json result_settings(const JobOptions& o, int32_t n_ctx, const std::op
                       {"ctx", n_ctx},
                       {"no_bos", o.no_bos},
                       {"chat_template", chat_template ? nlohmann::json(*chat_template) : nlohmann::json()},
-                      {"wire", o.wire}};
-  if (o.wire != "f32") j["layer_split"] = layer_split;
+                      {"wire", option_word(o.wire)}};
+  if (o.wire != pipeline::WireCodec::F32) j["layer_split"] = layer_split;
   return j;
 }
 
@@ -126,7 +126,7 @@ nlohmann::json options_json(const JobOptions& o) {
           {"prompts", o.prompts},
           {"jsonl", text_or_null(o.jsonl_out)},
           {"out", text_or_null(o.h5_out)},
-          {"mode", o.mode},
+          {"mode", option_word(o.mode)},
           {"resume", o.resume},
           {"config", text_or_null(o.config_file)},
           {"max-tokens", o.max_tokens},
@@ -141,9 +141,9 @@ nlohmann::json options_json(const JobOptions& o) {
           {"ignore-eos", o.ignore_eos},
           {"min-tokens", o.min_tokens},
           {"n", o.n},
-          {"n-prefill", o.n_prefill},
-          {"prefix-sharing", o.prefix_sharing},
-          {"speculate", o.speculate},
+          {"n-prefill", n_prefill_word(o.share_prefill)},
+          {"prefix-sharing", prefix_sharing_word(o.prefix_sharing)},
+          {"speculate", speculate_word(o)},
           {"draft-max", o.draft_max},
           {"repetition-penalty", o.repetition_penalty},
           {"presence-penalty", o.presence_penalty},
@@ -158,19 +158,19 @@ nlohmann::json options_json(const JobOptions& o) {
           {"decode-groups", o.decode_groups == kDecodeGroupsAuto ? nlohmann::json("auto") : nlohmann::json(o.decode_groups)},
           {"threads", o.threads},
           {"oversubscribe-threads", o.oversubscribe_threads},
-          {"bind", o.bind},
+          {"bind", option_word(o.bind)},
           {"replicas", o.replicas == 0 ? nlohmann::json("auto") : nlohmann::json(o.replicas)},
           {"layers", text_or_null(o.layers)},
-          {"partition", o.partition},
+          {"partition", option_word(o.partition)},
           {"partition-from", text_or_null(o.partition_from)},
           {"slow-rank", o.slow_rank < 0 ? nlohmann::json() : nlohmann::json(std::to_string(o.slow_rank) + ":" + std::to_string(o.slow_factor))},
-          {"wire", o.wire},
+          {"wire", option_word(o.wire)},
           {"flush-every", o.flush_every},
           {"flush-seconds", o.flush_seconds},
           {"max-memory-gib", o.max_memory_gib},
           {"stall-timeout", o.stall_timeout},
           {"inject-latency-ms", o.inject_latency_ms},
-          {"log-level", o.log_level}};
+          {"log-level", option_word(o.log_level)}};
 }
 
 std::string utc_timestamp() {

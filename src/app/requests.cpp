@@ -128,7 +128,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
   if (auto err = set_sequence_controls(rec, sampling, tok, req)) return err;
   const bool add_special = !opt.no_bos;
   if (rec.is_chat()) {
-    if (opt.mode != "generate") return "\"messages\" records need --mode generate";
+    if (opt.mode != JobMode::Generate) return "\"messages\" records need --mode generate";
     if (!chat.chat_template) return chat.unavailable_reason;
     std::string text;
     try {
@@ -145,7 +145,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
     return set_prompt_targets(plan, req);
   }
   if (rec.is_score()) {
-    if (opt.mode != "score") return "a context/continuation record needs --mode score";
+    if (opt.mode != JobMode::Score) return "a context/continuation record needs --mode score";
     if (sampling.prompt_logprobs >= 0)
       return "prompt_logprobs " + std::to_string(sampling.prompt_logprobs) +
              ": expected no such key on a context/continuation record (--mode score returns the continuation's log-probs)";
@@ -175,7 +175,7 @@ std::optional<std::string> build_request(const io::PromptRecord& rec, const JobO
     plan.prompt_tokens.assign(req.tokens.begin(), req.tokens.begin() + plan.n_prompt);
     return std::nullopt;
   }
-  if (opt.mode == "score") return "--mode score needs records with \"context\" and \"continuation\"";
+  if (opt.mode == JobMode::Score) return "--mode score needs records with \"context\" and \"continuation\"";
   if (rec.prompt_token_ids) {
     req.tokens = *rec.prompt_token_ids;
     for (int32_t id : req.tokens)

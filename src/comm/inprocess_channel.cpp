@@ -9,6 +9,8 @@
 #include <mutex>
 #include <tuple>
 
+#include "comm/delayed_sends.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace glacier::comm {
@@ -83,12 +85,18 @@ class InProcessChannel final : public Channel {
   std::string host_name() const override { return "inprocess"; }
 
   Request isend(const void* buf, size_t bytes, int dest, int tag) override {
+    if (send_delay_s_ > 0) {
+      // Held back as MpiChannel holds it: the request stays open (the buffer in use) until it is posted.
+      Request r;
+      {
+        std::lock_guard<std::mutex> lock(hub_->mu);
+        r = add(nullptr);
+      }
+      delayed_.hold({r.id, buf, bytes, dest, tag, now_seconds() + send_delay_s_});
+      return r;
+    }
     std::lock_guard<std::mutex> lock(hub_->mu);
-    auto& box = hub_->boxes[{rank_, dest, tag}];
-    const auto* p = static_cast<const uint8_t*>(buf);
-    box.messages.emplace_back(p, p + bytes);
-    InProcessHub::match(box);
-    hub_->cv.notify_all();
+    post(buf, bytes, dest, tag);
     return add(nullptr);  // the data is copied: the send is complete
   }
   Request irecv(void* buf, size_t capacity, int src, int tag) override {
@@ -101,6 +109,8 @@ class InProcessChannel final : public Channel {
   }
   bool test(Request& r, size_t* received) override {
     GLACIER_ASSERT(r.active(), "test on an inactive request");
+    post_due_sends();
+    if (delayed_.holds(r.id)) return false;
     std::lock_guard<std::mutex> lock(hub_->mu);
     auto& rcv = live_[static_cast<size_t>(r.id)];
     if (rcv && !rcv->done) return false;
@@ -119,6 +129,7 @@ class InProcessChannel final : public Channel {
   }
   void cancel(Request& r) override {
     if (!r.active()) return;
+    delayed_.drop(r.id);
     std::lock_guard<std::mutex> lock(hub_->mu);
     auto& rcv = live_[static_cast<size_t>(r.id)];
     if (rcv)
@@ -132,16 +143,17 @@ class InProcessChannel final : public Channel {
     free_.push_back(r.id);
     r.id = -1;
   }
-  void progress() override {}
+  void progress() override { post_due_sends(); }
   std::optional<size_t> probe(int src, int tag) override {
+    post_due_sends();
     std::lock_guard<std::mutex> lock(hub_->mu);
     auto it = hub_->boxes.find({src, rank_, tag});
     if (it == hub_->boxes.end() || it->second.messages.empty()) return std::nullopt;
     return it->second.messages.front().size();
   }
   // Threads of one process stop and die together, so there is no stalled rank to find; an injected
-  // delay would only slow the unit tests.
-  void configure_faults(const ChannelFaultSettings&) override {}
+  // send delay is honoured (a test's slow link changes the timing, never the messages or their order).
+  void configure_faults(const ChannelFaultSettings& settings) override { send_delay_s_ = settings.send_delay_s; }
 
   std::optional<std::string> agree_on_error(const std::optional<std::string>& local) override {
     {
@@ -207,10 +219,26 @@ class InProcessChannel final : public Channel {
       sub = slot;
     }
     ++splits_made_;  // every rank counts its splits alike: the key of the next one
-    return std::make_unique<InProcessChannel>(std::move(sub), sub_rank);
+    auto channel = std::make_unique<InProcessChannel>(std::move(sub), sub_rank);
+    channel->send_delay_s_ = send_delay_s_;  // as MpiChannel's split keeps its settings
+    return channel;
   }
 
  private:
+  // Copies a message into its link's mailbox. Called with the hub's mutex held.
+  void post(const void* buf, size_t bytes, int dest, int tag) {
+    auto& box = hub_->boxes[{rank_, dest, tag}];
+    const auto* p = static_cast<const uint8_t*>(buf);
+    box.messages.emplace_back(p, p + bytes);
+    InProcessHub::match(box);
+    hub_->cv.notify_all();
+  }
+  // Held sends whose delay has passed, in order; their requests complete with the copy.
+  void post_due_sends() {
+    if (delayed_.empty()) return;
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    delayed_.release_due(now_seconds(), [&](const HeldSend& d) { post(d.buf, d.bytes, d.dest, d.tag); });
+  }
   Request add(std::shared_ptr<InProcessHub::PendingRecv> rcv) {
     Request r;
     if (!free_.empty()) {
@@ -228,6 +256,8 @@ class InProcessChannel final : public Channel {
   uint64_t splits_made_ = 0;
   std::vector<std::shared_ptr<InProcessHub::PendingRecv>> live_;  // nullptr: a completed send
   std::vector<int64_t> free_;
+  double send_delay_s_ = 0.0;  // ChannelFaultSettings::send_delay_s
+  DelayedSends delayed_;       // sends held back by it, not yet posted
 };
 
 }  // namespace

@@ -82,14 +82,6 @@ Header zero_header(MessageKind kind, int64_t mb_id) {
 
 }  // namespace
 
-WireCodec parse_codec(const std::string& name) {
-  if (name == "f32") return WireCodec::F32;
-  if (name == "f16") return WireCodec::F16;
-  if (name == "bf16") return WireCodec::BF16;
-  if (name == "int8") return WireCodec::Int8;
-  throw InputError("option --wire: expected f32, f16, bf16 or int8, found '" + name + "'");
-}
-
 const char* codec_name(WireCodec c) {
   switch (c) {
     case WireCodec::F32: return "f32";

@@ -17,7 +17,6 @@
 namespace glacier::pipeline {
 
 enum class WireCodec : uint8_t { F32 = 0, F16 = 1, BF16 = 2, Int8 = 3 };
-WireCodec parse_codec(const std::string& name);  // f32 | f16 | bf16 | int8 (InputError otherwise)
 const char* codec_name(WireCodec c);
 // Payload bytes of n_tokens activations: int8 carries one f32 scale per token (n_embd + 4 bytes).
 size_t payload_bytes(WireCodec c, int64_t n_tokens, int64_t n_embd);

@@ -27,7 +27,7 @@ HostMemory host_memory(const std::vector<std::string>& hosts, const std::vector<
 std::vector<model::LayerRange> layer_split(const SplitRequest& req, const MemoryShape& shape, int n_stages,
                                            const HostMemory& mem) {
   if (!req.layers.empty()) return pipeline::parse_layer_split(req.layers, shape.cfg.n_layer, n_stages);
-  if (req.partition == "bytes") return pipeline::partition_by_bytes(shape.bytes, n_stages);
+  if (req.partition == Partition::Bytes) return pipeline::partition_by_bytes(shape.bytes, n_stages);
   try {
     return memory_partition(shape, stage_memory_caps(mem.hosts, mem.available, n_stages)).split;
   } catch (const InputError&) {
@@ -73,7 +73,7 @@ void check_fixed_split_options(const SplitRequest& req, const std::string& parti
     throw InputError("option --replicas: expected " + std::to_string(replicas) + " or auto (" + std::to_string(world) +
                      " ranks over the " + std::to_string(set_stages) + " stages of " + model_path + "), found " +
                      std::to_string(req.replicas));
-  if (!req.layers.empty() || !partition_from.empty() || req.partition != "bytes")
+  if (!req.layers.empty() || !partition_from.empty() || req.partition != Partition::Bytes)
     throw InputError("options --layers / --partition / --partition-from: expected none with --model " + what +
                      ", whose split is fixed when it is cut (glacier_shard), found them given");
 }

@@ -22,10 +22,13 @@ struct HostMemory {
 // From every world rank's host name and memory budget: each rank gets the smallest budget of its host.
 HostMemory host_memory(const std::vector<std::string>& hosts, const std::vector<uint64_t>& budgets);
 
+// --partition: balance weight bytes, follow each rank's memory, or time each rank (calibration).
+enum class Partition { Bytes, Memory, Measured };
+
 // The options that choose the split.
 struct SplitRequest {
   std::string layers;              // --layers, empty when not given
-  std::string partition = "bytes";  // --partition: bytes | memory | measured
+  Partition partition = Partition::Bytes;
   int replicas = 0;                // --replicas, 0 for auto
 };
 

@@ -118,19 +118,20 @@ std::string format_index_list(std::vector<int> indices) {
   return out;
 }
 
-BindingPlan plan_binding_on(const HostLayout& host, const std::string& mode, int local_rank, int local_size,
-                            int threads) {
+BindingPlan plan_binding_on(const HostLayout& host, Binding mode, int local_rank, int local_size, int threads) {
   GLACIER_ASSERT(local_size >= 1 && local_rank >= 0 && local_rank < local_size,
                  "plan_binding: local rank " + std::to_string(local_rank) + " of " + std::to_string(local_size));
   BindingPlan plan;
-  if (mode == "core") {
-    plan = plan_cores(host, local_rank, local_size);
-  } else if (mode == "numa") {
-    plan = plan_numa(host, local_rank, local_size);
-  } else if (mode == "none") {
-    plan.description = "none";
-  } else {
-    throw InputError("option 'bind': expected core, numa or none, found '" + mode + "'");
+  switch (mode) {
+    case Binding::Core:
+      plan = plan_cores(host, local_rank, local_size);
+      break;
+    case Binding::Numa:
+      plan = plan_numa(host, local_rank, local_size);
+      break;
+    case Binding::None:
+      plan.description = "none";
+      break;
   }
   if (!plan.cores.empty() && threads > static_cast<int>(plan.cores.size())) {
     GLACIER_LOG_WARN("%d threads on %zu bound cores (%s): threads will share cores", threads, plan.cores.size(),
@@ -139,7 +140,7 @@ BindingPlan plan_binding_on(const HostLayout& host, const std::string& mode, int
   return plan;
 }
 
-BindingPlan plan_binding(const std::string& mode, int local_rank, int local_size, int threads) {
+BindingPlan plan_binding(Binding mode, int local_rank, int local_size, int threads) {
   return plan_binding_on(HostTopology::instance().layout(), mode, local_rank, local_size, threads);
 }
 

@@ -8,6 +8,10 @@
 
 namespace glacier::sys {
 
+// --bind: core splits the host's cores into contiguous groups, one a rank; numa splits whole NUMA nodes
+// among the ranks; none binds nothing.
+enum class Binding { Core, Numa, None };
+
 struct BindingPlan {
   std::vector<int> cores;  // OS index of the first PU of each core this rank uses; empty for "none"
   std::string description; // for logs: "cores 1", "cores 0-3", "numa 0 (cores 0-7)" or "none"
@@ -28,14 +32,11 @@ IndexRange split_evenly(int n_items, int n_parts, int part);
 // "0-3,6,8-9" for {0,1,2,3,6,8,9}; input need not be sorted, duplicates are dropped; "" when empty.
 std::string format_index_list(std::vector<int> indices);
 
-// The plan for rank local_rank of local_size ranks on this host. mode: "core" splits the cores
-// into local_size contiguous groups; "numa" splits whole NUMA nodes among the ranks; "none" binds
-// nothing. threads (<= 0: not chosen yet) only serves to warn when it exceeds the plan's cores.
-// Throws InputError for an unknown mode.
-BindingPlan plan_binding(const std::string& mode, int local_rank, int local_size, int threads);
+// The plan for rank local_rank of local_size ranks on this host. threads (<= 0: not chosen yet) only
+// serves to warn when it exceeds the plan's cores.
+BindingPlan plan_binding(Binding mode, int local_rank, int local_size, int threads);
 // The same planning on a given layout (tests use synthetic hosts).
-BindingPlan plan_binding_on(const HostLayout& host, const std::string& mode, int local_rank, int local_size,
-                            int threads);
+BindingPlan plan_binding_on(const HostLayout& host, Binding mode, int local_rank, int local_size, int threads);
 
 // Binds the whole process to the union of the plan's cores; no-op for an empty plan. Returns false
 // (after a warning) when the OS refused; callers may ignore it, running unbound is correct, only slower.

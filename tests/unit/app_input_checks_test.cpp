@@ -13,6 +13,7 @@
 namespace {
 
 using glacier::InputError;
+using glacier::app::JobMode;
 using glacier::app::JobOptions;
 using glacier::app::PromptFileFacts;
 
@@ -22,7 +23,7 @@ std::string write_file(const std::string& name, const std::string& contents) {
   return path;
 }
 
-JobOptions options(const std::string& prompts, const std::string& mode = "generate") {
+JobOptions options(const std::string& prompts, JobMode mode = JobMode::Generate) {
   JobOptions o;
   o.prompts = prompts;
   o.mode = mode;
@@ -42,16 +43,16 @@ std::string refusal(F check) {
 
 TEST(InputChecks, PerplexityReadsPlainTextOnly) {
   const std::string jsonl = write_file("ppl.jsonl", "{\"prompt\": \"Once\"}\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(jsonl, "perplexity")); }),
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(jsonl, JobMode::Perplexity)); }),
             "prompt file " + jsonl + ": --mode perplexity scores a plain text file, found a .jsonl file (its JSON would be "
             "scored as text)");
   const std::string empty = write_file("empty.raw", "");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(empty, "perplexity")); }),
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(empty, JobMode::Perplexity)); }),
             "prompt file " + empty + ": --mode perplexity needs text to score, found an empty file");
   const std::string missing = empty + ".gone";
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(missing, "perplexity")); }),
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(missing, JobMode::Perplexity)); }),
             "prompt file " + missing + ": expected a text file, found no file");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(write_file("wiki.raw", "Some text.\n"), "perplexity")); }), "");
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(write_file("wiki.raw", "Some text.\n"), JobMode::Perplexity)); }), "");
 }
 
 TEST(InputChecks, MissingOrUnreadablePromptFileIsRefused) {
@@ -71,18 +72,18 @@ TEST(InputChecks, EmptyPromptFileIsOnlyAWarning) {
 
 TEST(InputChecks, TheFileMustHoldRecordsTheModeCanRun) {
   const std::string text = write_file("plain.txt", "Once upon a time\nTom ran\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(text, "score")); }),
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(text, JobMode::Score)); }),
             "prompt file " + text + ": --mode score needs records with \"context\" and \"continuation\" or \"continuations\", found none among "
             "its 2 prompts (a .txt file holds plain prompts)");
   const std::string scores = write_file("scores.jsonl", "{\"context\": \"The sky is\", \"continuation\": \" blue\"}\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, "generate")); }),
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, JobMode::Generate)); }),
             "prompt file " + scores + ": --mode generate needs prompts to continue, found only \"context\"/\"continuation(s)\" "
             "records among its 1 prompt: pass --mode score");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, "score")); }), "");
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, JobMode::Score)); }), "");
   // One runnable record is enough: the others fail their own lines.
   const std::string mixed = write_file("mixed.jsonl", "{\"prompt\": \"x\"}\n{\"context\": \"a\", \"continuation\": \"b\"}\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(mixed, "score")); }), "");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(mixed, "generate")); }), "");
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(mixed, JobMode::Score)); }), "");
+  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(mixed, JobMode::Generate)); }), "");
 }
 
 TEST(InputChecks, MessagesNeedAChatTemplateBeforeTheModelLoads) {

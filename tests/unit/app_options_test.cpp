@@ -13,7 +13,10 @@
 namespace {
 
 using glacier::InputError;
+using glacier::app::JobMode;
 using glacier::app::JobOptions;
+using glacier::app::Speculation;
+using glacier::planning::Partition;
 
 JobOptions parse(std::vector<std::string> extra) {
   std::vector<std::string> args = {"glacier_mpi", "--model", "m.gguf", "--prompts", "p.txt", "--jsonl", "r.jsonl"};
@@ -35,18 +38,18 @@ std::string refusal(std::vector<std::string> extra) {
 
 TEST(Options, PartitionDefaultsToBytesAndNoRankIsSlowed) {
   const JobOptions o = parse({});
-  EXPECT_EQ(o.partition, "bytes");
+  EXPECT_EQ(o.partition, Partition::Bytes);
   EXPECT_TRUE(o.partition_from.empty());
   EXPECT_EQ(o.slow_rank, -1);
   EXPECT_EQ(o.slow_factor, 1.0);
-  EXPECT_EQ(parse({"--partition", "memory"}).partition, "memory");
+  EXPECT_EQ(parse({"--partition", "memory"}).partition, Partition::Memory);
 }
 
 TEST(Options, PartitionFromStandsForMeasured) {
   const JobOptions o = parse({"--partition-from", "old.h5"});
-  EXPECT_EQ(o.partition, "measured");
+  EXPECT_EQ(o.partition, Partition::Measured);
   EXPECT_EQ(o.partition_from, "old.h5");
-  EXPECT_EQ(parse({"--partition", "measured", "--partition-from", "old.h5"}).partition, "measured");
+  EXPECT_EQ(parse({"--partition", "measured", "--partition-from", "old.h5"}).partition, Partition::Measured);
 }
 
 TEST(Options, ContradictoryPartitionOptionsAreRefused) {
@@ -187,9 +190,9 @@ TEST(Options, SamplingControlsAreReadAndRangeChecked) {
 TEST(Options, SamplesPerPromptAreRangeCheckedAndOnlyForGenerate) {
   const glacier::app::JobOptions o = parse({"--n", "16", "--n-prefill", "each"});
   EXPECT_EQ(o.n, 16);
-  EXPECT_EQ(o.n_prefill, "each");
+  EXPECT_FALSE(o.share_prefill);
   EXPECT_EQ(parse({}).n, 1);
-  EXPECT_EQ(parse({}).n_prefill, "once");
+  EXPECT_TRUE(parse({}).share_prefill);
   EXPECT_EQ(refusal({"--n", "0"}), "option --n: expected a count in 1..128, found 0");
   EXPECT_EQ(refusal({"--n", "129"}), "option --n: expected a count in 1..128, found 129");
   EXPECT_EQ(refusal({"--n", "2", "--mode", "score"}),
@@ -199,24 +202,26 @@ TEST(Options, SamplesPerPromptAreRangeCheckedAndOnlyForGenerate) {
 }
 
 TEST(Options, PrefixSharingIsOnOrOffFromTheCommandLineOrTheConfigFile) {
-  EXPECT_EQ(parse({}).prefix_sharing, "on");
-  EXPECT_EQ(parse({"--prefix-sharing", "off"}).prefix_sharing, "off");
-  EXPECT_EQ(parse({"--config", config_file("prefix.ini", "prefix-sharing = off\n")}).prefix_sharing, "off");
+  EXPECT_TRUE(parse({}).prefix_sharing);
+  EXPECT_FALSE(parse({"--prefix-sharing", "off"}).prefix_sharing);
+  EXPECT_FALSE(parse({"--config", config_file("prefix.ini", "prefix-sharing = off\n")}).prefix_sharing);
   EXPECT_EQ(refusal({"--prefix-sharing", "yes"}), "option --prefix-sharing: expected on or off, found 'yes'");
 }
 
 TEST(Options, SpeculateIsOffLookupOrADraftModelWithABoundedDraftLength) {
-  EXPECT_EQ(parse({}).speculate, "off");
+  EXPECT_EQ(parse({}).speculate, Speculation::Off);
   EXPECT_EQ(parse({}).draft_max, 4);
   const auto o = parse({"--speculate", "lookup", "--draft-max", "7"});
-  EXPECT_EQ(o.speculate, "lookup");
+  EXPECT_EQ(o.speculate, Speculation::Lookup);
   EXPECT_EQ(o.draft_max, 7);
   const auto ini = parse({"--config", config_file("speculate.ini", "speculate = lookup\ndraft-max = 2\n")});
-  EXPECT_EQ(ini.speculate, "lookup");
+  EXPECT_EQ(ini.speculate, Speculation::Lookup);
   EXPECT_EQ(ini.draft_max, 2);
   EXPECT_EQ(refusal({"--speculate", "ngram"}), "option --speculate: expected off, lookup or draft:PATH, found 'ngram'");
   const auto draft = parse({"--speculate", "draft:models/small.gguf", "--draft-max", "3"});
+  EXPECT_EQ(draft.speculate, Speculation::DraftModel);
   EXPECT_EQ(glacier::app::draft_model_path(draft), "models/small.gguf");
+  EXPECT_EQ(glacier::app::speculate_word(draft), "draft:models/small.gguf");
   EXPECT_EQ(draft.draft_max, 3);
   EXPECT_EQ(glacier::app::draft_model_path(o), "");
   EXPECT_EQ(refusal({"--speculate", "draft:"}),
@@ -230,4 +235,55 @@ TEST(Options, SpeculateIsOffLookupOrADraftModelWithABoundedDraftLength) {
             "option --draft-max: expected --speculate lookup or draft:PATH with it, found --speculate off");
   EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "0"}), "option --draft-max: expected a count in 1..64, found 0");
   EXPECT_EQ(refusal({"--speculate", "lookup", "--draft-max", "65"}), "option --draft-max: expected a count in 1..64, found 65");
+}
+
+// The worded options are parsed once into values; each word reads back as given (the provenance records
+// the words), and a word outside the list is refused naming the option, the words it takes and the one found.
+TEST(Options, WordedOptionsBecomeValuesAndReadBackAsTheirWords) {
+  const JobOptions d = parse({});
+  EXPECT_EQ(d.mode, JobMode::Generate);
+  EXPECT_EQ(d.bind, glacier::sys::Binding::Core);
+  EXPECT_EQ(d.wire, glacier::pipeline::WireCodec::F32);
+  EXPECT_EQ(d.log_level, glacier::log::Level::Info);
+  const JobOptions o = parse({"--mode", "score", "--bind", "numa", "--wire", "int8", "--log-level", "warn",
+                              "--partition", "memory", "--n-prefill", "each", "--prefix-sharing", "off"});
+  EXPECT_EQ(o.mode, JobMode::Score);
+  EXPECT_EQ(o.bind, glacier::sys::Binding::Numa);
+  EXPECT_EQ(o.wire, glacier::pipeline::WireCodec::Int8);
+  EXPECT_EQ(o.log_level, glacier::log::Level::Warn);
+  EXPECT_STREQ(glacier::app::option_word(o.mode), "score");
+  EXPECT_STREQ(glacier::app::option_word(o.bind), "numa");
+  EXPECT_STREQ(glacier::app::option_word(o.wire), "int8");
+  EXPECT_STREQ(glacier::app::option_word(o.log_level), "warn");
+  EXPECT_STREQ(glacier::app::option_word(o.partition), "memory");
+  EXPECT_STREQ(glacier::app::n_prefill_word(o.share_prefill), "each");
+  EXPECT_STREQ(glacier::app::prefix_sharing_word(o.prefix_sharing), "off");
+  EXPECT_EQ(glacier::app::speculate_word(o), "off");
+  EXPECT_EQ(parse({"--mode", "perplexity", "--ctx", "64"}).mode, JobMode::Perplexity);
+  EXPECT_EQ(parse({"--bind", "none"}).bind, glacier::sys::Binding::None);
+  EXPECT_EQ(parse({"--wire", "bf16"}).wire, glacier::pipeline::WireCodec::BF16);
+  EXPECT_EQ(parse({"--config", config_file("words.ini", "wire = f16\nmode = score\n")}).wire,
+            glacier::pipeline::WireCodec::F16);
+
+  EXPECT_EQ(refusal({"--mode", "chat"}), "option --mode: expected generate, score or perplexity, found 'chat'");
+  EXPECT_EQ(refusal({"--bind", "socket"}), "option --bind: expected core, numa or none, found 'socket'");
+  EXPECT_EQ(refusal({"--wire", "fp8"}), "option --wire: expected f32, f16, bf16 or int8, found 'fp8'");
+  EXPECT_EQ(refusal({"--log-level", "verbose"}), "option --log-level: expected debug, info, warn or error, found 'verbose'");
+  // Words are exact: no case folding.
+  EXPECT_EQ(refusal({"--wire", "F32"}), "option --wire: expected f32, f16, bf16 or int8, found 'F32'");
+}
+
+// Of several bad options the first one checked is reported, as when the words were compared as text:
+// a missing --model before a bad --mode, a bad --mode before a bad --wire.
+TEST(Options, TheFirstBadOptionIsReportedWhateverItsKind) {
+  std::vector<const char*> argv = {"glacier_mpi", "--prompts", "p.txt", "--jsonl", "r.jsonl", "--mode", "chat"};
+  try {
+    glacier::app::parse_options(static_cast<int>(argv.size()), argv.data());
+    FAIL() << "a job without --model was accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "option --model: expected a GGUF file, found nothing (the option is required)");
+  }
+  EXPECT_EQ(refusal({"--wire", "fp8", "--mode", "chat"}),
+            "option --mode: expected generate, score or perplexity, found 'chat'");
+  EXPECT_EQ(refusal({"--log-level", "loud", "--bind", "socket"}), "option --bind: expected core, numa or none, found 'socket'");
 }

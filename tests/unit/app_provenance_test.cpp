@@ -57,7 +57,7 @@ TEST(AppProvenance, SettingDifferencesNameEveryChangedKey) {
   EXPECT_FALSE(then.contains("layer_split")) << "with --wire f32 the split does not change results";
   EXPECT_FALSE(setting_differences(then, then).has_value());
   JobOptions b = a;
-  b.wire = "bf16";
+  b.wire = glacier::pipeline::WireCodec::BF16;
   b.seed = 7;
   const nlohmann::json now = result_settings(b, 4096, std::string("chatml"), "0:3,3:5");
   const std::string diff = setting_differences(then, now).value_or("");

@@ -117,7 +117,7 @@ Provenance make_provenance(const JobOptions& o) {
   p.settings = result_settings(o, 2048, std::nullopt, p.layer_split).dump();
   p.version = "0.1.0";
   p.commit = "0123abc";
-  p.mode = o.mode;
+  p.mode = glacier::app::option_word(o.mode);
   p.command_line = "glacier_mpi --model /models/tiny.gguf";
   p.started_at = "2026-12-03T10:00:00Z";
   p.prompts_sha256 = std::string(64, 'c');
@@ -461,11 +461,11 @@ TEST(AppResultSink, ResumeRefusesADifferentModelModeOrOptions) {
   expect_refused(hotter, make_provenance(hotter), {"temperature: 0.0 in the file, 0.5 now"});
 
   JobOptions scoring = o;
-  scoring.mode = "score";
+  scoring.mode = glacier::app::JobMode::Score;
   expect_refused(scoring, make_provenance(scoring), {"mode: \"generate\" in the file, \"score\" now"});
 
   JobOptions lossy = o;
-  lossy.wire = "int8";
+  lossy.wire = glacier::pipeline::WireCodec::Int8;
   expect_refused(lossy, make_provenance(lossy), {"wire: \"f32\" in the file, \"int8\" now", "layer_split"});
 
   // A refused resume touches neither output.

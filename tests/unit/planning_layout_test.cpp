@@ -79,7 +79,7 @@ TEST(PlanningLayout, ByBytesTheHeaviestStageIsAsLightAsCanBe) {
 
 TEST(PlanningLayout, ByMemoryARankWithLessMemoryHoldsLess) {
   SplitRequest req;
-  req.partition = "memory";
+  req.partition = Partition::Memory;
   // Rank 0 has 4 GiB, rank 1 12 GiB; the fullest stage is as empty as can be. Cut after 2 layers:
   // 2.25 / 4 = 56% and 8.25 / 12 = 69%; after 3: 3.25 / 4 = 81%; after 1: 1.25 / 4 and 9.25 / 12 = 77%.
   const HostMemory mem = host_memory({"small", "big"}, {4 * kGiB, 12 * kGiB});
@@ -93,7 +93,7 @@ TEST(PlanningLayout, MoreStagesThanLayersIsRefused) {
   SplitRequest req;
   req.replicas = 1;
   EXPECT_THROW(plan_layout(req, "m.gguf", uneven_model(), roomy(9), 9), InputError);
-  req.partition = "memory";
+  req.partition = Partition::Memory;
   EXPECT_THROW(plan_layout(req, "m.gguf", uneven_model(), roomy(9), 9), InputError);
 }
 
@@ -161,7 +161,7 @@ TEST(PlanningLayout, AModelThatDoesNotFitIsRefusedWithTheHostNamed) {
 TEST(PlanningLayout, AFixedSplitSetsTheReplicas) {
   const std::vector<LayerRange> fixed = {{0, 4}, {4, 8}};
   SplitRequest req;
-  req.partition = "memory";  // ignored: the fixed split wins (check_fixed_split_options refuses it earlier)
+  req.partition = Partition::Memory;  // ignored: the fixed split wins (check_fixed_split_options refuses it earlier)
   const Layout l = plan_layout(req, "set", uneven_model(), roomy(6), 6, fixed);
   EXPECT_EQ(l.replicas, 3);
   EXPECT_EQ(l.n_stages, 2);
@@ -178,17 +178,17 @@ TEST(PlanningLayout, AShardSetRefusesTheOptionsThatWouldChooseItsSplit) {
     return "";
   };
   EXPECT_EQ(message({}, "", 4), "") << "4 ranks over 2 stages, nothing else asked: accepted";
-  EXPECT_EQ(message({"", "bytes", 2}, "", 4), "") << "--replicas 2 is what 4 ranks over 2 stages make";
+  EXPECT_EQ(message({"", Partition::Bytes, 2}, "", 4), "") << "--replicas 2 is what 4 ranks over 2 stages make";
   EXPECT_EQ(message({}, "", 3),
             "option --model dir (a shard set of 2 stages): expected a rank count that is a multiple of its stages, "
             "found 3 ranks");
-  EXPECT_EQ(message({"", "bytes", 1}, "", 4),
+  EXPECT_EQ(message({"", Partition::Bytes, 1}, "", 4),
             "option --replicas: expected 2 or auto (4 ranks over the 2 stages of dir), found 1");
   const std::string fixed_split = "options --layers / --partition / --partition-from: expected none with --model dir "
                                   "(a shard set of 2 stages), whose split is fixed when it is cut (glacier_shard), "
                                   "found them given";
-  EXPECT_EQ(message({"0:4,4:8", "bytes", 0}, "", 2), fixed_split);
-  EXPECT_EQ(message({"", "memory", 0}, "", 2), fixed_split);
+  EXPECT_EQ(message({"0:4,4:8", Partition::Bytes, 0}, "", 2), fixed_split);
+  EXPECT_EQ(message({"", Partition::Memory, 0}, "", 2), fixed_split);
   EXPECT_EQ(message({}, "old.h5", 2), fixed_split);
 }
 
