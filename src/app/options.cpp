@@ -223,6 +223,9 @@ po::options_description describe(JobOptions& o) {
        }),
        "pipelines the ranks form, each over np/R ranks, taking prompts from one queue; "
        "auto = the shortest pipeline whose shards fit memory, replicated over the rest")
+      ("expert-parallel", po::value(&o.expert_parallel)->default_value(o.expert_parallel),
+       "ranks each stage's MoE experts are split over (E): each holds and computes 1/E of them, attention and the "
+       "router run on all E; ranks = stages x E x replicas; E must divide the model's experts")
       ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: chosen by --partition)")
       ("partition", po::value(&o.partition)->default_value(o.partition),
        "how the layer split is chosen: bytes (balance weight bytes) | memory (proportional to each rank's memory) | "
@@ -326,6 +329,12 @@ void check(const JobOptions& o) {
   if (!o.partition_from.empty() && o.partition != "measured")
     bad("partition", "measured (or nothing) with --partition-from", "'" + o.partition + "'");
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
+  if (o.expert_parallel < 1 || o.expert_parallel > kMaxExpertParallel)
+    bad("expert-parallel", "a count in 1.." + std::to_string(kMaxExpertParallel), std::to_string(o.expert_parallel));
+  if (o.expert_parallel > 1 && o.partition == "measured")
+    bad("partition", "bytes or memory with --expert-parallel " + std::to_string(o.expert_parallel) +
+                         " (the measured calibration times each rank's layers alone, with every expert)",
+        "'measured'");
   if (o.mode == "perplexity" && o.replicas != 1)
     bad("replicas", "1 with --mode perplexity (its chunks run on one pipeline)", o.replicas == 0 ? "'auto'" : std::to_string(o.replicas));
   // Checked before the GiB become bytes: 1.8e10 GiB or inf would overflow 64 bits.

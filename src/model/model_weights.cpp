@@ -94,7 +94,9 @@ kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n) {
   return v;
 }
 
-// One matrix per expert of a 3-D tensor [cols, rows, n_expert]: expert e starts e * rows rows in.
+// One matrix per expert of a 3-D tensor [cols, rows, n_expert]: expert e starts e * rows rows in. Under
+// expert parallelism the experts the shard does not hold stay unset, and the shard records a slice of
+// the tensor per held expert in place of the whole tensor, so that nothing reads the others' bytes.
 std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows,
                                              int64_t n_expert, ShardWeights* shard) {
   const gguf::TensorInfo& t = require_tensor(f, name);
@@ -106,10 +108,33 @@ std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::str
   all.cols = cols;
   all.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows * n_expert));
   all.block_sum_order = kernels::preferred_block_sum_order(all.type, rows);
-  f.prefetch(t);
-  note_use(shard, t);
+  shard->all_expert_bytes += t.n_bytes;
+  const ExpertShare share = shard->experts;
+  if (share.count == 1) {
+    f.prefetch(t);
+    note_use(shard, t);
+    shard->expert_bytes += t.n_bytes;
+  }
   std::vector<kernels::Matrix> out;
-  for (int64_t e = 0; e < n_expert; ++e) out.push_back(row_view(all, e * rows, rows));
+  for (int64_t e = 0; e < n_expert; ++e) {
+    if (!share.owns(static_cast<int32_t>(e))) {
+      out.emplace_back();  // unset: another rank of the expert group holds it
+      continue;
+    }
+    out.push_back(row_view(all, e * rows, rows));
+    if (share.count == 1) continue;
+    auto slice = std::make_shared<gguf::TensorInfo>(t);
+    slice->name = t.name + " (expert " + std::to_string(e) + ")";
+    slice->n_dims = 2;
+    slice->ne[2] = 1;
+    slice->n_bytes = static_cast<uint64_t>(rows) * all.row_bytes;
+    slice->offset = t.offset + static_cast<uint64_t>(e) * slice->n_bytes;
+    slice->data = t.data + static_cast<size_t>(e) * slice->n_bytes;
+    f.prefetch(*slice);
+    note_use(shard, *slice);
+    shard->expert_bytes += slice->n_bytes;
+    shard->expert_slices.push_back(std::move(slice));
+  }
   return out;
 }
 
@@ -254,9 +279,13 @@ std::vector<float> rope_divisors(const gguf::File& f, const char* name, const Mo
 
 
 ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange layers, bool has_embedding,
-                        bool has_head, ThreadPool* scan_pool, const LoadProgress& progress) {
+                        bool has_head, ThreadPool* scan_pool, const LoadProgress& progress, ExpertShare experts) {
   GLACIER_ASSERT(layers.first >= 0 && layers.first <= layers.last && layers.last <= c.n_layer, "layer range in model");
+  GLACIER_ASSERT(experts.count >= 1 && experts.index >= 0 && experts.index < experts.count &&
+                     (experts.count == 1 || (c.is_moe() && c.n_expert % experts.count == 0)),
+                 "expert share divides the model's experts");
   ShardWeights w;
+  w.experts = experts;
   w.layer_range = layers;
   w.has_embedding = has_embedding;
   w.has_head = has_head;
