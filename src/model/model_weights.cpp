@@ -275,6 +275,37 @@ std::vector<float> rope_divisors(const gguf::File& f, const char* name, const Mo
   return v;
 }
 
+// Calls fn with each expert the shard does not hold, as a tensor of that expert's bytes.
+template <typename Fn>
+void for_each_foreign_expert(const gguf::File& f, const ModelConfig& c, const ShardWeights& w, Fn fn) {
+  for (int32_t l = w.layer_range.first; l < w.layer_range.last; ++l) {
+    if (c.layer_is_dense(l)) continue;
+    for (const char* what : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+      const gguf::TensorInfo& t = require_tensor(f, blk(l, what));
+      const uint64_t per_expert = t.n_bytes / static_cast<uint64_t>(c.n_expert);
+      for (int32_t e = 0; e < c.n_expert; ++e) {
+        if (w.experts.owns(e)) continue;
+        gguf::TensorInfo foreign = t;
+        foreign.data = t.data + static_cast<size_t>(e) * per_expert;
+        foreign.n_bytes = per_expert;
+        fn(foreign);
+      }
+    }
+  }
+}
+
+// Under expert parallelism, the experts the shard does not hold: nothing here reads them, but the kernel
+// maps a file's pages in blocks (fault-around, large folios) that reach past the held experts' edges. Kept
+// apart before any expert is read, so that reads of the held experts map none of theirs.
+void keep_foreign_experts_apart(const gguf::File& f, const ModelConfig& c, const ShardWeights& w) {
+  for_each_foreign_expert(f, c, w, [&f](const gguf::TensorInfo& foreign) { f.keep_apart(foreign); });
+}
+
+// ... and dropped after loading, in case a fault before the advice (the scan of another tensor) mapped some.
+void release_foreign_experts(const gguf::File& f, const ModelConfig& c, const ShardWeights& w) {
+  for_each_foreign_expert(f, c, w, [&f](const gguf::TensorInfo& foreign) { f.release(foreign); });
+}
+
 }  // namespace
 
 
@@ -286,6 +317,8 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
                  "expert share divides the model's experts");
   ShardWeights w;
   w.experts = experts;
+  w.layer_range = layers;
+  if (experts.count > 1) keep_foreign_experts_apart(f, c, w);
   w.layer_range = layers;
   w.has_embedding = has_embedding;
   w.has_head = has_head;
@@ -329,6 +362,7 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
     if (progress) progress(done, total, "checked");
   }
   pack_shard_weights(f, w, scan_pool, progress);
+  if (experts.count > 1) release_foreign_experts(f, c, w);
   return w;
 }
 
