@@ -50,7 +50,10 @@ std::optional<Request> parse(int argc, char** argv) {
       ("residual-scale", po::value(&granite.residual_scale)->default_value(granite.residual_scale), "granite: residual_scale")
       ("attention-scale", po::value(&granite.attention_scale)->default_value(granite.attention_scale), "granite: attention.scale")
       ("logit-scale", po::value(&granite.logit_scale)->default_value(granite.logit_scale), "granite: logit_scale (logits divided by it)")
-      ("q-lora-rank", po::value(&ds.q_lora_rank)->default_value(ds.q_lora_rank), "deepseek2: attention.q_lora_rank (0: plain attn_q;\n  llama.cpp ties 0 to 27 layers). Latent attention shapes: kv_lora_rank 32, rope 16 + nope 32 per q/k\n  head, v 32; 4 experts of width 64, top 2, 1 shared, 1 leading dense layer")
+      ("q-lora-rank", po::value(&ds.q_lora_rank)->default_value(ds.q_lora_rank), "deepseek2: attention.q_lora_rank (0: plain attn_q;\n  llama.cpp ties 0 to 27 layers). Latent attention shapes: kv_lora_rank 32, rope 16 + nope 32 per q/k\n  head, v 32; 1 shared expert, 1 leading dense layer")
+      ("n-expert", po::value(&ds.n_expert)->default_value(ds.n_expert), "deepseek2: routed experts a MoE layer")
+      ("n-expert-used", po::value(&ds.n_expert_used)->default_value(ds.n_expert_used), "deepseek2: experts a token is routed to (top k)")
+      ("n-ff-expert", po::value(&ds.n_ff_expert)->default_value(ds.n_ff_expert), "deepseek2: feed-forward width of an expert")
       ("expert-gating", po::value(&expert_gating)->default_value(expert_gating), "deepseek2: softmax | sigmoid (expert_gating_func)")
       ("expert-weights-norm", po::bool_switch(&ds.weights_norm), "deepseek2: expert_weights_norm = true")
       ("expert-weights-scale", po::value(&ds.weights_scale)->default_value(ds.weights_scale), "deepseek2: expert_weights_scale")
@@ -133,7 +136,8 @@ std::optional<Request> parse(int argc, char** argv) {
     s.deepseek = ds;
     if (!vm.count("n-head-kv")) s.n_head_kv = s.n_head;  // latent attention has one key and value per head
   } else {
-    for (const char* o : {"q-lora-rank", "expert-gating", "expert-weights-scale", "yarn-log-multiplier"})
+    for (const char* o : {"q-lora-rank", "expert-gating", "expert-weights-scale", "yarn-log-multiplier", "n-expert",
+                          "n-expert-used", "n-ff-expert"})
       if (!vm[o].defaulted())
         throw glacier::InputError(std::string("option --") + o + ": expected only with --arch deepseek2, found --arch " + arch);
     if (ds.weights_norm || ds.exp_probs_b)

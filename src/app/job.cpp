@@ -28,6 +28,7 @@
 #include "model/model_weights.h"
 #include "model/shard_set.h"
 #include "model/tokenizer.h"
+#include "pipeline/expert_group_channel.h"
 #include "pipeline/local_ring.h"
 #include "pipeline/pipeline_ring.h"
 #include "pipeline/partition.h"
@@ -56,6 +57,11 @@ struct RankSetup {
   int n_stages = 1;  // ranks per pipeline replica
   int replica = 0;   // this rank's replica and its stage in it
   int stage_index = 0;
+  // --expert-parallel: each ring rank (world ranks [0, ring_ranks), laid out as without it) leads a group of
+  // expert_parallel ranks; member j > 0 of ring rank r is world rank j * ring_ranks + r.
+  int expert_parallel = 1;
+  int ring_ranks = 1;
+  int expert_index = 0;  // this rank's index in its group (0: the leader, on the ring)
   std::vector<model::LayerRange> split;  // one range per stage
   int32_t n_ctx = 0;
   int32_t n_slots = 0;
@@ -68,6 +74,8 @@ struct RankSetup {
   std::unique_ptr<ThreadPool> pool;
   model::ShardWeights shard;  // moved into the stage once the slot count is agreed
   std::unique_ptr<compute::TransformerStage> stage;
+  std::unique_ptr<comm::Channel> group_channel;           // --expert-parallel > 1: this rank's expert group
+  std::unique_ptr<pipeline::ChannelExpertGroup> group;
   std::unique_ptr<DraftModel> draft;  // --speculate draft:PATH, on each pipeline's driver
   std::vector<std::unique_ptr<OutputLock>> output_locks;  // rank 0: one writer per output file
 };
@@ -85,11 +93,34 @@ planning::MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
 
 planning::SplitRequest split_request(const JobOptions& o) { return {o.layers, o.partition, o.replicas}; }
 
+// --expert-parallel against the rank count (before the layout, which counts ring ranks).
+void check_expert_ranks(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
+  s.expert_parallel = o.expert_parallel;
+  if (ch.size() % o.expert_parallel != 0)
+    throw InputError("option --expert-parallel: expected a divisor of the job's " + std::to_string(ch.size()) +
+                     " ranks (ranks = stages x expert-parallel x replicas), found " + std::to_string(o.expert_parallel));
+  s.ring_ranks = ch.size() / o.expert_parallel;
+  s.expert_index = ch.rank() / s.ring_ranks;
+}
+
+// --expert-parallel against the model: there must be experts to split, evenly.
+void check_expert_model(const JobOptions& o, const RankSetup& s) {
+  if (o.expert_parallel == 1) return;
+  if (!s.cfg.is_moe() || s.cfg.n_layer_dense_lead >= s.cfg.n_layer)
+    throw InputError("option --expert-parallel: expected 1 for " + o.model +
+                     ", which has no mixture-of-experts layers to split, found " + std::to_string(o.expert_parallel));
+  if (s.cfg.n_expert % o.expert_parallel != 0)
+    throw InputError("option --expert-parallel: expected a divisor of the model's " + std::to_string(s.cfg.n_expert) +
+                     " experts (" + o.model + "), found " + std::to_string(o.expert_parallel));
+}
+
 // Opens the rank's model file: the whole file, or its stage's file of a shard set.
 void open_model(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   if (model::is_shard_set_path(o.model)) {
     s.shards = model::read_shard_set(o.model);
-    planning::check_fixed_split_options(split_request(o), o.partition_from, o.model, s.shards->n_stages(), ch.size());
+    // Stages repeat every n_stages ring ranks, and ring_ranks is a multiple of n_stages, so a group member
+    // (world rank j * ring_ranks + r) opens its leader's stage.
+    planning::check_fixed_split_options(split_request(o), o.partition_from, o.model, s.shards->n_stages(), s.ring_ranks);
     s.file = model::open_shard(*s.shards, ch.rank() % s.shards->n_stages());
     return;
   }
@@ -106,9 +137,11 @@ RankSetup read_model(const JobOptions& o, comm::Channel& ch) {
   check_threads(o, sys::host_hardware_thread_count(), ch.host_name());
   const PromptFileFacts prompts = ch.rank() == 0 ? check_prompt_file(o) : PromptFileFacts{};
   if (ch.rank() == 0) s.output_locks = lock_outputs(o);  // before anything is written; held until the trace is in
+  check_expert_ranks(o, ch, s);
   open_model(o, ch, s);
   if (ch.rank() == 0) check_chat_template(o, prompts, s.file->find_string("tokenizer.chat_template"));
   s.cfg = model::read_model_config(*s.file);
+  check_expert_model(o, s);
   if (s.shards && s.shards->n_layer != s.cfg.n_layer)
     throw InputError(s.shards->manifest_path + ": field \"n_layer\": expected the block_count of its files (" +
                      std::to_string(s.cfg.n_layer) + "), found " + std::to_string(s.shards->n_layer));
@@ -165,13 +198,22 @@ void plan_layout(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   s.memory = gather_host_memory(o, ch);
   s.memory_budget =
       s.memory.available[static_cast<size_t>(ch.rank())] / static_cast<uint64_t>(std::max(1, ch.local_size()));
-  const planning::Layout layout =
-      planning::plan_layout(split_request(o), o.model, memory_shape(o, s), s.memory, ch.size(),
-                            s.shards ? s.shards->split : std::vector<model::LayerRange>{});
+  // The ring ranks are laid out as a job without expert groups; each group member takes its leader's place.
+  planning::Layout layout;
+  try {
+    layout = planning::plan_layout(split_request(o), o.model, memory_shape(o, s), s.memory, s.ring_ranks,
+                                   s.shards ? s.shards->split : std::vector<model::LayerRange>{});
+  } catch (const InputError& e) {
+    if (s.expert_parallel == 1) throw;
+    // The layout's rank counts are ring ranks: say so, or its "-np" advice would be off by the factor.
+    throw InputError(std::string(e.what()) + " (with --expert-parallel " + std::to_string(s.expert_parallel) +
+                     " the ranks above are the job's " + std::to_string(ch.size()) + " divided by " +
+                     std::to_string(s.expert_parallel) + ")");
+  }
   s.replicas = layout.replicas;
   s.n_stages = layout.n_stages;
-  s.replica = layout.replica_of(ch.rank());
-  s.stage_index = layout.stage_of(ch.rank());
+  s.replica = layout.replica_of(ch.rank() % s.ring_ranks);
+  s.stage_index = layout.stage_of(ch.rank() % s.ring_ranks);
   s.split = layout.split;
   if (ch.rank() == 0 && o.partition != planning::Partition::Measured) log_split(o, s);
 }
@@ -205,13 +247,21 @@ void load_rank(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
     std::snprintf(detail, sizeof detail, "%.1f of %.1f MiB %s", done / 1048576.0, total / 1048576.0, pass);
     comm::startup::progress(detail);
   };
+  // Only a group's leader embeds and evaluates the head: the other members run the layers alone.
+  const bool leader = s.expert_index == 0;
+  const model::ExpertShare experts{s.expert_index, s.expert_parallel};
   model::ShardWeights shard =
-      model::load_shard(*s.file, s.cfg, s.split[i], i == 0, i == p - 1, s.pool.get(), report);
+      model::load_shard(*s.file, s.cfg, s.split[i], i == 0 && leader, i == p - 1 && leader, s.pool.get(), report, experts);
   std::string replica;
   if (s.replicas > 1) replica = ", replica " + std::to_string(s.replica) + " stage " + std::to_string(i);
+  if (s.expert_parallel > 1) replica += ", expert group member " + std::to_string(s.expert_index);
   GLACIER_LOG_INFO("rank %d of %d%s on host %s: %s, %d threads; layers %d:%d (%.1f MiB of weights), ctx %d",
                    ch.rank(), ch.size(), replica.c_str(), ch.host_name().c_str(), s.binding.c_str(), threads,
                    s.split[i].first, s.split[i].last, shard.bytes / 1048576.0, s.n_ctx);
+  if (shard.all_expert_bytes > 0)
+    GLACIER_LOG_INFO("rank %d holds %.1f of its layers' %.1f MiB of expert weights (experts e with e %% %d == %d)",
+                     ch.rank(), shard.expert_bytes / 1048576.0, shard.all_expert_bytes / 1048576.0, s.expert_parallel,
+                     s.expert_index);
   s.shard = std::move(shard);
 }
 
@@ -274,11 +324,15 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   comm::startup::phase("setting up the channels");
   ch.configure_faults({o.stall_timeout, o.inject_latency_ms / 1000.0});
   // Each replica's pipeline runs on its own channel; the world channel carries the replicas' work queue.
-  std::unique_ptr<comm::Channel> replica_channel = ch.split(s.replica);
+  // Expert group members other than the leader are on no ring: each gets a channel of its own.
+  const bool leader = s.expert_index == 0;
+  std::unique_ptr<comm::Channel> replica_channel = ch.split(leader ? s.replica : s.replicas + ch.rank());
   comm::Channel& pipe = *replica_channel;
+  // A group's members, ranked in world order: the leader first.
+  if (s.expert_parallel > 1) s.group_channel = ch.split(ch.rank() % s.ring_ranks);
   pipeline::WireIntegrity integrity{ch.rank() - pipe.rank(), 0};  // reports name world ranks
   agreed_step([&] { integrity.corrupt_send = pipeline::corrupt_send_from_env(ch.rank(), ch.size()); });
-  const bool driver = pipe.rank() == 0;
+  const bool driver = leader && pipe.rank() == 0;
   comm::startup::phase("starting threads");
   agreed_step([&] { start_threads(o, ch, s); });
   if (o.partition == planning::Partition::Measured && o.layers.empty()) {
@@ -304,6 +358,10 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     if (s.replicas > 1) GLACIER_LOG_INFO("%d pipeline replicas of %d stages", s.replicas, s.n_stages);
   }
   s.stage = std::make_unique<compute::TransformerStage>(s.cfg, std::move(s.shard), s.n_slots, s.n_ctx, s.ubatch, *s.pool);
+  if (s.group_channel) {
+    s.group = std::make_unique<pipeline::ChannelExpertGroup>(*s.group_channel, s.ubatch, s.cfg.n_embd);
+    s.stage->set_expert_group(s.group.get());
+  }
   if (const std::string draft = draft_model_path(o); !draft.empty()) {
     comm::startup::phase("loading the draft model (--speculate)");
     agreed_step([&] {
@@ -311,7 +369,14 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     });
   }
   comm::startup::phase("timing a hop and decode steps (--decode-groups)");
-  const planning::DecodeGroupPlan groups = plan_decode_groups(o, pipe, *s.stage, s.n_slots, s.throttle);
+  // The leaders time decode steps on their stages while the other members of their groups follow.
+  planning::DecodeGroupPlan groups;
+  if (leader) {
+    groups = plan_decode_groups(o, pipe, *s.stage, s.n_slots, s.throttle);
+    if (s.group) s.group->release_members();
+  } else {
+    s.group->follow_leader(*s.stage);
+  }
   s.decode_groups = groups.groups;
   if (driver) GLACIER_LOG_INFO("%s%s", s.replicas > 1 ? ("replica " + std::to_string(s.replica) + ": ").c_str() : "",
                                groups.describe().c_str());
@@ -377,8 +442,12 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
       code = kExitFailure;
     }
     if (pipeline_ring) pipeline_ring->shutdown();
-  } else {
+    if (s.group) s.group->release_members();
+  } else if (leader) {
     pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, o.wire, trace, s.throttle, integrity);
+    if (s.group) s.group->release_members();
+  } else {
+    s.group->follow_leader(*s.stage);  // until the leader's ring has shut down
   }
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
   // Every rank learns whether a driver failed; then nobody touches the output file again.

@@ -272,6 +272,9 @@ po::options_description describe(JobOptions& o, Words& w) {
        }),
        "pipelines the ranks form, each over np/R ranks, taking prompts from one queue; "
        "auto = the shortest pipeline whose shards fit memory, replicated over the rest")
+      ("expert-parallel", po::value(&o.expert_parallel)->default_value(o.expert_parallel),
+       "ranks each stage's MoE experts are split over (E): each holds and computes 1/E of them, attention and the "
+       "router run on all E; ranks = stages x E x replicas; E must divide the model's experts")
       ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: chosen by --partition)")
       ("partition", po::value(&w.partition)->default_value(w.partition),
        "how the layer split is chosen: bytes (balance weight bytes) | memory (proportional to each rank's memory) | "
@@ -382,6 +385,12 @@ void check(JobOptions& o, const Words& w) {
   if (!o.partition_from.empty() && o.partition != planning::Partition::Measured)
     bad("partition", "measured (or nothing) with --partition-from", "'" + w.partition + "'");
   if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
+  if (o.expert_parallel < 1 || o.expert_parallel > kMaxExpertParallel)
+    bad("expert-parallel", "a count in 1.." + std::to_string(kMaxExpertParallel), std::to_string(o.expert_parallel));
+  if (o.expert_parallel > 1 && o.partition == planning::Partition::Measured)
+    bad("partition", "bytes or memory with --expert-parallel " + std::to_string(o.expert_parallel) +
+                         " (the measured calibration times each rank's layers alone, with every expert)",
+        "'measured'");
   if (o.mode == JobMode::Perplexity && o.replicas != 1)
     bad("replicas", "1 with --mode perplexity (its chunks run on one pipeline)", o.replicas == 0 ? "'auto'" : std::to_string(o.replicas));
   // Checked before the GiB become bytes: 1.8e10 GiB or inf would overflow 64 bits.

@@ -58,6 +58,9 @@ struct JobOptions {
   bool oversubscribe_threads = false;  // allow --threads above the host's hardware threads
   sys::Binding bind = sys::Binding::Core;
   int32_t replicas = 1;   // pipelines the ranks form (0 = auto: the shortest pipeline that fits memory)
+  // Ranks a stage's MoE experts are split over (each holds the experts e with e % E == its index in the
+  // group); ranks = stages x expert_parallel x replicas.
+  int32_t expert_parallel = 1;
   std::string layers;     // "0:2,2:5" or empty for the balanced split
   planning::Partition partition = planning::Partition::Bytes;  // how the split is chosen without --layers
   std::string partition_from;       // an earlier run's results file: measured speeds from its trace
@@ -84,6 +87,7 @@ constexpr int32_t kDecodeGroupsAuto = -1;
 constexpr int32_t kMaxCtx = 1 << 20;       // positions a sequence; keeps KV-cache byte counts far from overflow
 constexpr int32_t kMaxSlots = 1 << 16;     // sequences in flight (and so decode groups, which need a slot each)
 constexpr int32_t kMaxThreads = 1 << 12;   // compute threads a rank, even with --oversubscribe-threads
+constexpr int32_t kMaxExpertParallel = 1 << 10;  // ranks an expert group spans (more than any model has experts)
 constexpr double kMaxMemoryGiB = 1 << 20;  // 1 PiB a host: no host has more, and bytes stay far below 2^64
 constexpr int32_t kMaxDraftTokens = 64;    // a verify chunk is 1 + this many rows of logits on the last stage
 constexpr double kMaxSeconds = 1e7;        // ~116 days: a longer flush or stall interval is a typo

@@ -160,6 +160,7 @@ nlohmann::json options_json(const JobOptions& o) {
           {"oversubscribe-threads", o.oversubscribe_threads},
           {"bind", option_word(o.bind)},
           {"replicas", o.replicas == 0 ? nlohmann::json("auto") : nlohmann::json(o.replicas)},
+          {"expert-parallel", o.expert_parallel},
           {"layers", text_or_null(o.layers)},
           {"partition", option_word(o.partition)},
           {"partition-from", text_or_null(o.partition_from)},

@@ -11,6 +11,10 @@ constexpr int kPong = 2;
 // The pipeline's activations (a replica's channel, pipeline/wire.h).
 constexpr int kForward = 11;
 constexpr int kBack = 12;
+// An expert group's own channel (--expert-parallel, pipeline/expert_group_channel.h): the leader's
+// micro-batches to the other members, and every member's expert outputs to the others.
+constexpr int kExpertInput = 21;
+constexpr int kExpertOutputs = 22;
 // The replicas' work queue (the world channel, app/work_queue.cpp).
 constexpr int kWantWork = 31;
 constexpr int kWork = 32;

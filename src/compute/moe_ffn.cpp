@@ -28,6 +28,8 @@ MoeFfn::MoeFfn(const model::ModelConfig& cfg, int32_t max_tokens) : cfg_(cfg) {
   up_.resize(t * F);
   y_.resize(t * E);
   per_rank_.resize(t * k * E);
+  mine_.resize(t * k * E);
+  gathered_.resize(t * k * E);
   if (cfg.n_ff_shexp > 0) {
     const size_t S = static_cast<size_t>(cfg.n_ff_shexp);
     sh_gate_.resize(t);
@@ -70,11 +72,43 @@ void MoeFfn::route(const float* router_logits, const std::vector<float>& selecti
     for (int32_t r = 0; r < k; ++r) w[r] *= cfg_.expert_weights_scale;
 }
 
+// Every member knows every token's routing (the router is replicated), so each can tell which member
+// computed a slot: member j sends its slots in (token, rank) order, and the others read them back in the
+// same order. Copies only: the values summed are the bits the owner computed.
+void MoeFfn::gather_from_group(int32_t n) {
+  const int32_t k = cfg_.n_expert_used, G = group_->size(), me = group_->index();
+  const size_t E = static_cast<size_t>(cfg_.n_embd), slots = static_cast<size_t>(n) * k;
+  counts_.assign(static_cast<size_t>(G), 0);
+  size_t packed = 0;
+  for (size_t s = 0; s < slots; ++s) {
+    const int32_t owner = chosen_[s] % G;
+    counts_[static_cast<size_t>(owner)] += E;
+    if (owner != me) continue;
+    std::memcpy(mine_.data() + packed, per_rank_.data() + s * E, E * sizeof(float));
+    packed += E;
+  }
+  group_->gather_expert_outputs(mine_.data(), counts_, gathered_.data());
+  std::vector<size_t>& next = counts_;  // reused: where each member's next slot starts in gathered_
+  size_t start = 0;
+  for (int32_t j = 0; j < G; ++j) {
+    const size_t c = next[static_cast<size_t>(j)];
+    next[static_cast<size_t>(j)] = start;
+    start += c;
+  }
+  for (size_t s = 0; s < slots; ++s) {
+    const auto owner = static_cast<size_t>(chosen_[s] % G);
+    if (static_cast<int32_t>(owner) != me)
+      std::memcpy(per_rank_.data() + s * E, gathered_.data() + next[owner], E * sizeof(float));
+    next[owner] += E;
+  }
+}
+
 void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul) {
   const int32_t E = cfg_.n_embd, F = cfg_.n_ff_expert, X = cfg_.n_expert, k = cfg_.n_expert_used;
   matmul(L.router, xn, n, E, logits_.data());
   for (int32_t t = 0; t < n; ++t) route(logits_.data() + static_cast<size_t>(t) * X, L.exp_probs_b, t);
   for (int32_t e = 0; e < X; ++e) {
+    if (group_ && !group_->owns(e)) continue;  // another member computes it
     int32_t m = 0;
     for (int32_t t = 0; t < n; ++t)
       for (int32_t r = 0; r < k; ++r)
@@ -99,6 +133,7 @@ void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, f
       for (int32_t d = 0; d < E; ++d) dst[d] = y[d] * weight_[slot];
     }
   }
+  if (group_) gather_from_group(n);
   for (int32_t t = 0; t < n; ++t) {
     float* o = out + static_cast<size_t>(t) * E;
     const float* first = per_rank_.data() + static_cast<size_t>(t) * k * E;

@@ -87,7 +87,11 @@ TransformerStage::TransformerStage(const model::ModelConfig& cfg, model::ShardWe
                                      &L.wkv_a})
       matmul_.reserve(*m, max_tokens);
     for (const auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
-      if (!experts->empty()) matmul_.reserve(experts->front(), max_tokens);
+      for (const kernels::Matrix& m : *experts)
+        if (m.data) {  // the first expert this rank holds: they share one type and shape
+          matmul_.reserve(m, max_tokens);
+          break;
+        }
   }
   matmul_.reserve(w_.output, max_tokens);
   if (cfg.spec.ffn_act == model::FfnActivation::GeluTanh) gelu_tanh_f16_table(0.0f);  // builds the table now
@@ -154,9 +158,19 @@ void TransformerStage::add_to_residual(const std::vector<float>& post_norm, int3
   for (int32_t i = 0; i < n; ++i) kernels::add(x + i * E, tmp_.data() + i * E, E, x + i * E);
 }
 
+void TransformerStage::set_expert_group(ExpertGroup* group) {
+  GLACIER_ASSERT(!group || (group->size() == w_.experts.count && group->index() == w_.experts.index),
+                 "expert group matches the experts the weights hold");
+  GLACIER_ASSERT(group || w_.experts.count == 1, "a stage holding part of the experts has its group");
+  expert_group_ = group;
+  if (moe_) moe_->set_expert_group(group);
+}
+
 void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
   const int32_t n = mb.n_tokens();
   GLACIER_ASSERT(n <= max_tokens_, "micro-batch larger than the stage's buffers");
+  GLACIER_ASSERT(expert_group_ || w_.experts.count == 1, "a stage holding part of the experts has its group");
+  if (expert_group_ && expert_group_->leader()) expert_group_->share_input(mb, x, cfg_.n_embd);
   for (const SlotCopy& c : mb.copies) kv_.copy_prefix(c.src_slot, c.dst_slot, c.n_pos);
   if (n == 0) return;  // a micro-batch of copies alone
   for (const Chunk& c : mb.chunks) {

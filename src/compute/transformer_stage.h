@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "compute/expert_group.h"
 #include "compute/kv_cache.h"
 #include "compute/microbatch.h"
 #include "compute/moe_ffn.h"
@@ -32,6 +33,10 @@ class TransformerStage {
   // Runs the micro-batch's slot copies (mb.copies) on this stage's layers, then the layers on x in
   // place, writing the micro-batch's keys and values into the KV cache.
   void run_layers(const MicroBatch& mb, float* x);
+  // Expert parallelism: the group sharing this stage's experts (weights loaded with the matching
+  // model::ExpertShare). Its leader hands every micro-batch it runs to the other members first, so they
+  // run the same layers in step. Not owned; nullptr (the default): this stage holds every expert.
+  void set_expert_group(ExpertGroup* group);
   // Called after each layer: the pipeline drives MPI progress there, so transfers advance while computing.
   void set_layer_hook(std::function<void()> hook) { layer_hook_ = std::move(hook); }
   // Final norm and output head (last stage only) on the rows listed in `rows`:
@@ -51,6 +56,7 @@ class TransformerStage {
   int32_t max_tokens_;
   ThreadPool& pool_;
   std::function<void()> layer_hook_;
+  ExpertGroup* expert_group_ = nullptr;
   KvCache kv_;
   StageMatmul matmul_;
   std::unique_ptr<MoeFfn> moe_;            // MoE models only

@@ -240,4 +240,15 @@ void File::release(const TensorInfo& t) const {
   if (start < end) (void)::madvise(const_cast<uint8_t*>(map_ + start), end - start, MADV_DONTNEED);
 }
 
+void File::keep_apart(const TensorInfo& t) const {
+  if (!owns_map_ || !t.data || t.n_bytes == 0) return;
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t offset = static_cast<uint64_t>(t.data - map_);
+  const uint64_t start = (offset + page - 1) / page * page;
+  const uint64_t end = (offset + t.n_bytes) / page * page;
+  // MADV_RANDOM gives the range a mapping of its own (the kernel splits it off), which bounds what a
+  // fault elsewhere maps; a failure (too many mappings) costs memory, not correctness.
+  if (start < end) (void)::madvise(const_cast<uint8_t*>(map_ + start), end - start, MADV_RANDOM);
+}
+
 }  // namespace glacier::gguf

@@ -88,6 +88,10 @@ class File {
   // such as repacked weights, replaces them); they are read back from the file if touched again.
   // Does nothing for bytes given to parse().
   void release(const TensorInfo& t) const;
+  // Marks the pages that lie wholly inside the tensor's data as bytes this process does not read: the
+  // kernel then neither reads ahead into them nor maps them along with a fault on a neighbouring page
+  // (fault-around and large folios stop at the mapping's split). Advice only; nothing for parse()'s bytes.
+  void keep_apart(const TensorInfo& t) const;
 
  private:
   File() = default;

@@ -94,7 +94,9 @@ kernels::Matrix row_view(const kernels::Matrix& m, int64_t first, int64_t n) {
   return v;
 }
 
-// One matrix per expert of a 3-D tensor [cols, rows, n_expert]: expert e starts e * rows rows in.
+// One matrix per expert of a 3-D tensor [cols, rows, n_expert]: expert e starts e * rows rows in. Under
+// expert parallelism the experts the shard does not hold stay unset, and the shard records a slice of
+// the tensor per held expert in place of the whole tensor, so that nothing reads the others' bytes.
 std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows,
                                              int64_t n_expert, ShardWeights* shard) {
   const gguf::TensorInfo& t = require_tensor(f, name);
@@ -106,10 +108,33 @@ std::vector<kernels::Matrix> expert_matrices(const gguf::File& f, const std::str
   all.cols = cols;
   all.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(rows * n_expert));
   all.block_sum_order = kernels::preferred_block_sum_order(all.type, rows);
-  f.prefetch(t);
-  note_use(shard, t);
+  shard->all_expert_bytes += t.n_bytes;
+  const ExpertShare share = shard->experts;
+  if (share.count == 1) {
+    f.prefetch(t);
+    note_use(shard, t);
+    shard->expert_bytes += t.n_bytes;
+  }
   std::vector<kernels::Matrix> out;
-  for (int64_t e = 0; e < n_expert; ++e) out.push_back(row_view(all, e * rows, rows));
+  for (int64_t e = 0; e < n_expert; ++e) {
+    if (!share.owns(static_cast<int32_t>(e))) {
+      out.emplace_back();  // unset: another rank of the expert group holds it
+      continue;
+    }
+    out.push_back(row_view(all, e * rows, rows));
+    if (share.count == 1) continue;
+    auto slice = std::make_shared<gguf::TensorInfo>(t);
+    slice->name = t.name + " (expert " + std::to_string(e) + ")";
+    slice->n_dims = 2;
+    slice->ne[2] = 1;
+    slice->n_bytes = static_cast<uint64_t>(rows) * all.row_bytes;
+    slice->offset = t.offset + static_cast<uint64_t>(e) * slice->n_bytes;
+    slice->data = t.data + static_cast<size_t>(e) * slice->n_bytes;
+    f.prefetch(*slice);
+    note_use(shard, *slice);
+    shard->expert_bytes += slice->n_bytes;
+    shard->expert_slices.push_back(std::move(slice));
+  }
   return out;
 }
 
@@ -250,13 +275,50 @@ std::vector<float> rope_divisors(const gguf::File& f, const char* name, const Mo
   return v;
 }
 
+// Calls fn with each expert the shard does not hold, as a tensor of that expert's bytes.
+template <typename Fn>
+void for_each_foreign_expert(const gguf::File& f, const ModelConfig& c, const ShardWeights& w, Fn fn) {
+  for (int32_t l = w.layer_range.first; l < w.layer_range.last; ++l) {
+    if (c.layer_is_dense(l)) continue;
+    for (const char* what : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+      const gguf::TensorInfo& t = require_tensor(f, blk(l, what));
+      const uint64_t per_expert = t.n_bytes / static_cast<uint64_t>(c.n_expert);
+      for (int32_t e = 0; e < c.n_expert; ++e) {
+        if (w.experts.owns(e)) continue;
+        gguf::TensorInfo foreign = t;
+        foreign.data = t.data + static_cast<size_t>(e) * per_expert;
+        foreign.n_bytes = per_expert;
+        fn(foreign);
+      }
+    }
+  }
+}
+
+// Under expert parallelism, the experts the shard does not hold: nothing here reads them, but the kernel
+// maps a file's pages in blocks (fault-around, large folios) that reach past the held experts' edges. Kept
+// apart before any expert is read, so that reads of the held experts map none of theirs.
+void keep_foreign_experts_apart(const gguf::File& f, const ModelConfig& c, const ShardWeights& w) {
+  for_each_foreign_expert(f, c, w, [&f](const gguf::TensorInfo& foreign) { f.keep_apart(foreign); });
+}
+
+// ... and dropped after loading, in case a fault before the advice (the scan of another tensor) mapped some.
+void release_foreign_experts(const gguf::File& f, const ModelConfig& c, const ShardWeights& w) {
+  for_each_foreign_expert(f, c, w, [&f](const gguf::TensorInfo& foreign) { f.release(foreign); });
+}
+
 }  // namespace
 
 
 ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange layers, bool has_embedding,
-                        bool has_head, ThreadPool* scan_pool, const LoadProgress& progress) {
+                        bool has_head, ThreadPool* scan_pool, const LoadProgress& progress, ExpertShare experts) {
   GLACIER_ASSERT(layers.first >= 0 && layers.first <= layers.last && layers.last <= c.n_layer, "layer range in model");
+  GLACIER_ASSERT(experts.count >= 1 && experts.index >= 0 && experts.index < experts.count &&
+                     (experts.count == 1 || (c.is_moe() && c.n_expert % experts.count == 0)),
+                 "expert share divides the model's experts");
   ShardWeights w;
+  w.experts = experts;
+  w.layer_range = layers;
+  if (experts.count > 1) keep_foreign_experts_apart(f, c, w);
   w.layer_range = layers;
   w.has_embedding = has_embedding;
   w.has_head = has_head;
@@ -300,6 +362,7 @@ ShardWeights load_shard(const gguf::File& f, const ModelConfig& c, LayerRange la
     if (progress) progress(done, total, "checked");
   }
   pack_shard_weights(f, w, scan_pool, progress);
+  if (experts.count > 1) release_foreign_experts(f, c, w);
   return w;
 }
 

@@ -51,6 +51,14 @@ struct LayerWeights {
   std::vector<float> exp_probs_b;  // deepseek2 V3: bias added to the expert probabilities for selection only; empty: none
 };
 
+// Which experts of the MoE layers a rank holds under expert parallelism (--expert-parallel): expert e
+// when e % count == index. {0, 1} holds them all.
+struct ExpertShare {
+  int32_t index = 0;
+  int32_t count = 1;
+  bool owns(int32_t expert) const { return expert % count == index; }
+};
+
 struct ShardWeights {
   LayerRange layer_range;           // the model layers [first, last) this shard holds
   bool has_embedding = false;
@@ -63,7 +71,14 @@ struct ShardWeights {
   std::vector<float> rope_factors_long, rope_factors_short;
   kernels::Matrix output;          // [n_vocab rows x n_embd]
   uint64_t bytes = 0;              // weight bytes the shard maps
-  std::vector<const gguf::TensorInfo*> tensors;  // every tensor the shard maps, in load order
+  ExpertShare experts;             // the MoE layers' experts this shard holds (the others' matrices are unset)
+  uint64_t expert_bytes = 0;       // bytes of the experts it holds (of `bytes`), and of every expert of its layers
+  uint64_t all_expert_bytes = 0;
+  std::vector<const gguf::TensorInfo*> tensors;  // every tensor (or held expert's slice) the shard maps, in load order
+  // With experts.count > 1: one entry a held expert of each 3-D expert tensor, describing only that expert's
+  // rows, so the finite scan, the prefetch and the packing touch only them (shared_ptr: TensorInfo is
+  // incomplete here).
+  std::vector<std::shared_ptr<const gguf::TensorInfo>> expert_slices;
   // Owners of the matrices' packed copies (Matrix::packed; see weight_packing.h).
   struct FreeBuffer {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -78,8 +93,10 @@ using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_byte
 // Looks up and checks (type, shape) the shard's tensors, scans them for NaN and Inf (finite_scan.h) and
 // packs the Q8_0/Q4_0 matrices (weight_packing.h), on `scan_pool`'s threads (nullptr: on the calling
 // thread); throws InputError naming the file, the tensor, the expected and the found shape, type or values.
+// Of the MoE layers' experts only those `experts` names are viewed, scanned and packed.
 ShardWeights load_shard(const gguf::File& file, const ModelConfig& cfg, LayerRange layers, bool has_embedding,
-                        bool has_head, ThreadPool* scan_pool = nullptr, const LoadProgress& progress = {});
+                        bool has_head, ThreadPool* scan_pool = nullptr, const LoadProgress& progress = {},
+                        ExpertShare experts = {});
 
 // Every tensor load_shard maps over all layers with the embedding and the head, in no set order: a file
 // tensor outside this list would be ignored (file_coverage.h refuses it).

@@ -1,5 +1,6 @@
-// Option parsing: the layer-split choice (--partition, --partition-from), --decode-groups, the --slow-rank testing
-// aid, no abbreviations, strict seeds and the bounds of every figure: defaults and refusals that name the option.
+// Option parsing: the layer-split choice (--partition, --partition-from), --expert-parallel, --decode-groups,
+// the --slow-rank testing aid, no abbreviations, strict seeds and the bounds of every figure: defaults and
+// refusals that name the option.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -60,6 +61,17 @@ TEST(Options, ContradictoryPartitionOptionsAreRefused) {
             "option --partition: expected bytes (the default) with a split by hand (--layers), found 'measured'");
   EXPECT_EQ(refusal({"--layers", "0:1,1:2", "--partition-from", "old.h5"}),
             "option --partition-from: expected no --layers (a split by hand), found both");
+}
+
+TEST(Options, ExpertParallelDefaultsToOneAndRefusesZeroAndTheMeasuredSplit) {
+  EXPECT_EQ(parse({}).expert_parallel, 1);
+  EXPECT_EQ(parse({"--expert-parallel", "4"}).expert_parallel, 4);
+  EXPECT_EQ(refusal({"--expert-parallel", "0"}), "option --expert-parallel: expected a count in 1..1024, found 0");
+  EXPECT_EQ(refusal({"--expert-parallel", "2", "--partition", "measured"}),
+            "option --partition: expected bytes or memory with --expert-parallel 2 (the measured calibration times "
+            "each rank's layers alone, with every expert), found 'measured'");
+  EXPECT_EQ(refusal({"--expert-parallel", "2", "--partition-from", "old.h5"}).rfind("option --partition: expected bytes or memory", 0), 0u);
+  EXPECT_EQ(parse({"--expert-parallel", "1", "--partition", "measured"}).partition, Partition::Measured);
 }
 
 TEST(Options, SlowRankTakesRankAndFactor) {

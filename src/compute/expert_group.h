@@ -1,0 +1,31 @@
+// The ranks of one stage that share its MoE layers' experts (--expert-parallel): each computes only the
+// experts it holds, and the group gathers every expert output so each member sums the whole MoE block.
+// Compute sees only this interface; pipeline/expert_group_channel.h implements it over a comm channel.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "compute/microbatch.h"
+
+namespace glacier::compute {
+
+class ExpertGroup {
+ public:
+  virtual ~ExpertGroup() = default;
+  virtual int32_t size() const = 0;
+  virtual int32_t index() const = 0;  // 0: the leader, the member on the ring
+  bool leader() const { return index() == 0; }
+  bool owns(int32_t expert) const { return expert % size() == index(); }
+
+  // Leader, before its stage runs a micro-batch's layers: hands the micro-batch and its layer input
+  // x[n_tokens x n_embd] to every other member, which runs the same layers on them (the members then
+  // meet in gather_expert_outputs in the same order).
+  virtual void share_input(const MicroBatch& mb, const float* x, int32_t n_embd) = 0;
+
+  // Collective over the group: member j contributes counts[j] floats (`mine` for this member); `all`
+  // receives every member's in member order, this member's included.
+  virtual void gather_expert_outputs(const float* mine, const std::vector<size_t>& counts, float* all) = 0;
+};
+
+}  // namespace glacier::compute

@@ -1,0 +1,91 @@
+// Expert group over a channel. The leader waits for its sends before returning so its buffer can be
+// reused; a member polls for the next micro-batch with backoff (the leader may idle for long between
+// micro-batches, longer than a stall timeout, which a plain wait would report as a stall).
+#include "pipeline/expert_group_channel.h"
+
+#include <algorithm>
+#include <string>
+
+#include "pipeline/wire.h"
+#include "util/backoff.h"
+#include "util/error.h"
+
+namespace glacier::pipeline {
+
+ChannelExpertGroup::ChannelExpertGroup(comm::Channel& group, int32_t max_tokens, int32_t n_embd) : group_(group) {
+  buf_.resize(max_forward_bytes(max_tokens, n_embd));
+  if (group.rank() != 0) x_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(n_embd));
+  requests_.reserve(static_cast<size_t>(2 * group.size()));
+}
+
+void ChannelExpertGroup::share_input(const compute::MicroBatch& mb, const float* x, int32_t n_embd) {
+  GLACIER_ASSERT(leader(), "only the expert group's leader shares its input");
+  encode_forward(mb, x, n_embd, WireCodec::F32, buf_);
+  requests_.clear();
+  for (int r = 1; r < group_.size(); ++r)
+    requests_.push_back(group_.isend(buf_.data(), buf_.size(), r, comm::tags::kExpertInput));
+  for (comm::Request& r : requests_) group_.wait(r);
+}
+
+void ChannelExpertGroup::release_members() {
+  GLACIER_ASSERT(leader(), "only the expert group's leader releases the members");
+  buf_ = encode_shutdown();
+  requests_.clear();
+  for (int r = 1; r < group_.size(); ++r)
+    requests_.push_back(group_.isend(buf_.data(), buf_.size(), r, comm::tags::kExpertInput));
+  for (comm::Request& r : requests_) group_.wait(r);
+}
+
+int64_t ChannelExpertGroup::follow_leader(compute::TransformerStage& stage) {
+  GLACIER_ASSERT(!leader(), "the leader runs its own micro-batches");
+  const int32_t n_embd = stage.config().n_embd;
+  buf_.resize(max_forward_bytes(stage.max_tokens(), n_embd));
+  compute::MicroBatch mb;
+  int64_t ran = 0;
+  for (;;) {
+    comm::Request req = group_.irecv(buf_.data(), buf_.size(), 0, comm::tags::kExpertInput);
+    size_t bytes = 0;
+    Backoff backoff(backoff::kMessage);
+    while (!group_.test(req, &bytes)) backoff.pause();
+    const MessageCheck check = check_message(buf_.data(), bytes);
+    if (check.status != MessageCheck::Status::Sound)
+      throw InternalError("expert group: a damaged micro-batch from the group's leader (micro-batch " +
+                          std::to_string(check.mb_id) + ")");
+    const MessageKind kind = decode_forward(buf_.data(), bytes, n_embd, mb, x_.data());
+    if (kind == MessageKind::Shutdown) return ran;
+    GLACIER_ASSERT(kind == MessageKind::MicroBatch, "the leader shares micro-batches only");
+    stage.run_layers(mb, x_.data());
+    ++ran;
+  }
+}
+
+void ChannelExpertGroup::gather_expert_outputs(const float* mine, const std::vector<size_t>& counts, float* all) {
+  const int G = group_.size(), me = group_.rank();
+  GLACIER_ASSERT(static_cast<int>(counts.size()) == G, "one count a member");
+  std::vector<size_t> start(static_cast<size_t>(G), 0);
+  for (int j = 1; j < G; ++j) start[static_cast<size_t>(j)] = start[static_cast<size_t>(j - 1)] + counts[static_cast<size_t>(j - 1)];
+  requests_.clear();
+  expected_.clear();
+  // Receives first, then sends, all nonblocking: no member waits for another to post.
+  for (int j = 0; j < G; ++j)
+    if (j != me && counts[static_cast<size_t>(j)] > 0)
+    {
+      requests_.push_back(group_.irecv(all + start[static_cast<size_t>(j)], counts[static_cast<size_t>(j)] * sizeof(float), j,
+                                       comm::tags::kExpertOutputs));
+      expected_.push_back(counts[static_cast<size_t>(j)] * sizeof(float));
+    }
+  const size_t my_count = counts[static_cast<size_t>(me)];
+  if (my_count > 0) {
+    std::copy(mine, mine + my_count, all + start[static_cast<size_t>(me)]);
+    for (int j = 0; j < G; ++j)
+      if (j != me) requests_.push_back(group_.isend(mine, my_count * sizeof(float), j, comm::tags::kExpertOutputs));
+  }
+  for (size_t i = 0; i < requests_.size(); ++i) {
+    size_t got = 0;
+    group_.wait(requests_[i], &got);
+    // Every member routes the same tokens alike, so the sizes agree unless the members diverged (a bug).
+    GLACIER_ASSERT(i >= expected_.size() || got == expected_[i], "expert outputs of the size the routing implies");
+  }
+}
+
+}  // namespace glacier::pipeline

@@ -1,0 +1,153 @@
+// Expert parallelism without MPI: a stage's experts split over 2 and 4 threads joined by in-process
+// channels (pipeline/expert_group_channel.h) give the logits of one stage holding every expert bit for
+// bit, over a prefill and the decode step after it; each member maps only its share of the experts.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "comm/inprocess_channel.h"
+#include "common/stage_harness.h"
+#include "common/test_env.h"
+#include "compute/transformer_stage.h"
+#include "model/synthetic_model.h"
+#include "pipeline/expert_group_channel.h"
+
+namespace glacier {
+namespace {
+
+constexpr int32_t kSlots = 4, kCtx = 64, kUbatch = 64;
+
+const std::vector<std::vector<int32_t>> kPrompts = {{1, 17, 42, 7, 99, 3}, {1, 5, 5, 200}, {1, 64, 128, 11, 9}};
+
+// The decode step after kPrompts: one token a sequence, at the position after its prompt.
+compute::MicroBatch decode_batch() {
+  compute::MicroBatch mb;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    compute::Chunk c;
+    c.seq = c.slot = static_cast<int32_t>(i);
+    c.start_pos = static_cast<int32_t>(kPrompts[i].size());
+    c.n_tokens = 1;
+    c.token_offset = mb.n_tokens();
+    mb.chunks.push_back(c);
+    mb.tokens.push_back(static_cast<int32_t>(30 + 7 * i));
+  }
+  mb.targets.assign(mb.tokens.size(), -1);
+  return mb;
+}
+
+std::vector<float> head_rows(compute::TransformerStage& stage, const std::vector<float>& x, int32_t n) {
+  std::vector<int32_t> rows;
+  for (int32_t r = 0; r < n; ++r) rows.push_back(r);
+  std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(stage.config().n_vocab));
+  stage.head(x.data(), rows, logits.data());
+  return logits;
+}
+
+// Logits of `batches` run in turn by an expert group of `members` threads; the leader embeds and evaluates
+// the head. Each member's held and total expert bytes go to held[j] and all[j].
+std::vector<std::vector<float>> group_logits(const std::string& path, int members,
+                                             const std::vector<compute::MicroBatch>& batches,
+                                             std::vector<uint64_t>& held, std::vector<uint64_t>& all) {
+  auto file = gguf::File::open(path);
+  const model::ModelConfig cfg = model::read_model_config(*file);
+  auto channels = comm::make_inprocess_channels(members);
+  std::vector<std::vector<float>> out;
+  held.assign(static_cast<size_t>(members), 0);
+  all.assign(static_cast<size_t>(members), 0);
+  std::vector<int64_t> followed(static_cast<size_t>(members), -1);
+  std::vector<std::thread> threads;
+  for (int j = 0; j < members; ++j) {
+    threads.emplace_back([&, j] {
+      ThreadPool pool(1);
+      model::ShardWeights w = model::load_shard(*file, cfg, {0, cfg.n_layer}, j == 0, j == 0, nullptr, {},
+                                                model::ExpertShare{j, members});
+      held[static_cast<size_t>(j)] = w.expert_bytes;
+      all[static_cast<size_t>(j)] = w.all_expert_bytes;
+      for (const model::LayerWeights& L : w.layer)
+        for (size_t e = 0; e < L.gate_exps.size(); ++e) {
+          const bool mine = static_cast<int>(e) % members == j;
+          EXPECT_EQ(mine, L.gate_exps[e].data != nullptr) << "member " << j << " expert " << e;
+          EXPECT_EQ(mine, L.down_exps[e].data != nullptr) << "member " << j << " expert " << e;
+        }
+      compute::TransformerStage stage(cfg, std::move(w), kSlots, kCtx, kUbatch, pool);
+      pipeline::ChannelExpertGroup group(*channels[static_cast<size_t>(j)], kUbatch, cfg.n_embd);
+      stage.set_expert_group(&group);
+      if (j != 0) {
+        followed[static_cast<size_t>(j)] = group.follow_leader(stage);
+        return;
+      }
+      for (const compute::MicroBatch& mb : batches) {
+        std::vector<float> x(static_cast<size_t>(mb.n_tokens()) * static_cast<size_t>(cfg.n_embd));
+        stage.embed(mb, x.data());
+        stage.run_layers(mb, x.data());
+        out.push_back(head_rows(stage, x, mb.n_tokens()));
+      }
+      group.release_members();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int j = 1; j < members; ++j)
+    EXPECT_EQ(followed[static_cast<size_t>(j)], static_cast<int64_t>(batches.size())) << "member " << j;
+  return out;
+}
+
+void expect_group_equals_one_stage(const std::string& path, int members) {
+  const std::vector<compute::MicroBatch> batches = {testing::prompts_batch(kPrompts), decode_batch()};
+  testing::StageHarness one(path, {}, kUbatch, kSlots, kCtx);
+  std::vector<std::vector<float>> expected;
+  for (const compute::MicroBatch& mb : batches) expected.push_back(one.logits(mb));
+  std::vector<uint64_t> held, all;
+  const std::vector<std::vector<float>> got = group_logits(path, members, batches, held, all);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(got[b].size(), expected[b].size());
+    EXPECT_EQ(0, std::memcmp(got[b].data(), expected[b].data(), got[b].size() * sizeof(float)))
+        << path << ", " << members << " members: micro-batch " << b << "'s logits differ";
+  }
+  // The experts are split evenly: each member holds exactly its share of every expert tensor.
+  uint64_t sum = 0;
+  for (int j = 0; j < members; ++j) {
+    EXPECT_GT(all[static_cast<size_t>(j)], 0u);
+    EXPECT_EQ(held[static_cast<size_t>(j)] * static_cast<uint64_t>(members), all[static_cast<size_t>(j)]) << "member " << j;
+    sum += held[static_cast<size_t>(j)];
+  }
+  EXPECT_EQ(sum, all[0]);
+}
+
+// DeepSeek V3-shaped (a dense first layer, sigmoid gating with a selection bias, a shared expert), written here.
+std::string deepseek_model(const std::string& type) {
+  model::SyntheticModelSpec s;
+  s.arch = "deepseek2";
+  s.n_layer = 3;
+  s.n_head_kv = s.n_head;
+  s.deepseek.n_expert = 8;
+  s.deepseek.n_expert_used = 3;
+  s.deepseek.sigmoid_gating = true;
+  s.deepseek.exp_probs_b = true;
+  s.deepseek.weights_norm = true;
+  model::set_synthetic_type(s, type);
+  const std::string path = testing::scratch_dir("expert-group-" + type) + "/v3.gguf";
+  model::write_synthetic_model(s, path);
+  return path;
+}
+
+TEST(ExpertGroup, DeepSeekExpertsSplitOverTwoAndFourGiveOneStagesLogitsBitForBit) {
+  for (const char* type : {"f32", "bf16"}) {
+    const std::string path = deepseek_model(type);
+    expect_group_equals_one_stage(path, 2);
+    expect_group_equals_one_stage(path, 4);
+  }
+}
+
+TEST(ExpertGroup, SharedMixtralAndQwen2MoeSplitGiveOneStagesLogitsBitForBit) {
+  GLACIER_REQUIRE_SHARED(mixtral, "models/synthetic/synth-mixtral-q8_0.gguf");
+  GLACIER_REQUIRE_SHARED(qwen2moe, "models/synthetic/synth-qwen2moe-f32.gguf");
+  expect_group_equals_one_stage(mixtral, 2);
+  expect_group_equals_one_stage(mixtral, 4);
+  expect_group_equals_one_stage(qwen2moe, 2);
+  expect_group_equals_one_stage(qwen2moe, 4);
+}
+
+}  // namespace
+}  // namespace glacier
