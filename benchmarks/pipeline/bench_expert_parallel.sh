@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Expert parallelism against pipeline stages on one host: the same MoE model on NP ranks split as NP stages
+# and as NP/E stages x --expert-parallel E, one sequence (decode) and 32 sequences, alternating REPS times.
+# Prints each run's generated tok/s and ranks' peak RSS, then the medians; checks both layouts write the
+# same JSONL bytes. Usage: benchmarks/pipeline/bench_expert_parallel.sh [BUILD_DIR] [MOE_MODEL.gguf]
+set -euo pipefail
+BUILD=${1:-build}
+MODEL=${2:-}
+NP=${NP:-2}
+E=${E:-2}
+REPS=${REPS:-3}
+THREADS=${THREADS:-1}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+MPIRUN="mpirun --oversubscribe --bind-to none"
+if [ -z "$MODEL" ]; then
+  # The RESULTS model: DeepSeek-2-shaped, 16 layers of 16 experts (4 used a token), 1.19 GB in bf16.
+  MODEL=$WORK/moe.gguf
+  "$BUILD/glacier_mkmodel" --arch deepseek2 --n-embd 1024 --n-layer 16 --n-expert 16 --n-expert-used 4 \
+    --n-ff-expert 704 --n-vocab 32000 --type bf16 --out "$MODEL" > /dev/null
+fi
+echo "Once upon a time, there was a little girl named Lily." > "$WORK/one.txt"
+for i in $(seq 1 32); do echo "Story $i: the little cat sat on a warm mat and looked at the sun."; done > "$WORK/many.txt"
+run() {  # layout prompts max_tokens -> "tok/s rss0/rss1..."
+  local layout=$1 prompts=$2 max=$3 extra=""
+  [ "$layout" = ep ] && extra="--expert-parallel $E"
+  $MPIRUN -np "$NP" "$BUILD/glacier_mpi" --model "$MODEL" --prompts "$WORK/$prompts" --max-tokens "$max" \
+    --threads "$THREADS" --jsonl "$WORK/$layout-$prompts.jsonl" $extra > "$WORK/log" 2>&1
+  local rate rss
+  rate=$(sed -nE 's/.* ([0-9.]+) generated tok\/s.*/\1/p' "$WORK/log" | tail -1)
+  rss=$(sed -nE 's/^rank ([0-9]+): peak RSS ([0-9.]+) MiB/\1 \2/p' "$WORK/log" | sort -n | cut -d' ' -f2 | paste -sd/)
+  [ -n "$rate" ] || { echo "bench_expert_parallel: no throughput in the $layout run:" >&2; cat "$WORK/log" >&2; exit 1; }
+  echo "$rate $rss"
+}
+declare -A rates
+for rep in $(seq 1 "$REPS"); do
+  for layout in pp ep; do
+    for shape in "one.txt 128" "many.txt 64"; do
+      set -- $shape
+      out=$(run "$layout" "$1" "$2")
+      echo "round $rep, $layout, $1: ${out%% *} tok/s, peak RSS by rank ${out#* } MiB"
+      rates[$layout-$1]+="${out%% *} "
+    done
+  done
+done
+for shape in one.txt many.txt; do
+  cmp -s "$WORK/pp-$shape.jsonl" "$WORK/ep-$shape.jsonl" || { echo "bench_expert_parallel: layouts differ on $shape" >&2; exit 1; }
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+echo "medians of $REPS, generated tok/s, $NP ranks of $THREADS threads (same JSONL bytes in both layouts):"
+for shape in one.txt many.txt; do
+  pp=$(echo "${rates[pp-$shape]}" | median); ep=$(echo "${rates[ep-$shape]}" | median)
+  echo "  $shape: $NP stages $pp, $((NP / E)) stages x --expert-parallel $E $ep, ratio $(awk -v a="$ep" -v b="$pp" 'BEGIN {printf "%.2f", a / b}')"
+done
