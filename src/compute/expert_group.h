@@ -24,7 +24,8 @@ class ExpertGroup {
   virtual void share_input(const MicroBatch& mb, const float* x, int32_t n_embd) = 0;
 
   // Collective over the group: member j contributes counts[j] floats (`mine` for this member); `all`
-  // receives every member's in member order, this member's included.
+  // receives the other members' in member order, at the offsets the counts give (this member's own
+  // span is not written: it has those outputs already).
   virtual void gather_expert_outputs(const float* mine, const std::vector<size_t>& counts, float* all) = 0;
 };
 

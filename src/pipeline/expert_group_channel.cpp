@@ -3,7 +3,6 @@
 // micro-batches, longer than a stall timeout, which a plain wait would report as a stall).
 #include "pipeline/expert_group_channel.h"
 
-#include <algorithm>
 #include <string>
 
 #include "pipeline/wire.h"
@@ -62,24 +61,23 @@ int64_t ChannelExpertGroup::follow_leader(compute::TransformerStage& stage) {
 void ChannelExpertGroup::gather_expert_outputs(const float* mine, const std::vector<size_t>& counts, float* all) {
   const int G = group_.size(), me = group_.rank();
   GLACIER_ASSERT(static_cast<int>(counts.size()) == G, "one count a member");
-  std::vector<size_t> start(static_cast<size_t>(G), 0);
-  for (int j = 1; j < G; ++j) start[static_cast<size_t>(j)] = start[static_cast<size_t>(j - 1)] + counts[static_cast<size_t>(j - 1)];
   requests_.clear();
   expected_.clear();
-  // Receives first, then sends, all nonblocking: no member waits for another to post.
-  for (int j = 0; j < G; ++j)
-    if (j != me && counts[static_cast<size_t>(j)] > 0)
-    {
-      requests_.push_back(group_.irecv(all + start[static_cast<size_t>(j)], counts[static_cast<size_t>(j)] * sizeof(float), j,
-                                       comm::tags::kExpertOutputs));
-      expected_.push_back(counts[static_cast<size_t>(j)] * sizeof(float));
+  // Receives first, then sends, all nonblocking: no member waits for another to post. This member's own
+  // span of `all` is left alone: the caller has its outputs in place already.
+  size_t start = 0;
+  for (int j = 0; j < G; ++j) {
+    const size_t count = counts[static_cast<size_t>(j)];
+    if (j != me && count > 0) {
+      requests_.push_back(group_.irecv(all + start, count * sizeof(float), j, comm::tags::kExpertOutputs));
+      expected_.push_back(count * sizeof(float));
     }
+    start += count;
+  }
   const size_t my_count = counts[static_cast<size_t>(me)];
-  if (my_count > 0) {
-    std::copy(mine, mine + my_count, all + start[static_cast<size_t>(me)]);
+  if (my_count > 0)
     for (int j = 0; j < G; ++j)
       if (j != me) requests_.push_back(group_.isend(mine, my_count * sizeof(float), j, comm::tags::kExpertOutputs));
-  }
   for (size_t i = 0; i < requests_.size(); ++i) {
     size_t got = 0;
     group_.wait(requests_[i], &got);
