@@ -2,6 +2,8 @@
 // token_nll [chunk, token] and the summary as attributes of the group.
 #include "io/hdf5_perplexity.h"
 
+#include <hdf5.h>
+
 #include <filesystem>
 #include <map>
 #include <type_traits>

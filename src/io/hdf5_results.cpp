@@ -2,6 +2,8 @@
 // batches; read_finished reads the complete rows back for --resume.
 #include "io/hdf5_results.h"
 
+#include <hdf5.h>
+
 #include <unistd.h>
 
 #include <algorithm>

@@ -2,6 +2,8 @@
 // interval; phase names are an attribute of /trace/phase.
 #include "io/hdf5_trace.h"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <filesystem>
 

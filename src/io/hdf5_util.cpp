@@ -1,9 +1,15 @@
 // HDF5 handle ownership, error-stack messages and attribute helpers for the io module.
 #include "io/hdf5_util.h"
 
+#include <hdf5.h>
+
 #include <stdexcept>
+#include <type_traits>
 
 namespace glacier::io::h5 {
+
+static_assert(std::is_same_v<Id, hid_t> && std::is_same_v<Status, herr_t> && kInvalidId == H5I_INVALID_HID,
+              "hdf5_util.h names HDF5's handle types as they are in HDF5 1.10 and later");
 
 Handle& Handle::operator=(Handle&& other) noexcept {
   if (this != &other) {

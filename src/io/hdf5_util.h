@@ -1,8 +1,8 @@
 // Small HDF5 helpers shared by the results and trace files: owning handles, turning HDF5's error stack
-// into one exception message, vlen string types and scalar attributes. Internal to src/io.
+// into one exception message, vlen string types and scalar attributes. Internal to src/io; it names
+// HDF5's handle types by their widths so that only src/io's .cpp files include hdf5.h.
 #pragma once
-#include <hdf5.h>
-
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,25 +11,30 @@
 
 namespace glacier::io::h5 {
 
+// hid_t and herr_t of HDF5 1.10 and later (hdf5_util.cpp checks them against hdf5.h).
+using Id = int64_t;
+using Status = int;
+constexpr Id kInvalidId = -1;  // H5I_INVALID_HID
+
 // Owns one hid_t and closes it with the matching H5?close.
 class Handle {
  public:
-  using Closer = herr_t (*)(hid_t);
+  using Closer = Status (*)(Id);
   Handle() = default;
-  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  Handle(Id id, Closer closer) : id_(id), closer_(closer) {}
   ~Handle() { reset(); }
-  Handle(Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = H5I_INVALID_HID; }
+  Handle(Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = kInvalidId; }
   Handle& operator=(Handle&& other) noexcept;
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
 
-  hid_t get() const { return id_; }
+  Id get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   // Closes now and reports whether the close succeeded (for files, this is where data reaches disk).
   bool reset();
 
  private:
-  hid_t id_ = H5I_INVALID_HID;
+  Id id_ = kInvalidId;
   Closer closer_ = nullptr;
 };
 
@@ -41,16 +46,16 @@ void silence_errors();
 std::string error_detail();
 
 // Throws std::runtime_error("<what>" + error_detail()) when id/status is negative.
-hid_t check(hid_t id, const std::string& what);
-void check_status(herr_t status, const std::string& what);
+Id check(Id id, const std::string& what);
+void check_status(Status status, const std::string& what);
 
 Handle vlen_string_type();  // variable-length UTF-8 string
-bool link_exists(hid_t location, const std::string& name);
+bool link_exists(Id location, const std::string& name);
 
 // Scalar attributes on an object; an existing attribute of the same name is replaced.
-void write_attribute(hid_t object, const std::string& name, const AttributeValue& value);
-void write_string_list_attribute(hid_t object, const std::string& name, const std::vector<std::string>& values);
+void write_attribute(Id object, const std::string& name, const AttributeValue& value);
+void write_string_list_attribute(Id object, const std::string& name, const std::vector<std::string>& values);
 // Every scalar string, integer or float attribute of the object (others are skipped).
-std::map<std::string, AttributeValue> read_attributes(hid_t object);
+std::map<std::string, AttributeValue> read_attributes(Id object);
 
 }  // namespace glacier::io::h5
