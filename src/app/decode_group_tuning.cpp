@@ -16,7 +16,7 @@ namespace {
 
 // Wall seconds of one decode step of `rows` sequences (one token each, slots 0..rows-1, position 0)
 // through this stage: the embedding on the first, the layers, the head on the last.
-double time_decode_step(compute::TransformerStage& stage, int32_t rows, const pipeline::ComputeThrottle& throttle) {
+double time_decode_step(compute::TransformerStage& stage, int32_t rows, const compute::ComputeThrottle& throttle) {
   const model::ModelConfig& cfg = stage.config();
   compute::MicroBatch mb;
   mb.id = -1;
@@ -67,7 +67,7 @@ double time_decode_step(compute::TransformerStage& stage, int32_t rows, const pi
 }  // namespace
 
 planning::DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel& pipe, compute::TransformerStage& stage,
-                                             int32_t slots, const pipeline::ComputeThrottle& throttle) {
+                                             int32_t slots, const compute::ComputeThrottle& throttle) {
   const int n_stages = pipe.size();
   const planning::DecodeGroupRequest req{o.decode_groups == kDecodeGroupsAuto, o.decode_groups, o.mode == JobMode::Generate,
                                          option_word(o.mode)};
@@ -76,7 +76,7 @@ planning::DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel&
   const int32_t largest = planning::largest_timed_rows(slots, n_stages, stage.max_tokens());
   const double hop_seconds =
       comm::ring_hop_seconds(pipe, pipeline::max_forward_bytes(largest, stage.config().n_embd), kRingTrips);
-  pipeline::StageStepCosts mine;
+  planning::StageStepCosts mine;
   for (int32_t rows : planning::rows_to_time(largest)) {
     comm::startup::progress("decode step of " + std::to_string(rows) + " rows");
     pipe.barrier();  // every stage times the same step at once, sharing the host as in the run
@@ -84,7 +84,7 @@ planning::DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel&
     mine.seconds.push_back(time_decode_step(stage, rows, throttle));
   }
   // Every rank learns every stage's times (nanoseconds: the channel gathers integers) and so the choice.
-  std::vector<pipeline::StageStepCosts> measured(static_cast<size_t>(n_stages), pipeline::StageStepCosts{mine.rows, {}});
+  std::vector<planning::StageStepCosts> measured(static_cast<size_t>(n_stages), planning::StageStepCosts{mine.rows, {}});
   for (double t : mine.seconds) {
     const std::vector<int64_t> all = pipe.allgather(static_cast<int64_t>(std::llround(t * 1e9)));
     for (int s = 0; s < n_stages; ++s)
@@ -94,7 +94,7 @@ planning::DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel&
   return start.plan;
 }
 
-void retune_between_waves(pipeline::Scheduler& sched, pipeline::DecodeGroupRetuner& r) {
+void retune_between_waves(pipeline::Scheduler& sched, planning::DecodeGroupRetuner& r) {
   sched.set_decode_groups_policy([&r](int32_t live) {
     const int32_t before = r.groups();
     const int32_t now = r.groups_for(live);

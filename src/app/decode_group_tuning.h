@@ -6,11 +6,11 @@
 
 #include "app/options.h"
 #include "comm/channel.h"
+#include "compute/compute_throttle.h"
 #include "compute/transformer_stage.h"
-#include "pipeline/compute_throttle.h"
-#include "pipeline/decode_group_retune.h"
 #include "pipeline/scheduler.h"
 #include "planning/decode_group_plan.h"
+#include "planning/decode_group_retune.h"
 
 namespace glacier::app {
 
@@ -28,9 +28,9 @@ constexpr int kRingTrips = 9;
 // allocated: the timing writes its slots' first positions, which every sequence's prefill overwrites
 // before anything reads them.
 planning::DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel& pipe, compute::TransformerStage& stage,
-                                             int32_t slots, const pipeline::ComputeThrottle& throttle);
+                                             int32_t slots, const compute::ComputeThrottle& throttle);
 
 // Lets `r` choose each micro-batch's decode groups in `sched`, logging each change once at info level.
-void retune_between_waves(pipeline::Scheduler& sched, pipeline::DecodeGroupRetuner& r);
+void retune_between_waves(pipeline::Scheduler& sched, planning::DecodeGroupRetuner& r);
 
 }  // namespace glacier::app

@@ -254,7 +254,7 @@ class Lead {
   PromptTally tally_;
   std::optional<WorkCoordinator> coord_;
   std::optional<pipeline::Scheduler> sched_;
-  std::optional<pipeline::DecodeGroupRetuner> retuner_;
+  std::optional<planning::DecodeGroupRetuner> retuner_;
   std::map<int64_t, std::vector<io::ResultRecord>> remote_rows_;
   bool stopping_ = false;
 };
@@ -312,7 +312,7 @@ class Serve {
   PromptBook& book_;
   WorkClient client_;
   std::optional<pipeline::Scheduler> sched_;
-  std::optional<pipeline::DecodeGroupRetuner> retuner_;
+  std::optional<planning::DecodeGroupRetuner> retuner_;
   bool stopping_ = false;
 };
 

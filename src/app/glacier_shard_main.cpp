@@ -14,7 +14,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/shard_set.h"
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 #include "util/error.h"
 
 namespace po = boost::program_options;
@@ -80,11 +80,11 @@ int main(int argc, char** argv) {
     const glacier::model::ModelConfig cfg = glacier::model::read_model_config(*file);
     std::vector<glacier::model::LayerRange> split;
     if (r->ranks > 0) {
-      split = glacier::pipeline::partition_by_bytes(glacier::model::weight_bytes(*file, cfg), r->ranks);
+      split = glacier::planning::partition_by_bytes(glacier::model::weight_bytes(*file, cfg), r->ranks);
     } else {
       const std::string spec = r->layers.empty() ? split_from_results(r->from) : r->layers;
       const int stages = static_cast<int>(std::count(spec.begin(), spec.end(), ',')) + 1;
-      split = glacier::pipeline::parse_layer_split(spec, cfg.n_layer, stages);
+      split = glacier::planning::parse_layer_split(spec, cfg.n_layer, stages);
     }
     std::fprintf(stderr, "hashing %s (SHA-256; the manifest records it, and a sharded run's results carry it)\n",
                  r->model.c_str());
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
                        split[stage].last, path.c_str());
         });
     std::printf("wrote %s: %d stages, split %s\n", set.manifest_path.c_str(), set.n_stages(),
-                glacier::pipeline::format_layer_split(set.split).c_str());
+                glacier::planning::format_layer_split(set.split).c_str());
     return 0;
   } catch (const glacier::InputError& e) {
     std::fprintf(stderr, "glacier_shard: error: %s\n", e.what());

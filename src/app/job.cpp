@@ -15,11 +15,11 @@
 #include "app/driver.h"
 #include "app/input_checks.h"
 #include "app/measured_split.h"
-#include "app/perplexity_driver.h"
-#include "app/result_sink.h"
 #include "app/output_guard.h"
+#include "app/perplexity_driver.h"
 #include "app/provenance.h"
 #include "app/requests.h"
+#include "app/result_sink.h"
 #include "app/trace_output.h"
 #include "comm/startup_watchdog.h"
 #include "compute/transformer_stage.h"
@@ -31,12 +31,12 @@
 #include "pipeline/expert_group_channel.h"
 #include "pipeline/local_ring.h"
 #include "pipeline/pipeline_ring.h"
-#include "pipeline/partition.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_loop.h"
 #include "pipeline/wire.h"
 #include "planning/layout.h"
 #include "planning/memory_fit.h"
+#include "planning/partition.h"
 #include "sys/binding.h"
 #include "sys/memory.h"
 #include "util/clock.h"
@@ -69,7 +69,7 @@ struct RankSetup {
   int32_t decode_groups = 0;  // --decode-groups, then the count plan_decode_groups chose (auto)
   uint64_t memory_budget = 0;  // bytes this rank may use: its share of the host's (or --max-memory-gib's)
   planning::HostMemory memory;
-  pipeline::ComputeThrottle throttle;  // --slow-rank
+  compute::ComputeThrottle throttle;  // --slow-rank
   std::string binding;  // how the rank and its threads are pinned (for the log)
   std::unique_ptr<ThreadPool> pool;
   model::ShardWeights shard;  // moved into the stage once the slot count is agreed
@@ -88,7 +88,8 @@ uint64_t host_memory_budget(const JobOptions& o) {
 }
 
 planning::MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
-  return planning::memory_shape(s.cfg, s.bytes, s.n_ctx, s.ubatch, o.slots, o.decode_groups);
+  const uint64_t ring_bytes = pipeline::max_forward_bytes(s.ubatch, s.cfg.n_embd) + pipeline::max_back_bytes(s.ubatch);
+  return planning::memory_shape(s.cfg, s.bytes, s.n_ctx, s.ubatch, o.slots, o.decode_groups, ring_bytes);
 }
 
 planning::SplitRequest split_request(const JobOptions& o) { return {o.layers, o.partition, o.replicas}; }
@@ -162,7 +163,7 @@ planning::HostMemory gather_host_memory(const JobOptions& o, comm::Channel& ch) 
 
 // Rank 0's line about a split that needed no measurement.
 void log_split(const JobOptions& o, const RankSetup& s) {
-  const std::string split = pipeline::format_layer_split(s.split);
+  const std::string split = planning::format_layer_split(s.split);
   if (s.shards) {
     GLACIER_LOG_INFO("layer split %s (the shard set %s, cut from %s)", split.c_str(), s.shards->manifest_path.c_str(),
                      s.shards->source_name.c_str());
@@ -226,7 +227,7 @@ void start_threads(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
   s.pool = std::make_unique<ThreadPool>(threads, [plan](int t) { sys::bind_this_thread(plan, t); });
   s.binding = plan.description;
   if (ch.rank() == o.slow_rank) {
-    s.throttle = pipeline::ComputeThrottle(o.slow_factor);
+    s.throttle = compute::ComputeThrottle(o.slow_factor);
     GLACIER_LOG_WARN("rank %d computes %.3g times slower on purpose (--slow-rank, a testing aid)", ch.rank(), o.slow_factor);
   }
 }
@@ -416,7 +417,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     try {
       const ChatSetup chat = choose_chat_template(o, s.file->find_string("tokenizer.chat_template"));
       const auto provenance = [&] {
-        return describe_run(o, *s.file, {pipeline::format_layer_split(s.split), ch.size(), hosts, s.n_ctx, chat,
+        return describe_run(o, *s.file, {planning::format_layer_split(s.split), ch.size(), hosts, s.n_ctx, chat,
                                          started_at, model_sha256, groups.to_json().dump()});
       };
       if (o.mode == JobMode::Perplexity && ch.rank() == 0) {

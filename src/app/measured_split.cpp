@@ -36,7 +36,7 @@ std::vector<double> doubles_from_rank0(comm::Channel& ch, const std::vector<doub
 }  // namespace
 
 std::vector<double> measure_speeds(const JobOptions& o, comm::Channel& ch, const SplitSetting& set, ThreadPool& pool,
-                                   const pipeline::ComputeThrottle& throttle) {
+                                   const compute::ComputeThrottle& throttle) {
   if (!o.partition_from.empty()) {
     if (ch.rank() != 0) return {};
     return speeds_from_trace(o.partition_from, read_earlier_run(o.partition_from), set.shape.bytes, ch.size());
@@ -59,12 +59,12 @@ std::vector<model::LayerRange> choose_measured_split(const JobOptions& o, comm::
     // As for the memory split: no split within every rank's share, so keep the one the hosts' check passed.
     if (ch.rank() == 0)
       GLACIER_LOG_WARN("--partition measured: %s; keeping the layer split %s", decided.no_split.c_str(),
-                       pipeline::format_layer_split(set.provisional).c_str());
+                       planning::format_layer_split(set.provisional).c_str());
     return set.provisional;
   }
-  const pipeline::PartitionPlan& plan = *decided.plan;
+  const planning::PartitionPlan& plan = *decided.plan;
   const std::vector<double>& stage_speeds = decided.stage_speeds;
-  const std::vector<std::string> agreed = ch.allgather_strings(pipeline::format_layer_split(plan.split));
+  const std::vector<std::string> agreed = ch.allgather_strings(planning::format_layer_split(plan.split));
   for (const std::string& a : agreed) GLACIER_ASSERT(a == agreed[0], "every rank planned the same split");
   if (auto error = planning::check_memory_fit(o.model, set.shape, plan.split, set.hosts, set.host_available))
     throw InputError(*error);
@@ -74,7 +74,7 @@ std::vector<model::LayerRange> choose_measured_split(const JobOptions& o, comm::
                                          std::to_string(planning::calibration_tokens(set.shape.ubatch)) +
                                          " tokens through one layer"
                                    : "speeds from the trace in " + o.partition_from;
-    const auto bytes_split = pipeline::partition_by_bytes(set.shape.bytes, set.n_stages);
+    const auto bytes_split = planning::partition_by_bytes(set.shape.bytes, set.n_stages);
     const std::string line =
         planning::describe_speed_split(source, plan, rank_speeds, bytes_split,
                                        planning::predicted_stage_times(set.shape.bytes, bytes_split, stage_speeds));

@@ -6,8 +6,8 @@
 
 #include "app/options.h"
 #include "comm/channel.h"
+#include "compute/compute_throttle.h"
 #include "gguf/gguf_file.h"
-#include "pipeline/compute_throttle.h"
 #include "planning/memory_fit.h"
 #include "util/thread_pool.h"
 
@@ -28,7 +28,7 @@ struct SplitSetting {
 // token from a calibration run; with --partition-from, rank 0 returns every rank's from the trace and
 // the others nothing.
 std::vector<double> measure_speeds(const JobOptions& o, comm::Channel& ch, const SplitSetting& set, ThreadPool& pool,
-                                   const pipeline::ComputeThrottle& throttle);
+                                   const compute::ComputeThrottle& throttle);
 
 // The collective step (every rank computes the same from the same figures): the split that makes the
 // slowest stage fastest within every rank's memory share, logged on rank 0. When no split keeps every

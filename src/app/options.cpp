@@ -15,6 +15,7 @@
 #include "compute/top_logprobs.h"
 #include "io/prompt_record.h"
 #include "model/chat_template.h"
+#include "planning/partition.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "version/build_info.h"
@@ -71,6 +72,8 @@ struct Words {
   std::string partition = "bytes";
   std::string wire = "f32";
   std::string log_level = "info";
+  std::string chat_template;  // empty: none given
+  std::string layers;
 };
 
 // "--replicas": a count >= 1, or "auto" (0).
@@ -248,8 +251,8 @@ po::options_description describe(JobOptions& o, Words& w) {
        "0..20: per generated token, return the K most likely tokens with their log-probs (as \"top_logprobs\"; "
        "OpenAI batch lines ask in their body instead)")
       ("no-bos", po::bool_switch(&o.no_bos), "do not add BOS to prompts")
-      ("chat-template", po::value(&o.chat_template), "template for \"messages\" prompts: chatml | llama3 | llama2 | mistral | "
-                                                     "deepseek | gemma (default: recognized from the model file)");
+      ("chat-template", po::value(&w.chat_template), "template for \"messages\" prompts: chatml | llama3 | llama2 | mistral | "
+                                                     "deepseek | deepseek2 | gemma | granite (default: recognized from the model file)");
   po::options_description engine("Engine");
   engine.add_options()
       ("ctx", po::value(&o.ctx)->default_value(o.ctx), "context length per sequence (0 = the model's, at most 4096); "
@@ -275,7 +278,7 @@ po::options_description describe(JobOptions& o, Words& w) {
       ("expert-parallel", po::value(&o.expert_parallel)->default_value(o.expert_parallel),
        "ranks each stage's MoE experts are split over (E): each holds and computes 1/E of them, attention and the "
        "router run on all E; ranks = stages x E x replicas; E must divide the model's experts")
-      ("layers", po::value(&o.layers), "layer split by hand, e.g. 0:2,2:5 (default: chosen by --partition)")
+      ("layers", po::value(&w.layers), "layer split by hand, e.g. 0:2,2:5 (default: chosen by --partition)")
       ("partition", po::value(&w.partition)->default_value(w.partition),
        "how the layer split is chosen: bytes (balance weight bytes) | memory (proportional to each rank's memory) | "
        "measured (each rank times a calibration micro-batch; the slowest stage is made as fast as memory allows)")
@@ -378,13 +381,20 @@ void check(JobOptions& o, const Words& w) {
   take("bind", kBindings, w.bind, o.bind, "core, numa or none");
   take("wire", kWires, w.wire, o.wire, "f32, f16, bf16 or int8");
   take("partition", kPartitions, w.partition, o.partition, "bytes, memory or measured");
+  o.layers = planning::parse_layer_ranges(w.layers);  // its form; the model's layers and the stages are checked with them
   if (!o.layers.empty() && !o.partition_from.empty())
     bad("partition-from", "no --layers (a split by hand)", "both");
   if (!o.layers.empty() && o.partition != planning::Partition::Bytes)
     bad("partition", "bytes (the default) with a split by hand (--layers)", "'" + w.partition + "'");
   if (!o.partition_from.empty() && o.partition != planning::Partition::Measured)
     bad("partition", "measured (or nothing) with --partition-from", "'" + w.partition + "'");
-  if (!o.chat_template.empty()) model::parse_chat_template_name(o.chat_template);  // throws, naming the known ones
+  if (!w.chat_template.empty()) {
+    try {
+      o.chat_template = model::parse_chat_template_name(w.chat_template);
+    } catch (const InputError&) {
+      bad("chat-template", std::string("one of ") + model::chat_template_names(), "'" + w.chat_template + "'");
+    }
+  }
   if (o.expert_parallel < 1 || o.expert_parallel > kMaxExpertParallel)
     bad("expert-parallel", "a count in 1.." + std::to_string(kMaxExpertParallel), std::to_string(o.expert_parallel));
   if (o.expert_parallel > 1 && o.partition == planning::Partition::Measured)

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/chat_template.h"
 #include "pipeline/wire.h"
 #include "planning/layout.h"
 #include "sys/binding.h"
@@ -61,7 +62,7 @@ struct JobOptions {
   // Ranks a stage's MoE experts are split over (each holds the experts e with e % E == its index in the
   // group); ranks = stages x expert_parallel x replicas.
   int32_t expert_parallel = 1;
-  std::string layers;     // "0:2,2:5" or empty for the balanced split
+  std::vector<model::LayerRange> layers;  // --layers 0:2,2:5 by hand; empty: chosen by --partition
   planning::Partition partition = planning::Partition::Bytes;  // how the split is chosen without --layers
   std::string partition_from;       // an earlier run's results file: measured speeds from its trace
   int32_t slow_rank = -1;           // --slow-rank R:FACTOR (testing aid): rank R computes FACTOR times slower
@@ -74,7 +75,7 @@ struct JobOptions {
   double inject_latency_ms = 0.0;  // held before every point-to-point send (scaling studies)
   bool resume = false;
   bool no_bos = false;
-  std::string chat_template;  // empty: recognized from the model's tokenizer.chat_template
+  std::optional<model::ChatTemplate> chat_template;  // none: recognized from the model's tokenizer.chat_template
   log::Level log_level = log::Level::Info;
   std::string config_file;
   std::vector<std::string> command_line;  // argv as given (recorded as provenance)

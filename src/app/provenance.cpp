@@ -15,6 +15,7 @@
 #include "gguf/tensor_type.h"
 #include "kernels/dispatch.h"
 #include "model/chat_template.h"
+#include "planning/partition.h"
 
 namespace glacier::app {
 namespace {
@@ -151,7 +152,7 @@ nlohmann::json options_json(const JobOptions& o) {
           {"logit-bias", logit_bias_text(o.logit_bias)},
           {"top-logprobs", o.top_logprobs},
           {"no-bos", o.no_bos},
-          {"chat-template", text_or_null(o.chat_template)},
+          {"chat-template", o.chat_template ? nlohmann::json(model::chat_template_name(*o.chat_template)) : nlohmann::json()},
           {"ctx", o.ctx},
           {"slots", o.slots},
           {"ubatch", o.ubatch},
@@ -161,7 +162,7 @@ nlohmann::json options_json(const JobOptions& o) {
           {"bind", option_word(o.bind)},
           {"replicas", o.replicas == 0 ? nlohmann::json("auto") : nlohmann::json(o.replicas)},
           {"expert-parallel", o.expert_parallel},
-          {"layers", text_or_null(o.layers)},
+          {"layers", text_or_null(planning::format_layer_split(o.layers))},
           {"partition", option_word(o.partition)},
           {"partition-from", text_or_null(o.partition_from)},
           {"slow-rank", o.slow_rank < 0 ? nlohmann::json() : nlohmann::json(std::to_string(o.slow_rank) + ":" + std::to_string(o.slow_factor))},

@@ -22,12 +22,13 @@ uint64_t prompt_key(const std::string& id) {
 
 ChatSetup choose_chat_template(const JobOptions& opt, const std::optional<std::string>& jinja) {
   ChatSetup c;
-  if (!opt.chat_template.empty()) {
-    c.chat_template = model::parse_chat_template_name(opt.chat_template);
+  const std::string pass_one = std::string(": pass --chat-template NAME (") + model::chat_template_names() + ")";
+  if (opt.chat_template) {
+    c.chat_template = opt.chat_template;
   } else if (!jinja) {
-    c.unavailable_reason = "the model has no tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek, gemma)";
+    c.unavailable_reason = "the model has no tokenizer.chat_template" + pass_one;
   } else if (!(c.chat_template = model::detect_chat_template(*jinja))) {
-    c.unavailable_reason = "unknown chat template in the model's tokenizer.chat_template: pass --chat-template NAME (chatml, llama3, llama2, mistral, deepseek, gemma)";
+    c.unavailable_reason = "unknown chat template in the model's tokenizer.chat_template" + pass_one;
   }
   return c;
 }

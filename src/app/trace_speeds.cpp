@@ -9,7 +9,7 @@
 
 #include "io/hdf5_results.h"
 #include "io/hdf5_trace.h"
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 #include "planning/partition_choice.h"
 #include "util/error.h"
 
@@ -50,7 +50,7 @@ std::vector<double> speeds_from_trace(const std::string& path, const EarlierRun&
   const int stages = static_cast<int>(std::count(run.layer_split.begin(), run.layer_split.end(), ',')) + 1;
   std::vector<model::LayerRange> split;
   try {
-    split = pipeline::parse_layer_split(run.layer_split, n_layer, stages);
+    split = planning::parse_layer_split(run.layer_split, n_layer, stages);
   } catch (const InputError&) {
     split.clear();
   }

@@ -237,6 +237,8 @@ ChatTemplate parse_chat_template_name(const std::string& name) {
   throw InputError("chat template name: expected one of " + std::string(kKnownNames) + ", found \"" + name + "\"");
 }
 
+const char* chat_template_names() { return kKnownNames; }
+
 const char* chat_template_name(ChatTemplate t) {
   switch (t) {
     case ChatTemplate::ChatML: return "chatml";

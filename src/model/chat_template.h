@@ -20,6 +20,8 @@ enum class ChatTemplate { ChatML, Llama3, Llama2, Mistral, DeepSeek, DeepSeek2, 
 // Throws InputError listing the known names.
 ChatTemplate parse_chat_template_name(const std::string& name);
 const char* chat_template_name(ChatTemplate t);
+// The names parse_chat_template_name takes, as messages list them.
+const char* chat_template_names();
 
 // The format a tokenizer.chat_template Jinja text implements, judged by its distinctive special-token
 // markers; nullopt when none matches (the caller asks the user for --chat-template).

@@ -2,9 +2,9 @@
 #pragma once
 #include <vector>
 
+#include "compute/compute_throttle.h"
 #include "compute/output_head.h"
 #include "compute/transformer_stage.h"
-#include "pipeline/compute_throttle.h"
 #include "pipeline/ring.h"
 #include "pipeline/trace.h"
 
@@ -17,7 +17,7 @@ class LocalRing : public Ring {
   // Records each micro-batch's compute interval there (a job's trace; off by default).
   void set_trace(TraceLog* trace) { trace_ = trace; }
   // Slows each micro-batch's compute (--slow-rank).
-  void set_throttle(ComputeThrottle throttle) { throttle_ = throttle; }
+  void set_throttle(compute::ComputeThrottle throttle) { throttle_ = throttle; }
   int n_stages() const override { return 1; }
   TraceLog* trace() override { return trace_; }
   void submit(const compute::MicroBatch& mb) override;
@@ -32,7 +32,7 @@ class LocalRing : public Ring {
   std::vector<compute::MicroBatchResult> done_;
   size_t head_index_ = 0, count_ = 0;
   TraceLog* trace_ = nullptr;
-  ComputeThrottle throttle_;
+  compute::ComputeThrottle throttle_;
 };
 
 }  // namespace glacier::pipeline

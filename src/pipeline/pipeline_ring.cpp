@@ -8,7 +8,7 @@
 namespace glacier::pipeline {
 
 PipelineRing::PipelineRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight,
-                 WireCodec codec, TraceLog& trace, ComputeThrottle throttle, WireIntegrity integrity)
+                 WireCodec codec, TraceLog& trace, compute::ComputeThrottle throttle, WireIntegrity integrity)
     : ch_(ch), stage_(stage), n_stages_(n_stages), codec_(codec), trace_(trace), throttle_(throttle),
       integrity_(integrity), damager_(integrity.corrupt_send),
       x_(static_cast<size_t>(stage.max_tokens()) * stage.config().n_embd),

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "comm/channel.h"
+#include "compute/compute_throttle.h"
 #include "compute/transformer_stage.h"
-#include "pipeline/compute_throttle.h"
 #include "pipeline/ring.h"
 #include "pipeline/trace.h"
 #include "pipeline/wire.h"
@@ -24,7 +24,7 @@ class PipelineRing : public Ring {
   // `throttle` slows this rank's compute (--slow-rank); `integrity` names the ranks in reports of
   // damaged messages (and may damage one on purpose).
   PipelineRing(comm::Channel& ch, compute::TransformerStage& stage, int n_stages, int max_in_flight, WireCodec codec,
-          TraceLog& trace, ComputeThrottle throttle = ComputeThrottle(), WireIntegrity integrity = WireIntegrity());
+          TraceLog& trace, compute::ComputeThrottle throttle = compute::ComputeThrottle(), WireIntegrity integrity = WireIntegrity());
   ~PipelineRing() override;
   int n_stages() const override { return n_stages_; }
   TraceLog* trace() override { return &trace_; }
@@ -45,7 +45,7 @@ class PipelineRing : public Ring {
   int n_stages_;
   WireCodec codec_;
   TraceLog& trace_;
-  ComputeThrottle throttle_;
+  compute::ComputeThrottle throttle_;
   WireIntegrity integrity_;
   SendDamager damager_;
   int64_t last_sound_back_ = -1;  // the last micro-batch whose result arrived sound

@@ -14,7 +14,7 @@
 namespace glacier::pipeline {
 
 int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
-                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle,
+                       WireCodec codec, TraceLog& trace, const compute::ComputeThrottle& throttle,
                        const WireIntegrity& integrity) {
   const bool last = stage_index == n_stages - 1;
   // World ranks, for reports: the previous stage, this one, and where this stage sends.

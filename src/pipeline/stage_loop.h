@@ -3,8 +3,8 @@
 // scores back to the driver), until the shutdown message arrives.
 #pragma once
 #include "comm/channel.h"
+#include "compute/compute_throttle.h"
 #include "compute/transformer_stage.h"
-#include "pipeline/compute_throttle.h"
 #include "pipeline/trace.h"
 #include "pipeline/wire.h"
 #include "pipeline/wire_integrity.h"
@@ -15,7 +15,7 @@ namespace glacier::pipeline {
 // A message that fails its checksum is not computed on: its report (logged here, naming the link and
 // the micro-batch) travels on to the driver in its place, as does a report from an earlier stage.
 int64_t run_stage_loop(comm::Channel& ch, compute::TransformerStage& stage, int stage_index, int n_stages,
-                       WireCodec codec, TraceLog& trace, const ComputeThrottle& throttle = ComputeThrottle(),
+                       WireCodec codec, TraceLog& trace, const compute::ComputeThrottle& throttle = compute::ComputeThrottle(),
                        const WireIntegrity& integrity = WireIntegrity());
 
 }  // namespace glacier::pipeline

@@ -20,7 +20,7 @@ double Calibration::seconds_per_work() const {
 int32_t calibration_tokens(int32_t ubatch) { return std::max(1, std::min(ubatch, kCalibrationTokens)); }
 
 Calibration calibrate_rank(const gguf::File& file, const model::ModelConfig& cfg, const model::WeightBytes& bytes,
-                           int32_t layer, int32_t ubatch, ThreadPool& pool, const pipeline::ComputeThrottle& throttle) {
+                           int32_t layer, int32_t ubatch, ThreadPool& pool, const compute::ComputeThrottle& throttle) {
   Calibration cal;
   cal.layer = layer;
   cal.tokens = calibration_tokens(ubatch);

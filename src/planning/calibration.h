@@ -18,10 +18,10 @@
 #pragma once
 #include <cstdint>
 
+#include "compute/compute_throttle.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
-#include "pipeline/compute_throttle.h"
 #include "util/thread_pool.h"
 
 namespace glacier::planning {
@@ -47,6 +47,6 @@ struct Calibration {
 
 // Throws InputError (from load_shard) when the layer's tensors are unusable.
 Calibration calibrate_rank(const gguf::File& file, const model::ModelConfig& cfg, const model::WeightBytes& bytes,
-                           int32_t layer, int32_t ubatch, ThreadPool& pool, const pipeline::ComputeThrottle& throttle);
+                           int32_t layer, int32_t ubatch, ThreadPool& pool, const compute::ComputeThrottle& throttle);
 
 }  // namespace glacier::planning

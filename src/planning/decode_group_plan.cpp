@@ -88,8 +88,8 @@ std::vector<int32_t> rows_to_time(int32_t largest) {
 
 namespace {
 // The decode model's inputs from what the plan measured (the choice at start-up and the re-tuner's).
-pipeline::DecodeGroupInputs model_inputs(const DecodeGroupPlan& plan) {
-  pipeline::DecodeGroupInputs in;
+planning::DecodeGroupInputs model_inputs(const DecodeGroupPlan& plan) {
+  planning::DecodeGroupInputs in;
   in.n_stages = static_cast<int32_t>(plan.stages.size());
   in.slots = plan.slots;
   in.max_groups = plan.max_groups;
@@ -99,24 +99,24 @@ pipeline::DecodeGroupInputs model_inputs(const DecodeGroupPlan& plan) {
 }
 }  // namespace
 
-void choose_from_timings(DecodeGroupPlan& plan, double hop_seconds, std::vector<pipeline::StageStepCosts> measured_steps) {
+void choose_from_timings(DecodeGroupPlan& plan, double hop_seconds, std::vector<planning::StageStepCosts> measured_steps) {
   plan.hop_seconds = hop_seconds;
   plan.measured_steps = std::move(measured_steps);
   plan.stages.clear();
-  for (const pipeline::StageStepCosts& m : plan.measured_steps) plan.stages.push_back(pipeline::linear_fit(m));
-  plan.choice = pipeline::choose_decode_groups(model_inputs(plan));
+  for (const planning::StageStepCosts& m : plan.measured_steps) plan.stages.push_back(planning::linear_fit(m));
+  plan.choice = planning::choose_decode_groups(model_inputs(plan));
   plan.groups = plan.choice.groups;
 }
 
-std::optional<pipeline::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan) {
+std::optional<planning::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan) {
   if (!plan.measured()) return std::nullopt;
-  return pipeline::DecodeGroupRetuner(model_inputs(plan), plan.groups);
+  return planning::DecodeGroupRetuner(model_inputs(plan), plan.groups);
 }
 
-nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<pipeline::DecodeGroupRetune>& retunes) {
+nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<planning::DecodeGroupRetune>& retunes) {
   nlohmann::json j = plan.to_json();
   nlohmann::json list = nlohmann::json::array();
-  for (const pipeline::DecodeGroupRetune& r : retunes) list.push_back({{"at_live", r.at_live}, {"from", r.from}, {"to", r.to}});
+  for (const planning::DecodeGroupRetune& r : retunes) list.push_back({{"at_live", r.at_live}, {"from", r.from}, {"to", r.to}});
   j["retunes"] = list;
   return j;
 }

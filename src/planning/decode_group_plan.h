@@ -1,6 +1,6 @@
 // --decode-groups' decisions on plain figures: an explicit count as given; auto's reason not to measure,
 // or the row counts it times and its choice from the measured hop and step times (the decode model of
-// pipeline/decode_group_choice.h). The timing itself is app/decode_group_tuning's.
+// planning/decode_group_choice.h). The timing itself is app/decode_group_tuning's.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/decode_group_choice.h"
-#include "pipeline/decode_group_retune.h"
+#include "planning/decode_group_choice.h"
+#include "planning/decode_group_retune.h"
 
 namespace glacier::planning {
 
@@ -20,9 +20,9 @@ struct DecodeGroupPlan {
   int32_t slots = 0;
   int32_t max_groups = 0;      // auto's bound (the micro-batches in flight the memory check counted)
   double hop_seconds = 0.0;    // measured (auto with a ring only)
-  std::vector<pipeline::StageStepCosts> measured_steps;  // one per stage (idem)
-  std::vector<pipeline::StageStepCosts> stages;          // their lines (pipeline::linear_fit), the rule's input
-  pipeline::DecodeGroupChoice choice;            // idem
+  std::vector<planning::StageStepCosts> measured_steps;  // one per stage (idem)
+  std::vector<planning::StageStepCosts> stages;          // their lines (planning::linear_fit), the rule's input
+  planning::DecodeGroupChoice choice;            // idem
   bool measured() const { return !stages.empty(); }
   int32_t largest_rows() const;     // the largest row count timed (0 when nothing was)
   std::string describe() const;     // the log line's text
@@ -53,14 +53,14 @@ std::vector<int32_t> rows_to_time(int32_t largest);
 
 // Auto's choice from the measured hop and every stage's step times (one StageStepCosts a stage, at the
 // same row counts): each stage's line through its times, and the decode model's count.
-void choose_from_timings(DecodeGroupPlan& plan, double hop_seconds, std::vector<pipeline::StageStepCosts> measured_steps);
+void choose_from_timings(DecodeGroupPlan& plan, double hop_seconds, std::vector<planning::StageStepCosts> measured_steps);
 
-// Re-tuning between waves (pipeline/decode_group_retune.h): a re-tuner starting from the plan's choice
+// Re-tuning between waves (planning/decode_group_retune.h): a re-tuner starting from the plan's choice
 // when auto measured, none otherwise (an explicit --decode-groups N never re-tunes). It re-uses the
 // start-up step-cost lines: the stages' own compute times stay on their ranks (the driver's trace holds
 // only its own stage's), and gathering them would cost messages in the run.
-std::optional<pipeline::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan);
+std::optional<planning::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan);
 // The plan's results attribute with the re-choices the run made, as `retunes` [{at_live, from, to}].
-nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<pipeline::DecodeGroupRetune>& retunes);
+nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<planning::DecodeGroupRetune>& retunes);
 
 }  // namespace glacier::planning

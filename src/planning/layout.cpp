@@ -6,7 +6,7 @@
 #include <map>
 
 #include "compute/kv_cache.h"
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 #include "planning/partition_choice.h"
 #include "util/error.h"
 
@@ -26,12 +26,15 @@ HostMemory host_memory(const std::vector<std::string>& hosts, const std::vector<
 
 std::vector<model::LayerRange> layer_split(const SplitRequest& req, const MemoryShape& shape, int n_stages,
                                            const HostMemory& mem) {
-  if (!req.layers.empty()) return pipeline::parse_layer_split(req.layers, shape.cfg.n_layer, n_stages);
-  if (req.partition == Partition::Bytes) return pipeline::partition_by_bytes(shape.bytes, n_stages);
+  if (!req.layers.empty()) {
+    planning::check_layer_split(req.layers, shape.cfg.n_layer, n_stages);
+    return req.layers;
+  }
+  if (req.partition == Partition::Bytes) return planning::partition_by_bytes(shape.bytes, n_stages);
   try {
     return memory_partition(shape, stage_memory_caps(mem.hosts, mem.available, n_stages)).split;
   } catch (const InputError&) {
-    return pipeline::partition_by_bytes(shape.bytes, n_stages);  // throws itself for more stages than layers
+    return planning::partition_by_bytes(shape.bytes, n_stages);  // throws itself for more stages than layers
   }
 }
 

@@ -27,7 +27,7 @@ enum class Partition { Bytes, Memory, Measured };
 
 // The options that choose the split.
 struct SplitRequest {
-  std::string layers;              // --layers, empty when not given
+  std::vector<model::LayerRange> layers;  // --layers, empty when not given
   Partition partition = Partition::Bytes;
   int replicas = 0;                // --replicas, 0 for auto
 };

@@ -8,8 +8,7 @@
 #include <map>
 
 #include "compute/kv_cache.h"
-#include "pipeline/partition.h"
-#include "pipeline/wire.h"
+#include "planning/partition.h"
 
 namespace glacier::planning {
 namespace {
@@ -32,9 +31,9 @@ std::string format_bytes(uint64_t bytes) {
 }  // namespace
 
 MemoryShape memory_shape(const model::ModelConfig& cfg, const model::WeightBytes& bytes, int32_t n_ctx, int32_t ubatch,
-                         int32_t slots_option, int32_t decode_groups_option) {
-  return {cfg, bytes, std::max(slots_option > 0 ? slots_option : 1, decode_groups_option), n_ctx, ubatch,
-          decode_groups_option};
+                         int32_t slots_option, int32_t decode_groups_option, uint64_t ring_bytes_per_micro_batch) {
+  return {cfg,   bytes, std::max(slots_option > 0 ? slots_option : 1, decode_groups_option), n_ctx, ubatch,
+          decode_groups_option, ring_bytes_per_micro_batch};
 }
 
 int32_t micro_batches_in_flight(int32_t decode_groups, int n_stages) {
@@ -65,8 +64,7 @@ RankMemoryNeed rank_memory_need(const MemoryShape& s, model::LayerRange layers, 
   // The driver's ring: each micro-batch in flight has a send buffer (activations at f32, the widest codec)
   // and a posted receive for its results. 64 decode groups of 512 tokens of a 4096-wide model are 512 MiB.
   if (first && n_stages > 1)
-    need.buffers += static_cast<uint64_t>(micro_batches_in_flight(s.decode_groups, n_stages)) *
-                    (pipeline::max_forward_bytes(s.ubatch, s.cfg.n_embd) + pipeline::max_back_bytes(s.ubatch));
+    need.buffers += static_cast<uint64_t>(micro_batches_in_flight(s.decode_groups, n_stages)) * s.ring_bytes_per_micro_batch;
   return need;
 }
 
@@ -106,7 +104,7 @@ std::optional<std::string> check_memory_fit(const std::string& model_path, const
     h.available = host_available[r];
     h.ranks += 1;
     if (!h.layers.empty()) h.layers += ',';
-    h.layers += pipeline::format_layer_split({split[static_cast<size_t>(stage)]});
+    h.layers += planning::format_layer_split({split[static_cast<size_t>(stage)]});
   }
   const Host* worst = nullptr;
   std::string worst_name;
@@ -122,7 +120,7 @@ std::optional<std::string> check_memory_fit(const std::string& model_path, const
 
   std::string advice;
   for (int stages = 1; stages <= shape.cfg.n_layer; ++stages) {
-    const auto trial = pipeline::partition_by_bytes(shape.bytes, stages);
+    const auto trial = planning::partition_by_bytes(shape.bytes, stages);
     uint64_t heaviest = 0;
     for (int r = 0; r < stages; ++r)
       heaviest = std::max(heaviest, rank_memory_need(shape, trial[static_cast<size_t>(r)], r == 0, r == stages - 1, stages).total());

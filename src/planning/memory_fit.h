@@ -29,12 +29,15 @@ struct MemoryShape {
   int32_t n_ctx = 0;
   int32_t ubatch = 0;
   int32_t decode_groups = 0;  // --decode-groups (0 or auto = one a stage: auto stays within the 2 a stage counted)
+  // The driver's send and result buffers for one micro-batch in flight (the wire's largest forward and
+  // back messages at --ubatch tokens: the app asks the pipeline module, which owns the wire format).
+  uint64_t ring_bytes_per_micro_batch = 0;
 };
 
 // The shape from the options: --slots (0 when not given) and --decode-groups (a count, 0, or negative for
 // auto); each decode group needs a sequence of its own, so the slots counted are at least the groups.
 MemoryShape memory_shape(const model::ModelConfig& cfg, const model::WeightBytes& bytes, int32_t n_ctx, int32_t ubatch,
-                         int32_t slots_option, int32_t decode_groups_option);
+                         int32_t slots_option, int32_t decode_groups_option, uint64_t ring_bytes_per_micro_batch = 0);
 
 // Micro-batches a pipeline's driver keeps in flight (the scheduler's bound): enough to fill and overlap
 // every stage, or --decode-groups when that is more; one on a single stage, which computes as it submits.

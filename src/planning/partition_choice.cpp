@@ -11,10 +11,10 @@
 namespace glacier::planning {
 namespace {
 
-pipeline::PartitionCosts base_costs(const MemoryShape& shape, const std::vector<uint64_t>& stage_caps) {
+planning::PartitionCosts base_costs(const MemoryShape& shape, const std::vector<uint64_t>& stage_caps) {
   const int n_stages = static_cast<int>(stage_caps.size());
   const StageMemoryModel m = stage_memory_model(shape, n_stages);
-  pipeline::PartitionCosts c;
+  planning::PartitionCosts c;
   c.layer_memory = m.per_layer;
   c.stage_fixed_memory = m.stage_fixed;
   c.stage_memory_cap = stage_caps;
@@ -52,23 +52,23 @@ std::vector<uint64_t> stage_memory_caps(const std::vector<std::string>& hosts, c
   return tightest_per_stage(rank_memory_caps(hosts, host_available), n_stages);
 }
 
-pipeline::PartitionPlan memory_partition(const MemoryShape& shape, const std::vector<uint64_t>& stage_caps) {
-  pipeline::PartitionCosts c = base_costs(shape, stage_caps);
+planning::PartitionPlan memory_partition(const MemoryShape& shape, const std::vector<uint64_t>& stage_caps) {
+  planning::PartitionCosts c = base_costs(shape, stage_caps);
   c.layer_work.assign(c.layer_memory.begin(), c.layer_memory.end());
   c.stage_fixed_work.assign(c.stage_fixed_memory.begin(), c.stage_fixed_memory.end());
   for (uint64_t cap : stage_caps) c.stage_seconds_per_work.push_back(1.0 / static_cast<double>(std::max<uint64_t>(cap, 1)));
-  return pipeline::plan_partition(c);
+  return planning::plan_partition(c);
 }
 
-pipeline::PartitionPlan speed_partition(const MemoryShape& shape, const std::vector<double>& stage_seconds_per_work,
+planning::PartitionPlan speed_partition(const MemoryShape& shape, const std::vector<double>& stage_seconds_per_work,
                                         const std::vector<uint64_t>& stage_caps) {
   GLACIER_ASSERT(stage_seconds_per_work.size() == stage_caps.size(), "one speed and one cap per stage");
-  pipeline::PartitionCosts c = base_costs(shape, stage_caps);
+  planning::PartitionCosts c = base_costs(shape, stage_caps);
   for (uint64_t b : shape.bytes.per_layer) c.layer_work.push_back(static_cast<double>(b));
   c.stage_fixed_work.assign(stage_caps.size(), 0.0);
   c.stage_fixed_work.back() = static_cast<double>(shape.bytes.head);
   c.stage_seconds_per_work = stage_seconds_per_work;
-  return pipeline::plan_partition(c);
+  return planning::plan_partition(c);
 }
 
 std::vector<double> predicted_stage_times(const model::WeightBytes& bytes, const std::vector<model::LayerRange>& split,
@@ -90,7 +90,7 @@ std::string format_seconds(double seconds) {
   return buf;
 }
 
-std::string describe_speed_split(const std::string& source, const pipeline::PartitionPlan& plan,
+std::string describe_speed_split(const std::string& source, const planning::PartitionPlan& plan,
                                  const std::vector<double>& rank_seconds_per_work,
                                  const std::vector<model::LayerRange>& bytes_split,
                                  const std::vector<double>& bytes_split_times) {
@@ -109,10 +109,10 @@ std::string describe_speed_split(const std::string& source, const pipeline::Part
     std::snprintf(buf, sizeof buf, "%s%.2f", relative.empty() ? "" : ", ", fastest > 0 ? v / fastest : 1.0);
     relative += buf;
   }
-  return "layer split " + pipeline::format_layer_split(plan.split) + " (--partition measured, " + source +
+  return "layer split " + planning::format_layer_split(plan.split) + " (--partition measured, " + source +
          "); compute time per weight byte relative to the fastest rank: " + relative +
          "; predicted compute per token by stage: " + list(plan.stage_time) + " (the byte-balanced split " +
-         pipeline::format_layer_split(bytes_split) + ": " + list(bytes_split_times) + ")";
+         planning::format_layer_split(bytes_split) + ": " + list(bytes_split_times) + ")";
 }
 
 }  // namespace glacier::planning

@@ -1,4 +1,4 @@
-// The inputs of the layer planner (pipeline::plan_partition) for --partition memory and measured: the
+// The inputs of the layer planner (planning::plan_partition) for --partition memory and measured: the
 // work and memory model of a stage, per-stage figures from per-rank ones, and the lines rank 0 logs.
 #pragma once
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "planning/memory_fit.h"
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 
 namespace glacier::planning {
 
@@ -25,11 +25,11 @@ std::vector<uint64_t> stage_memory_caps(const std::vector<std::string>& hosts, c
 
 // --partition memory: the split that minimizes the largest need / available over the stages (shards in
 // proportion to the ranks' memory). Throws InputError when no split keeps every stage within its cap.
-pipeline::PartitionPlan memory_partition(const MemoryShape& shape, const std::vector<uint64_t>& stage_caps);
+planning::PartitionPlan memory_partition(const MemoryShape& shape, const std::vector<uint64_t>& stage_caps);
 
 // --partition measured: the split that minimizes the slowest stage's predicted compute time, from each
 // stage's seconds per unit of stage_work per token, within every stage's memory cap (InputError if none).
-pipeline::PartitionPlan speed_partition(const MemoryShape& shape, const std::vector<double>& stage_seconds_per_work,
+planning::PartitionPlan speed_partition(const MemoryShape& shape, const std::vector<double>& stage_seconds_per_work,
                                         const std::vector<uint64_t>& stage_caps);
 
 // The same model's prediction for any split (seconds per token of a micro-batch, one per stage).
@@ -41,7 +41,7 @@ std::string format_seconds(double seconds);
 
 // Rank 0's log line for a measured split: the ranks' relative speeds, the predicted time of every stage,
 // and what the byte-balanced split would predict, for comparison.
-std::string describe_speed_split(const std::string& source, const pipeline::PartitionPlan& plan,
+std::string describe_speed_split(const std::string& source, const planning::PartitionPlan& plan,
                                  const std::vector<double>& rank_seconds_per_work,
                                  const std::vector<model::LayerRange>& bytes_split,
                                  const std::vector<double>& bytes_split_times);

@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/partition.h"
 #include "planning/memory_fit.h"
+#include "planning/partition.h"
 
 namespace glacier::planning {
 
 struct SpeedSplit {
   std::vector<double> stage_speeds;             // seconds per work per token: each stage's slowest rank
-  std::optional<pipeline::PartitionPlan> plan;  // nullopt when no split keeps every stage within its cap
+  std::optional<planning::PartitionPlan> plan;  // nullopt when no split keeps every stage within its cap
   std::string no_split;                         // then the planner's reason
 };
 

@@ -20,14 +20,6 @@ const char* level_name(Level l) {
 }
 }  // namespace
 
-std::optional<Level> parse_level(const std::string& name) {
-  if (name == "debug") return Level::Debug;
-  if (name == "info") return Level::Info;
-  if (name == "warn") return Level::Warn;
-  if (name == "error") return Level::Error;
-  return std::nullopt;
-}
-
 void set_rank(int rank) { g_rank = rank; }
 void set_level(Level level) { g_level = static_cast<int>(level); }
 Level level() { return static_cast<Level>(g_level.load()); }

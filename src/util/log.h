@@ -1,15 +1,11 @@
 // Logging to stderr with a "rank N:" prefix, so interleaved lines of an MPI job stay attributable.
 #pragma once
 #include <cstdarg>
-#include <optional>
-#include <string>
 
 namespace glacier::log {
 
 enum class Level { Debug = 0, Info = 1, Warn = 2, Error = 3 };
 
-// "debug", "info", "warn" or "error" (--log-level); nullopt for anything else.
-std::optional<Level> parse_level(const std::string& name);
 void set_rank(int rank);
 void set_level(Level level);
 Level level();

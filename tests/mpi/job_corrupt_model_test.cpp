@@ -25,7 +25,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/synthetic_model.h"
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 
 namespace {
 
@@ -419,7 +419,7 @@ class BaseModelSuite : public ::testing::Test {
     b->f32_bytes.assign(text.begin(), text.end());
     // The job's own default split (no --layers), so a case can aim at the rank that loads a layer.
     const model::ModelConfig cfg = model::read_model_config(*b->f32);
-    const auto split = glacier::pipeline::partition_by_bytes(model::weight_bytes(*b->f32, cfg), kRanks);
+    const auto split = glacier::planning::partition_by_bytes(model::weight_bytes(*b->f32, cfg), kRanks);
     b->rank1_layer = split[1].first;
     b->last_rank_layer = split[kRanks - 1].first;
     g_base = b;

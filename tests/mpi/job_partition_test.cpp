@@ -12,7 +12,7 @@
 #include "common/job_runner.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 
 using glacier::testing::read_jsonl;
 using glacier::testing::run_glacier;
@@ -63,7 +63,7 @@ Outputs run_job(const std::string& dir, const std::string& name, const std::stri
   EXPECT_EQ(o.tokens.size(), 12u);
   if (run.exit_code == 0) {
     const auto attrs = glacier::io::read_root_attributes(dir + "/" + name + ".h5");
-    o.split = glacier::pipeline::parse_layer_split(std::get<std::string>(attrs.at("layer_split")), kLayers, 2);
+    o.split = glacier::planning::parse_layer_split(std::get<std::string>(attrs.at("layer_split")), kLayers, 2);
   }
   return o;
 }
@@ -77,8 +77,8 @@ TEST(PipelinePartition, MeasuredSplitMovesLayersOffASlowRankWithIdenticalResults
   ASSERT_EQ(bytes.split.size(), 2u);
   ASSERT_EQ(measured.split.size(), 2u);
   EXPECT_LT(measured.split[1].size(), bytes.split[1].size())
-      << "bytes " << glacier::pipeline::format_layer_split(bytes.split) << ", measured "
-      << glacier::pipeline::format_layer_split(measured.split);
+      << "bytes " << glacier::planning::format_layer_split(bytes.split) << ", measured "
+      << glacier::planning::format_layer_split(measured.split);
   EXPECT_EQ(measured.tokens, bytes.tokens);
   EXPECT_EQ(measured.logprob_bits, bytes.logprob_bits);
   // The memory split of one host's equal ranks is another valid split: the same results again.
@@ -95,8 +95,8 @@ TEST(PipelinePartition, SplitFromAnEarlierRunsTraceMovesLayersOffTheSlowRank) {
   const Outputs from = run_job(dir, "from", "--partition-from " + dir + "/earlier.h5 --slow-rank " + kSlowRank);
   ASSERT_EQ(from.split.size(), 2u);
   EXPECT_LT(from.split[1].size(), earlier.split[1].size())
-      << "earlier " << glacier::pipeline::format_layer_split(earlier.split) << ", from its trace "
-      << glacier::pipeline::format_layer_split(from.split);
+      << "earlier " << glacier::planning::format_layer_split(earlier.split) << ", from its trace "
+      << glacier::planning::format_layer_split(from.split);
   EXPECT_EQ(from.tokens, earlier.tokens);
   EXPECT_EQ(from.logprob_bits, earlier.logprob_bits);
 

@@ -102,7 +102,7 @@ TEST(InputChecks, MessagesNeedAChatTemplateBeforeTheModelLoads) {
             std::string::npos);
   EXPECT_EQ(refusal([&] { glacier::app::check_chat_template(o, facts, std::string("{{ '<|im_start|>' + message['role'] }}")); }), "");
   JobOptions named = o;
-  named.chat_template = "llama3";
+  named.chat_template = glacier::model::ChatTemplate::Llama3;
   EXPECT_EQ(refusal([&] { glacier::app::check_chat_template(named, facts, std::nullopt); }), "");
   // A file without "messages" needs no template.
   const JobOptions plain = options(write_file("plain.jsonl", "{\"prompt\": \"x\"}\n"));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/options.h"
+#include "planning/partition.h"
 #include "util/error.h"
 
 namespace {
@@ -61,6 +62,11 @@ TEST(Options, ContradictoryPartitionOptionsAreRefused) {
             "option --partition: expected bytes (the default) with a split by hand (--layers), found 'measured'");
   EXPECT_EQ(refusal({"--layers", "0:1,1:2", "--partition-from", "old.h5"}),
             "option --partition-from: expected no --layers (a split by hand), found both");
+  // --layers is read as ranges with the options (its form refused before any model is opened); whether it
+  // fits the model and the ranks is checked with them (planning_layout_test, pipeline_equivalence_test).
+  EXPECT_EQ(glacier::planning::format_layer_split(parse({"--layers", "0:2,2:5"}).layers), "0:2,2:5");
+  EXPECT_TRUE(parse({}).layers.empty());
+  EXPECT_EQ(refusal({"--layers", "0:2,2-5"}), "option --layers '0:2,2-5': expected ranges FIRST:LAST separated by commas, found '2-5'");
 }
 
 TEST(Options, ExpertParallelDefaultsToOneAndRefusesZeroAndTheMeasuredSplit) {
@@ -283,6 +289,13 @@ TEST(Options, WordedOptionsBecomeValuesAndReadBackAsTheirWords) {
   EXPECT_EQ(refusal({"--log-level", "verbose"}), "option --log-level: expected debug, info, warn or error, found 'verbose'");
   // Words are exact: no case folding.
   EXPECT_EQ(refusal({"--wire", "F32"}), "option --wire: expected f32, f16, bf16 or int8, found 'F32'");
+
+  // --chat-template names a format (case-insensitive, with its aliases) or is absent (the model's own).
+  EXPECT_FALSE(d.chat_template.has_value());
+  EXPECT_EQ(parse({"--chat-template", "Qwen"}).chat_template, glacier::model::ChatTemplate::ChatML);
+  EXPECT_EQ(parse({"--chat-template", "granite"}).chat_template, glacier::model::ChatTemplate::Granite);
+  EXPECT_EQ(refusal({"--chat-template", "vicuna"}),
+            std::string("option --chat-template: expected one of ") + glacier::model::chat_template_names() + ", found 'vicuna'");
 }
 
 // Of several bad options the first one checked is reported, as when the words were compared as text:

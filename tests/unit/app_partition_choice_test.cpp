@@ -3,11 +3,11 @@
 // --partition-from that name the file.
 #include <gtest/gtest.h>
 
-#include "planning/partition_choice.h"
 #include "app/trace_speeds.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
 #include "io/hdf5_trace.h"
+#include "planning/partition_choice.h"
 #include "util/error.h"
 
 namespace {
@@ -18,7 +18,7 @@ using glacier::planning::MemoryShape;
 using glacier::app::speeds_from_trace;
 using glacier::io::TracePhase;
 using glacier::io::TraceRow;
-using glacier::pipeline::format_layer_split;
+using glacier::planning::format_layer_split;
 
 constexpr uint64_t kRoomy = uint64_t{1} << 40;  // a memory cap none of these tiny models comes near
 

@@ -17,10 +17,10 @@
 #include "model/model_weights.h"
 #include "model/synthetic_model.h"
 #include "pipeline/local_ring.h"
-#include "pipeline/partition.h"
 #include "pipeline/pipeline_ring.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_loop.h"
+#include "planning/partition.h"
 
 namespace {
 
@@ -78,7 +78,7 @@ std::vector<pipeline::SequenceOutcome> run(int n_stages, int32_t ubatch, pipelin
                                            int32_t draft_max = -1, pipeline::SpeculationCounts* counts = nullptr) {
   auto file = gguf::File::open(make_model());
   const model::ModelConfig cfg = model::read_model_config(*file);
-  const auto split = pipeline::partition_by_bytes(model::weight_bytes(*file, cfg), n_stages);
+  const auto split = planning::partition_by_bytes(model::weight_bytes(*file, cfg), n_stages);
   auto channels = comm::make_inprocess_channels(n_stages);
   std::vector<pipeline::SequenceOutcome> outcomes(10);
   std::vector<std::thread> threads;

@@ -16,12 +16,12 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/synthetic_model.h"
-#include "pipeline/partition.h"
 #include "pipeline/pipeline_ring.h"
 #include "pipeline/scheduler.h"
 #include "pipeline/stage_loop.h"
 #include "pipeline/wire.h"
 #include "pipeline/wire_integrity.h"
+#include "planning/partition.h"
 #include "util/error.h"
 
 namespace {
@@ -225,7 +225,7 @@ struct RingOutcome {
 RingOutcome run_ring(int damaged_stage, int64_t nth_message) {
   auto file = gguf::File::open(make_model());
   const model::ModelConfig cfg = model::read_model_config(*file);
-  const auto split = pipeline::partition_by_bytes(model::weight_bytes(*file, cfg), kStages);
+  const auto split = planning::partition_by_bytes(model::weight_bytes(*file, cfg), kStages);
   auto channels = comm::make_inprocess_channels(kStages);
   RingOutcome outcome;
   std::vector<std::thread> threads;
@@ -238,11 +238,11 @@ RingOutcome run_ring(int damaged_stage, int64_t nth_message) {
       const pipeline::WireIntegrity integrity{kWorldBase, r == damaged_stage ? nth_message : 0};
       if (r > 0) {
         pipeline::run_stage_loop(*channels[r], stage, r, kStages, pipeline::WireCodec::F16, trace,
-                                 pipeline::ComputeThrottle(), integrity);
+                                 compute::ComputeThrottle(), integrity);
         return;
       }
       pipeline::PipelineRing ring(*channels[0], stage, kStages, 2 * kStages, pipeline::WireCodec::F16, trace,
-                                  pipeline::ComputeThrottle(), integrity);
+                                  compute::ComputeThrottle(), integrity);
       RecordingRing recording(ring);
       pipeline::SchedulerOptions o;
       o.n_slots = kSlots;

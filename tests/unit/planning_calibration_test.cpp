@@ -41,13 +41,13 @@ TEST(PlanningCalibration, ARunReportsItsLayerTokensAndBytes) {
   const glacier::model::WeightBytes bytes = glacier::model::weight_bytes(*file, cfg);
   ASSERT_GE(cfg.n_layer, 2);
   glacier::ThreadPool pool(1);
-  const Calibration c = calibrate_rank(*file, cfg, bytes, 1, 512, pool, glacier::pipeline::ComputeThrottle());
+  const Calibration c = calibrate_rank(*file, cfg, bytes, 1, 512, pool, glacier::compute::ComputeThrottle());
   EXPECT_EQ(c.layer, 1);
   EXPECT_EQ(c.tokens, kCalibrationTokens);
   EXPECT_EQ(c.layer_bytes, bytes.per_layer[1]);
   EXPECT_TRUE(std::isfinite(c.seconds));
   EXPECT_GT(c.seconds, 0.0);
-  EXPECT_EQ(calibrate_rank(*file, cfg, bytes, 0, 8, pool, glacier::pipeline::ComputeThrottle()).tokens, 8);
+  EXPECT_EQ(calibrate_rank(*file, cfg, bytes, 0, 8, pool, glacier::compute::ComputeThrottle()).tokens, 8);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 
 namespace {
 
-using glacier::pipeline::StageStepCosts;
+using glacier::planning::StageStepCosts;
 using namespace glacier::planning;
 
 // The choice's predicted times go through a least-squares line of exact measurements: a few ulps.
@@ -86,7 +86,7 @@ TEST(PlanningDecodeGroups, AutoChoosesFromTheTimingsAsWorkedOutByHand) {
   EXPECT_EQ(j["stage_step"][1]["rows"], (std::vector<int32_t>{1, 2, 4}));
   EXPECT_NEAR(j["stage_step"][1]["ms"][2].get<double>(), 4.0, kSecondsTolerance * 1e3);
 
-  std::optional<glacier::pipeline::DecodeGroupRetuner> retuner = make_retuner(plan);
+  std::optional<glacier::planning::DecodeGroupRetuner> retuner = make_retuner(plan);
   ASSERT_TRUE(retuner.has_value()) << "auto that measured re-tunes between waves";
   EXPECT_EQ(retuner->groups(), 4) << "starting from the start-up choice";
   const nlohmann::json none = with_retunes(plan, {});

@@ -4,15 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "compute/kv_cache.h"
-#include "pipeline/partition.h"
 #include "planning/layout.h"
+#include "planning/partition.h"
 #include "util/error.h"
 
 namespace {
 
 using glacier::InputError;
 using glacier::model::LayerRange;
-using glacier::pipeline::format_layer_split;
+using glacier::planning::format_layer_split;
 using namespace glacier::planning;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -66,7 +66,7 @@ TEST(PlanningLayout, TheShapeCountsAtLeastOneSlotAGroup) {
 
 TEST(PlanningLayout, ByHandTheSplitIsTheOneGiven) {
   SplitRequest req;
-  req.layers = "0:1,1:8";
+  req.layers = {{0, 1}, {1, 8}};
   EXPECT_EQ(format_layer_split(layer_split(req, uneven_model(), 2, roomy(2))), "0:1,1:8");
   EXPECT_THROW(layer_split(req, uneven_model(), 3, roomy(3)), InputError) << "two ranges for three stages";
 }
@@ -178,17 +178,17 @@ TEST(PlanningLayout, AShardSetRefusesTheOptionsThatWouldChooseItsSplit) {
     return "";
   };
   EXPECT_EQ(message({}, "", 4), "") << "4 ranks over 2 stages, nothing else asked: accepted";
-  EXPECT_EQ(message({"", Partition::Bytes, 2}, "", 4), "") << "--replicas 2 is what 4 ranks over 2 stages make";
+  EXPECT_EQ(message({{}, Partition::Bytes, 2}, "", 4), "") << "--replicas 2 is what 4 ranks over 2 stages make";
   EXPECT_EQ(message({}, "", 3),
             "option --model dir (a shard set of 2 stages): expected a rank count that is a multiple of its stages, "
             "found 3 ranks");
-  EXPECT_EQ(message({"", Partition::Bytes, 1}, "", 4),
+  EXPECT_EQ(message({{}, Partition::Bytes, 1}, "", 4),
             "option --replicas: expected 2 or auto (4 ranks over the 2 stages of dir), found 1");
   const std::string fixed_split = "options --layers / --partition / --partition-from: expected none with --model dir "
                                   "(a shard set of 2 stages), whose split is fixed when it is cut (glacier_shard), "
                                   "found them given";
-  EXPECT_EQ(message({"0:4,4:8", Partition::Bytes, 0}, "", 2), fixed_split);
-  EXPECT_EQ(message({"", Partition::Memory, 0}, "", 2), fixed_split);
+  EXPECT_EQ(message({{{0, 4}, {4, 8}}, Partition::Bytes, 0}, "", 2), fixed_split);
+  EXPECT_EQ(message({{}, Partition::Memory, 0}, "", 2), fixed_split);
   EXPECT_EQ(message({}, "old.h5", 2), fixed_split);
 }
 

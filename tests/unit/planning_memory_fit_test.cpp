@@ -31,6 +31,7 @@ MemoryShape eight_gib_model() {
   s.min_slots = 1;
   s.n_ctx = 128;
   s.ubatch = 16;
+  s.ring_bytes_per_micro_batch = 64 * 1024;  // a stand-in: the app asks the wire (pipeline::max_forward_bytes + back)
   return s;
 }
 
@@ -107,10 +108,8 @@ TEST(MemoryFit, DecodeGroupsCostTheDriverItsInFlightBuffers) {
   s.decode_groups = 100;
   EXPECT_EQ(rank_memory_need(s, LayerRange{0, 8}, true, true, 1).buffers, alone);
   EXPECT_EQ(rank_memory_need(s, LayerRange{3, 5}, false, false, 3).buffers, middle);
-  const uint64_t per_micro_batch = (rank_memory_need(s, LayerRange{0, 3}, true, false, 3).buffers - driver) / (100 - 6);
-  // A micro-batch of 16 tokens (--ubatch) of width 64 crosses as at least 16 x 64 floats.
-  EXPECT_GE(per_micro_batch, uint64_t{16} * 64 * sizeof(float));
-  EXPECT_EQ(driver - middle, 6 * per_micro_batch);
+  EXPECT_EQ(rank_memory_need(s, LayerRange{0, 3}, true, false, 3).buffers - driver, (100 - 6) * s.ring_bytes_per_micro_batch);
+  EXPECT_EQ(driver - middle, 6 * s.ring_bytes_per_micro_batch);
 }
 
 TEST(MemoryFit, RanksShareTheirHostsMemoryEqually) {

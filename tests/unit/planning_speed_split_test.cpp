@@ -3,12 +3,12 @@
 // and reports rather than throws when no split fits.
 #include <gtest/gtest.h>
 
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 #include "planning/speed_split.h"
 
 namespace {
 
-using glacier::pipeline::format_layer_split;
+using glacier::planning::format_layer_split;
 using namespace glacier::planning;
 
 constexpr uint64_t kRoomy = uint64_t{1} << 40;  // a memory cap none of these tiny models comes near

@@ -1,4 +1,4 @@
-// The log's level filter (--log-level): names it accepts, and that lines below the level are not written.
+// The log's level filter (--log-level, whose words app_options_test checks): lines below the level are not written.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,14 +17,6 @@ class LogLevel : public ::testing::Test {
     log::set_rank(-1);
   }
 };
-
-TEST_F(LogLevel, ParsesTheFourNamesAndNothingElse) {
-  EXPECT_EQ(log::parse_level("debug"), log::Level::Debug);
-  EXPECT_EQ(log::parse_level("info"), log::Level::Info);
-  EXPECT_EQ(log::parse_level("warn"), log::Level::Warn);
-  EXPECT_EQ(log::parse_level("error"), log::Level::Error);
-  for (const std::string bad : {"", "INFO", "warning", "verbose", "2"}) EXPECT_FALSE(log::parse_level(bad)) << bad;
-}
 
 TEST_F(LogLevel, WritesOnlyLinesAtOrAboveTheLevel) {
   log::set_rank(3);

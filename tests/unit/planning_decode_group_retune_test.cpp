@@ -4,13 +4,13 @@
 
 #include <stdexcept>
 
-#include "pipeline/decode_group_retune.h"
+#include "planning/decode_group_retune.h"
 
 namespace {
 
-using glacier::pipeline::DecodeGroupInputs;
-using glacier::pipeline::DecodeGroupRetuner;
-using glacier::pipeline::StageStepCosts;
+using glacier::planning::DecodeGroupInputs;
+using glacier::planning::DecodeGroupRetuner;
+using glacier::planning::StageStepCosts;
 
 // Two stages whose step takes b units for b rows, a hop of 4 units, 16 slots, up to 8 groups. A round
 // at G groups of b = ceil(live / G) rows is max(2b + 2 x 4, formed x b):

@@ -6,9 +6,9 @@
 #include <optional>
 #include <vector>
 
-#include "pipeline/decode_group_choice.h"
+#include "planning/decode_group_choice.h"
 
-namespace glacier::pipeline {
+namespace glacier::planning {
 
 // A re-choice happens when the live count has halved or doubled since the count the last choice was
 // made for. A factor of two is where the rule's answer can move (a group's rows, ceil(live / G), change
@@ -40,4 +40,4 @@ class DecodeGroupRetuner {
   std::vector<DecodeGroupRetune> retunes_;
 };
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::planning

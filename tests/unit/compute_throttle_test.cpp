@@ -2,13 +2,13 @@
 // progress meanwhile, and does nothing at factor 1. Only lower bounds on sleeping are asserted.
 #include <gtest/gtest.h>
 
-#include "pipeline/compute_throttle.h"
+#include "compute/compute_throttle.h"
 #include "util/clock.h"
 
 namespace {
 
 using glacier::now_seconds;
-using glacier::pipeline::ComputeThrottle;
+using glacier::compute::ComputeThrottle;
 
 constexpr double kCompute = 0.02;  // seconds of "compute" handed to the throttle
 

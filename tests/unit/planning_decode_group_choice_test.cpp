@@ -4,15 +4,15 @@
 
 #include <stdexcept>
 
-#include "pipeline/decode_group_choice.h"
+#include "planning/decode_group_choice.h"
 
 namespace {
 
-using glacier::pipeline::choose_decode_groups;
-using glacier::pipeline::DecodeGroupInputs;
-using glacier::pipeline::linear_fit;
-using glacier::pipeline::predicted_seconds_per_token;
-using glacier::pipeline::StageStepCosts;
+using glacier::planning::choose_decode_groups;
+using glacier::planning::DecodeGroupInputs;
+using glacier::planning::linear_fit;
+using glacier::planning::predicted_seconds_per_token;
+using glacier::planning::StageStepCosts;
 
 constexpr double kMs = 1e-3;
 // The figures below are sums of a few milliseconds: equal to this in doubles' rounding.

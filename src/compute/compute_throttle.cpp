@@ -1,5 +1,5 @@
 // The slowdown of --slow-rank: a sleep in slices, so MPI progress is still driven while "computing".
-#include "pipeline/compute_throttle.h"
+#include "compute/compute_throttle.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 
-namespace glacier::pipeline {
+namespace glacier::compute {
 namespace {
 
 // Between two progress calls: short next to a compute interval, long next to the cost of a call.
@@ -30,4 +30,4 @@ void ComputeThrottle::after_compute(double compute_seconds, const std::function<
   }
 }
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::compute

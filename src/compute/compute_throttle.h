@@ -3,7 +3,7 @@
 #pragma once
 #include <functional>
 
-namespace glacier::pipeline {
+namespace glacier::compute {
 
 class ComputeThrottle {
  public:
@@ -18,4 +18,4 @@ class ComputeThrottle {
   double factor_ = 1.0;
 };
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::compute

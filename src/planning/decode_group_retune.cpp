@@ -1,9 +1,9 @@
 // The re-tune rule of --decode-groups auto: re-chooses on a factor-of-two move of the live count.
-#include "pipeline/decode_group_retune.h"
+#include "planning/decode_group_retune.h"
 
 #include <stdexcept>
 
-namespace glacier::pipeline {
+namespace glacier::planning {
 
 DecodeGroupRetuner::DecodeGroupRetuner(DecodeGroupInputs start, int32_t groups)
     : in_(std::move(start)), groups_(groups), chosen_at_(in_.slots) {
@@ -27,4 +27,4 @@ int32_t DecodeGroupRetuner::groups_for(int32_t live) {
   return groups_;
 }
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::planning

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace glacier::pipeline {
+namespace glacier::planning {
 
 // Seconds one stage takes for a decode step of `rows` rows, measured at a few row counts.
 struct StageStepCosts {
@@ -53,4 +53,4 @@ double predicted_seconds_per_token(const DecodeGroupInputs& in, int32_t groups);
 // std::invalid_argument on inconsistent inputs (no stage costs, unsorted rows, negative times).
 DecodeGroupChoice choose_decode_groups(const DecodeGroupInputs& in);
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::planning

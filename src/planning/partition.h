@@ -9,7 +9,7 @@
 
 #include "model/model_weights.h"
 
-namespace glacier::pipeline {
+namespace glacier::planning {
 
 // Throws InputError when n_stages exceeds the layer count.
 std::vector<model::LayerRange> partition_by_bytes(const model::WeightBytes& bytes, int n_stages);
@@ -39,8 +39,13 @@ struct PartitionPlan {
 // (saying how many layers each stage can hold at most).
 PartitionPlan plan_partition(const PartitionCosts& costs);
 
-// Parses "--layers 0:2,2:5" and checks it: one range per stage, contiguous from 0 to n_layer,
-// each non-empty. Throws InputError naming the option, the expected and the found value.
+// "--layers 0:2,2:5" as ranges (an empty text: none), checked only for its form: the option is read before
+// the model is. Throws InputError naming the option, the expected and the found value.
+std::vector<model::LayerRange> parse_layer_ranges(const std::string& spec);
+// Checks a split against the model and the pipeline: one range per stage, contiguous from 0 to n_layer,
+// each non-empty. Throws InputError as parse_layer_ranges does.
+void check_layer_split(const std::vector<model::LayerRange>& split, int32_t n_layer, int n_stages);
+// Both: a split as a results file or glacier_shard --layers gives it.
 std::vector<model::LayerRange> parse_layer_split(const std::string& spec, int32_t n_layer, int n_stages);
 
 // "0:2,2:5"
@@ -49,4 +54,4 @@ std::string format_layer_split(const std::vector<model::LayerRange>& split);
 // Bytes each stage holds under a split (for logs and traces).
 std::vector<uint64_t> stage_bytes(const model::WeightBytes& bytes, const std::vector<model::LayerRange>& split);
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::planning

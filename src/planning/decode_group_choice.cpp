@@ -1,13 +1,13 @@
 // The decode-group rule of --decode-groups auto: the pipeline design's round-time model evaluated at
 // every group count, keeping the fewest groups that are near the best.
-#include "pipeline/decode_group_choice.h"
+#include "planning/decode_group_choice.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-namespace glacier::pipeline {
+namespace glacier::planning {
 namespace {
 
 void check(const DecodeGroupInputs& in) {
@@ -104,4 +104,4 @@ DecodeGroupChoice choose_decode_groups(const DecodeGroupInputs& in) {
   return choice;
 }
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::planning

@@ -4,17 +4,17 @@
 
 #include <random>
 
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 #include "util/error.h"
 
 namespace {
 
 using glacier::InputError;
 using glacier::model::LayerRange;
-using glacier::pipeline::format_layer_split;
-using glacier::pipeline::partition_by_bytes;
-using glacier::pipeline::PartitionCosts;
-using glacier::pipeline::plan_partition;
+using glacier::planning::format_layer_split;
+using glacier::planning::partition_by_bytes;
+using glacier::planning::PartitionCosts;
+using glacier::planning::plan_partition;
 
 constexpr uint64_t kNoLimit = UINT64_MAX / 2;  // a cap no sum of the tests' figures reaches
 

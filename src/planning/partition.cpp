@@ -1,6 +1,6 @@
 // Partitioning by dynamic programming over prefix sums: exact minimum of the heaviest (or slowest)
 // stage, ties broken towards earlier cuts, so every rank computes the same split independently.
-#include "pipeline/partition.h"
+#include "planning/partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 
-namespace glacier::pipeline {
+namespace glacier::planning {
 
 std::vector<model::LayerRange> partition_by_bytes(const model::WeightBytes& b, int n_stages) {
   const int L = static_cast<int>(b.per_layer.size());
@@ -134,10 +134,13 @@ PartitionPlan plan_partition(const PartitionCosts& c) {
   return plan;
 }
 
-std::vector<model::LayerRange> parse_layer_split(const std::string& spec, int32_t n_layer, int n_stages) {
-  auto bad = [&](const std::string& expected, const std::string& found) {
-    throw InputError("option --layers '" + spec + "': expected " + expected + ", found " + found);
-  };
+namespace {
+[[noreturn]] void bad_layers(const std::string& spec, const std::string& expected, const std::string& found) {
+  throw InputError("option --layers '" + spec + "': expected " + expected + ", found " + found);
+}
+}  // namespace
+
+std::vector<model::LayerRange> parse_layer_ranges(const std::string& spec) {
   std::vector<model::LayerRange> split;
   std::stringstream ss(spec);
   std::string item;
@@ -151,21 +154,31 @@ std::vector<model::LayerRange> parse_layer_split(const std::string& spec, int32_
       last = std::stoi(item.substr(colon + 1), &used2);
       if (used1 != colon || used2 != item.size() - colon - 1) throw std::invalid_argument("trailing text");
     } catch (const std::exception&) {
-      bad("ranges FIRST:LAST separated by commas", "'" + item + "'");
+      bad_layers(spec, "ranges FIRST:LAST separated by commas", "'" + item + "'");
     }
     split.push_back({first, last});
   }
+  return split;
+}
+
+void check_layer_split(const std::vector<model::LayerRange>& split, int32_t n_layer, int n_stages) {
+  const std::string spec = format_layer_split(split);
   if (static_cast<int>(split.size()) != n_stages)
-    bad("one range per pipeline rank (" + std::to_string(n_stages) + ")", std::to_string(split.size()) + " ranges");
+    bad_layers(spec, "one range per pipeline rank (" + std::to_string(n_stages) + ")", std::to_string(split.size()) + " ranges");
   int32_t expect = 0;
   for (const auto& r : split) {
-    if (r.first != expect) bad("range starting at layer " + std::to_string(expect) + " (contiguous from 0)",
-                               std::to_string(r.first) + ":" + std::to_string(r.last));
-    if (r.last <= r.first) bad("a non-empty range", std::to_string(r.first) + ":" + std::to_string(r.last));
+    const std::string range = std::to_string(r.first) + ":" + std::to_string(r.last);
+    if (r.first != expect) bad_layers(spec, "range starting at layer " + std::to_string(expect) + " (contiguous from 0)", range);
+    if (r.last <= r.first) bad_layers(spec, "a non-empty range", range);
     expect = r.last;
   }
   if (expect != n_layer)
-    bad("ranges covering all " + std::to_string(n_layer) + " layers", "the last range ending at " + std::to_string(expect));
+    bad_layers(spec, "ranges covering all " + std::to_string(n_layer) + " layers", "the last range ending at " + std::to_string(expect));
+}
+
+std::vector<model::LayerRange> parse_layer_split(const std::string& spec, int32_t n_layer, int n_stages) {
+  std::vector<model::LayerRange> split = parse_layer_ranges(spec);
+  check_layer_split(split, n_layer, n_stages);
   return split;
 }
 
@@ -192,4 +205,4 @@ std::vector<uint64_t> stage_bytes(const model::WeightBytes& b, const std::vector
   return out;
 }
 
-}  // namespace glacier::pipeline
+}  // namespace glacier::planning
