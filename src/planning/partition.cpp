@@ -11,41 +11,19 @@
 
 namespace glacier::planning {
 
+// The planner with every stage equally fast and unlimited memory, work counted in bytes (sums of whole
+// bytes stay exact as doubles below 2^53, 8 PiB, so the comparisons are the integer ones).
 std::vector<model::LayerRange> partition_by_bytes(const model::WeightBytes& b, int n_stages) {
-  const int L = static_cast<int>(b.per_layer.size());
-  if (n_stages < 1 || n_stages > L)
-    throw InputError("pipeline: expected at most one rank per layer (this model has " + std::to_string(L) +
-                     " layers), found " + std::to_string(n_stages) + " ranks in the pipeline; run with -np " +
-                     std::to_string(L) + " or fewer");
-  std::vector<uint64_t> prefix(static_cast<size_t>(L) + 1, 0);
-  for (int i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + b.per_layer[i];
-  auto cost = [&](int first, int last, int stage) {
-    return prefix[last] - prefix[first] + (stage == n_stages - 1 ? b.head : 0);
-  };
-  const uint64_t inf = std::numeric_limits<uint64_t>::max();
-  // best[s][i]: the smallest possible heaviest stage when stages 0..s-1 cover layers 0..i-1.
-  std::vector<std::vector<uint64_t>> best(static_cast<size_t>(n_stages) + 1, std::vector<uint64_t>(L + 1, inf));
-  std::vector<std::vector<int>> cut(static_cast<size_t>(n_stages) + 1, std::vector<int>(L + 1, -1));
-  best[0][0] = 0;
-  for (int s = 1; s <= n_stages; ++s)
-    for (int i = s; i <= L - (n_stages - s); ++i)
-      for (int j = s - 1; j < i; ++j) {
-        if (best[s - 1][j] == inf) continue;
-        const uint64_t c = std::max(best[s - 1][j], cost(j, i, s - 1));
-        if (c < best[s][i]) {
-          best[s][i] = c;
-          cut[s][i] = j;
-        }
-      }
-  std::vector<model::LayerRange> split(static_cast<size_t>(n_stages));
-  int end = L;
-  for (int s = n_stages; s >= 1; --s) {
-    const int start = cut[s][end];
-    GLACIER_ASSERT(start >= 0, "partition found");
-    split[s - 1] = {start, end};
-    end = start;
-  }
-  return split;
+  const size_t L = b.per_layer.size(), P = n_stages < 0 ? 0 : static_cast<size_t>(n_stages);
+  PartitionCosts c;
+  c.layer_work.assign(b.per_layer.begin(), b.per_layer.end());
+  c.stage_fixed_work.assign(P, 0.0);
+  if (P > 0) c.stage_fixed_work.back() = static_cast<double>(b.head);
+  c.stage_seconds_per_work.assign(P, 1.0);
+  c.layer_memory.assign(L, 0);
+  c.stage_fixed_memory.assign(P, 0);
+  c.stage_memory_cap.assign(P, std::numeric_limits<uint64_t>::max());
+  return plan_partition(c).split;
 }
 
 double PartitionPlan::bottleneck() const {

@@ -1,7 +1,9 @@
 // The layer planner (plan_partition): hand-checkable splits for stages of unequal speed and memory, the
-// byte-balanced split as its equal-speed case, and refusals when no split fits memory.
+// byte-balanced split (its equal-speed case) against every possible split, and refusals when no split fits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 
 #include "planning/partition.h"
@@ -82,7 +84,28 @@ TEST(PartitionPlan, MemoryProportionalSplitAsSpeedsOfOneOverCapacity) {
   EXPECT_DOUBLE_EQ(plan.bottleneck(), 0.2);
 }
 
-TEST(PartitionPlan, EqualSpeedsWithoutLimitsGiveTheByteBalancedSplit) {
+// The heaviest stage (its layers' bytes, the head on the last) of the best split, by trying every one.
+uint64_t best_bottleneck_by_trying_all(const glacier::model::WeightBytes& b, int P) {
+  const int L = static_cast<int>(b.per_layer.size());
+  uint64_t best = std::numeric_limits<uint64_t>::max();
+  // Cut masks over the L - 1 boundaries with exactly P - 1 cuts.
+  for (uint32_t mask = 0; mask < (1u << (L - 1)); ++mask) {
+    if (__builtin_popcount(mask) != P - 1) continue;
+    uint64_t heaviest = 0, stage = 0;
+    for (int l = 0; l < L; ++l) {
+      stage += b.per_layer[static_cast<size_t>(l)];
+      if (l == L - 1 || (mask >> l & 1u)) {
+        if (l == L - 1) stage += b.head;
+        heaviest = std::max(heaviest, stage);
+        stage = 0;
+      }
+    }
+    best = std::min(best, heaviest);
+  }
+  return best;
+}
+
+TEST(PartitionByBytes, TheHeaviestStageIsAsLightAsAnySplitMakesIt) {
   std::mt19937 rng(20240611);
   for (int trial = 0; trial < 200; ++trial) {
     const int L = 1 + static_cast<int>(rng() % 12);
@@ -90,12 +113,23 @@ TEST(PartitionPlan, EqualSpeedsWithoutLimitsGiveTheByteBalancedSplit) {
     glacier::model::WeightBytes b;
     for (int l = 0; l < L; ++l) b.per_layer.push_back(1000 + rng() % 4000);
     b.head = rng() % 6000;
-    PartitionCosts c = uniform(L, std::vector<double>(static_cast<size_t>(P), 1.0));
-    for (int l = 0; l < L; ++l) c.layer_work[l] = static_cast<double>(b.per_layer[l]);
-    c.stage_fixed_work.back() = static_cast<double>(b.head);
-    EXPECT_EQ(format_layer_split(plan_partition(c).split), format_layer_split(partition_by_bytes(b, P)))
-        << "trial " << trial << ": " << L << " layers over " << P << " stages";
+    const auto split = partition_by_bytes(b, P);
+    ASSERT_EQ(static_cast<int>(split.size()), P);
+    uint64_t heaviest = 0;
+    for (int s = 0; s < P; ++s) {
+      uint64_t bytes = s == P - 1 ? b.head : 0;
+      for (int l = split[static_cast<size_t>(s)].first; l < split[static_cast<size_t>(s)].last; ++l)
+        bytes += b.per_layer[static_cast<size_t>(l)];
+      heaviest = std::max(heaviest, bytes);
+    }
+    EXPECT_EQ(heaviest, best_bottleneck_by_trying_all(b, P))
+        << "trial " << trial << ": " << L << " layers over " << P << " stages, split " << format_layer_split(split);
   }
+  // By hand: 4, 1, 1, 4 over two stages with a head of 2: the cut before the last layer (6, and 4 + 2).
+  glacier::model::WeightBytes hand;
+  hand.per_layer = {4, 1, 1, 4};
+  hand.head = 2;
+  EXPECT_EQ(format_layer_split(partition_by_bytes(hand, 2)), "0:3,3:4");
 }
 
 TEST(PartitionPlan, NoSplitWithinMemoryIsRefusedWithWhatEachStageHolds) {
