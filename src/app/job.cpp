@@ -89,7 +89,9 @@ uint64_t host_memory_budget(const JobOptions& o) {
 
 planning::MemoryShape memory_shape(const JobOptions& o, const RankSetup& s) {
   const uint64_t ring_bytes = pipeline::max_forward_bytes(s.ubatch, s.cfg.n_embd) + pipeline::max_back_bytes(s.ubatch);
-  return planning::memory_shape(s.cfg, s.bytes, s.n_ctx, s.ubatch, o.slots, o.decode_groups, ring_bytes);
+  // A member of an expert group holds its share of the experts only (its leader, on the ring, stands for it).
+  const model::WeightBytes held = s.expert_parallel > 1 ? model::expert_member_bytes(s.bytes, s.expert_parallel) : s.bytes;
+  return planning::memory_shape(s.cfg, held, s.n_ctx, s.ubatch, o.slots, o.decode_groups, ring_bytes);
 }
 
 planning::SplitRequest split_request(const JobOptions& o) { return {o.layers, o.partition, o.replicas}; }

@@ -153,6 +153,9 @@ kernels::Matrix one_row_matrix(const gguf::File& f, const std::string& name, int
   return m;
 }
 
+// The 3-D expert tensors of a mixture-of-experts layer: one matrix per expert, shared out over an expert group.
+constexpr const char* kStackedExperts[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+
 std::string blk(int32_t layer, const char* what, const char* kind = "weight") {
   return "blk." + std::to_string(layer) + "." + what + "." + kind;
 }
@@ -205,9 +208,9 @@ void load_ffn(const gguf::File& f, const ModelConfig& c, int32_t l, LayerWeights
     lw.router = matrix(f, blk(l, "ffn_gate_inp"), E, X, shard);
     if (c.spec.mla && f.find_tensor(blk(l, "exp_probs_b", "bias")))
       lw.exp_probs_b = norm_vector(f, blk(l, "exp_probs_b", "bias"), X, shard);
-    lw.gate_exps = expert_matrices(f, blk(l, "ffn_gate_exps"), E, F, X, shard);
-    lw.up_exps = expert_matrices(f, blk(l, "ffn_up_exps"), E, F, X, shard);
-    lw.down_exps = expert_matrices(f, blk(l, "ffn_down_exps"), F, E, X, shard);
+    lw.gate_exps = expert_matrices(f, blk(l, kStackedExperts[0]), E, F, X, shard);
+    lw.up_exps = expert_matrices(f, blk(l, kStackedExperts[1]), E, F, X, shard);
+    lw.down_exps = expert_matrices(f, blk(l, kStackedExperts[2]), F, E, X, shard);
     if (c.spec.shared_expert) {
       const int64_t S = c.n_ff_shexp;
       if (!c.spec.mla) lw.shexp_gate = one_row_matrix(f, blk(l, "ffn_gate_inp_shexp"), E, shard);
@@ -280,7 +283,7 @@ template <typename Fn>
 void for_each_foreign_expert(const gguf::File& f, const ModelConfig& c, const ShardWeights& w, Fn fn) {
   for (int32_t l = w.layer_range.first; l < w.layer_range.last; ++l) {
     if (c.layer_is_dense(l)) continue;
-    for (const char* what : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+    for (const char* what : kStackedExperts) {
       const gguf::TensorInfo& t = require_tensor(f, blk(l, what));
       const uint64_t per_expert = t.n_bytes / static_cast<uint64_t>(c.n_expert);
       for (int32_t e = 0; e < c.n_expert; ++e) {
@@ -408,18 +411,33 @@ std::vector<std::string> expected_tensor_names(const gguf::File& f, const ModelC
 WeightBytes weight_bytes(const gguf::File& f, const ModelConfig& c) {
   WeightBytes b;
   b.per_layer.assign(static_cast<size_t>(c.n_layer), 0);
+  b.per_layer_experts.assign(static_cast<size_t>(c.n_layer), 0);
   const std::string prefix = "blk.";
   const bool tied = head_is_tied(f, c);
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.name.rfind(prefix, 0) == 0) {
-      long layer = std::strtol(t.name.c_str() + prefix.size(), nullptr, 10);
-      if (layer >= 0 && layer < c.n_layer) b.per_layer[static_cast<size_t>(layer)] += t.n_bytes;
+      char* end = nullptr;
+      const long layer = std::strtol(t.name.c_str() + prefix.size(), &end, 10);
+      if (layer < 0 || layer >= c.n_layer) continue;
+      b.per_layer[static_cast<size_t>(layer)] += t.n_bytes;
+      for (const char* what : kStackedExperts)
+        if (t.name == blk(static_cast<int32_t>(layer), what)) b.per_layer_experts[static_cast<size_t>(layer)] += t.n_bytes;
     } else if (t.name == "token_embd.weight") {
       b.embedding += t.n_bytes;
       if (tied) b.head += t.n_bytes;
     } else if ((t.name == "output.weight" && !tied) || t.name == "output_norm.weight") {
       b.head += t.n_bytes;
     }
+  }
+  return b;
+}
+
+WeightBytes expert_member_bytes(const WeightBytes& whole, int32_t members) {
+  WeightBytes b = whole;
+  for (size_t l = 0; l < b.per_layer.size(); ++l) {
+    const uint64_t experts = b.per_layer_experts[l];
+    b.per_layer_experts[l] = experts / static_cast<uint64_t>(members);
+    b.per_layer[l] -= experts - b.per_layer_experts[l];
   }
   return b;
 }

@@ -105,10 +105,15 @@ std::vector<std::string> expected_tensor_names(const gguf::File& file, const Mod
 // Weight bytes of each layer, and of the embedding and head parts (for partitioning by bytes).
 struct WeightBytes {
   std::vector<uint64_t> per_layer;
+  std::vector<uint64_t> per_layer_experts;  // of per_layer: the stacked experts, which expert groups share out
   uint64_t embedding = 0;
   uint64_t head = 0;
 };
 WeightBytes weight_bytes(const gguf::File& file, const ModelConfig& cfg);
+
+// What each member of an expert group of `members` ranks holds of the layers (--expert-parallel): the
+// layer's other tensors and 1/members of its experts (members divides the expert count, as checked).
+WeightBytes expert_member_bytes(const WeightBytes& whole, int32_t members);
 
 // The kernels' weight type of a GGUF tensor, or InputError naming it and listing the supported types.
 kernels::WeightType weight_type_of(const gguf::File& file, const gguf::TensorInfo& t);

@@ -77,6 +77,32 @@ void expect_refused(int np, const std::string& model, const std::string& extra, 
   EXPECT_NE(run.output.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << run.output;
 }
 
+// The memory check counts what a member holds: with no memory to offer, the refusal's need for two members
+// of one stage is less than twice one rank's (each holds half the experts), not the whole layers twice.
+double refused_need_mib(int np, const std::string& model, const std::string& extra) {
+  const std::string dir = glacier::testing::scratch_dir("ep-memory");
+  auto run = glacier::testing::run_glacier(np, "--model " + model + " --prompts " + kPrompts + " --jsonl " + dir +
+                                                   "/r.jsonl --max-tokens 4 --max-memory-gib 0.00001 --ctx 64 --ubatch 8 " + extra);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  std::smatch m;
+  const std::regex need(R"(that need ([0-9.]+) MiB)");
+  if (!std::regex_search(run.output, m, need)) {
+    ADD_FAILURE() << "no memory refusal in:\n" << run.output;
+    return 0.0;
+  }
+  return std::stod(m[1]);
+}
+
+TEST(ExpertParallelJob, TheMemoryCheckCountsAMembersShareOfTheExperts) {
+  // f32 at a short context: the experts are most of each rank's need (1.6 MiB for one rank; two members
+  // counted as holding every expert need 3.2, each holding half of them 2.1).
+  GLACIER_REQUIRE_SHARED(moe, "models/synthetic/synth-mixtral-f32.gguf");
+  const double one = refused_need_mib(1, moe, "");
+  const double members = refused_need_mib(2, moe, "--expert-parallel 2");
+  EXPECT_GT(one, 0.0);
+  EXPECT_LT(members, 2 * one - 0.5) << "two members of one stage counted as holding every expert";
+}
+
 TEST(ExpertParallelJob, BadCombinationsAreRefusedNamingTheOption) {
   GLACIER_REQUIRE_SHARED(moe, "models/synthetic/synth-mixtral-q8_0.gguf");
   GLACIER_REQUIRE_SHARED(dense, "models/synthetic/synth-llama-q8_0.gguf");

@@ -113,6 +113,20 @@ void expect_group_equals_one_stage(const std::string& path, int members) {
     sum += held[static_cast<size_t>(j)];
   }
   EXPECT_EQ(sum, all[0]);
+  // The memory check's figure for a member (what the loader above held) from the file's table alone.
+  auto file = gguf::File::open(path);
+  const model::WeightBytes whole = model::weight_bytes(*file, model::read_model_config(*file));
+  const model::WeightBytes member = model::expert_member_bytes(whole, members);
+  uint64_t whole_layers = 0, whole_experts = 0, member_layers = 0, member_experts = 0;
+  for (size_t l = 0; l < whole.per_layer.size(); ++l) {
+    whole_layers += whole.per_layer[l];
+    whole_experts += whole.per_layer_experts[l];
+    member_layers += member.per_layer[l];
+    member_experts += member.per_layer_experts[l];
+  }
+  EXPECT_EQ(whole_experts, all[0]);
+  EXPECT_EQ(member_experts, held[0]);
+  EXPECT_EQ(member_layers, whole_layers - all[0] + held[0]);
 }
 
 // DeepSeek V3-shaped (a dense first layer, sigmoid gating with a selection bias, a shared expert), written here.
