@@ -10,11 +10,6 @@ namespace glacier::compute {
 
 namespace {
 
-// Pieces a product is cut into per thread: enough that a thread slowed by the machine's other tenants (or
-// by the other ranks of an oversubscribed host) hands a quarter of its share to the others, few enough
-// that each piece still streams its weights for a long run.
-constexpr int64_t kPiecesPerThread = 4;
-
 // Whether two matrices take the same prepared activations.
 bool same_form(const kernels::Matrix& a, const kernels::Matrix& b) {
   return a.type == b.type && (a.packed != nullptr) == (b.packed != nullptr) && a.cols == b.cols;
@@ -71,11 +66,8 @@ void StageMatmul::several(std::initializer_list<Output> outputs, const float* x,
     ++n;
   }
   const Output* outs = outputs.begin();
-  // Threads take pieces of whole output granules (a packed matrix's 16-row groups) of the concatenated
-  // outputs as they come free; each output row is computed alike whoever takes it.
-  const int64_t granules = granule_end[n - 1];
-  const int64_t pieces = static_cast<int64_t>(pool_.size()) * kPiecesPerThread;
-  pool_.parallel_for_pieces(granules, (granules + pieces - 1) / pieces, [&](int64_t b, int64_t e, int) {
+  // Threads take whole output granules (a packed matrix's 16-row groups) of the concatenated outputs.
+  pool_.parallel_for(granule_end[n - 1], [&](int64_t b, int64_t e, int) {
     for (int i = 0; i < n; ++i) {
       const int64_t start = i ? granule_end[i - 1] : 0;
       const int64_t lo = std::max(b, start), hi = std::min(e, granule_end[i]);

@@ -66,41 +66,14 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)
     fn(0, n, 0);
     return;
   }
-  run(n, 0, fn);
-}
-
-void ThreadPool::parallel_for_pieces(int64_t n, int64_t piece, FunctionRef<void(int64_t, int64_t, int)> fn) {
-  if (n <= 0) return;
-  if (n_threads_ == 1 || n <= piece) {
-    fn(0, n, 0);
-    return;
-  }
-  run(n, piece < 1 ? 1 : piece, fn);
-}
-
-void ThreadPool::work(int t) {
-  if (job_piece_ == 0) {
-    int64_t b, e;
-    share(job_n_, n_threads_, t, &b, &e);
-    if (b < e) (*job_)(b, e, t);
-    return;
-  }
-  for (;;) {
-    const int64_t b = next_piece_.fetch_add(job_piece_, std::memory_order_relaxed);
-    if (b >= job_n_) return;
-    (*job_)(b, b + job_piece_ < job_n_ ? b + job_piece_ : job_n_, t);
-  }
-}
-
-void ThreadPool::run(int64_t n, int64_t piece, FunctionRef<void(int64_t, int64_t, int)>& fn) {
   job_ = &fn;
   job_n_ = n;
-  job_piece_ = piece;
-  next_piece_.store(0, std::memory_order_relaxed);
   pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);  // publishes the job to the workers
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
-  work(0);
+  int64_t b, e;
+  share(n, n_threads_, 0, &b, &e);
+  if (b < e) fn(b, e, 0);
   auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(all_done)) {
     while (!all_done()) std::this_thread::yield();  // a worker was descheduled: give it the core
@@ -119,7 +92,9 @@ void ThreadPool::worker_loop(int index) {
     const uint64_t g = generation_.load(std::memory_order_acquire);
     seen = g;
     if (stop_.load()) return;
-    work(index);
+    int64_t b, e;
+    share(job_n_, n_threads_, index, &b, &e);
+    if (b < e) (*job_)(b, e, index);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
