@@ -11,6 +11,7 @@ namespace {
 
 struct V256 {
   static constexpr int kLanes = 8;
+  static constexpr bool kHasByteSign = true;
   using I = __m256i;
   using F = __m256;
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -34,6 +35,9 @@ struct V256 {
   static I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I sub16(I a, I b) { return _mm256_sub_epi16(a, b); }
+  static I sub8(I a, I b) { return _mm256_sub_epi8(a, b); }
+  static I abs8(I a) { return _mm256_abs_epi8(a); }
+  static I sign8(I a, I s) { return _mm256_sign_epi8(a, s); }
   static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
   static I dot16(I acc, I pairs, I scales) {
 #if GLACIER_X86_VNNI

@@ -14,6 +14,7 @@ namespace {
 
 struct V512 {
   static constexpr int kLanes = 16;
+  static constexpr bool kHasByteSign = false;  // no vpsignb on zmm
   using I = __m512i;
   using F = __m512;
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
