@@ -450,7 +450,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     pipeline::run_stage_loop(pipe, *s.stage, s.stage_index, s.n_stages, o.wire, trace, s.throttle, integrity);
     if (s.group) s.group->release_members();
   } else {
-    s.group->follow_leader(*s.stage);  // until the leader's ring has shut down
+    s.group->follow_leader(*s.stage, &trace);  // until the leader's ring has shut down
   }
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
   // Every rank learns whether a driver failed; then nobody touches the output file again.

@@ -35,13 +35,14 @@ void ChannelExpertGroup::release_members() {
   for (comm::Request& r : requests_) group_.wait(r);
 }
 
-int64_t ChannelExpertGroup::follow_leader(compute::TransformerStage& stage) {
+int64_t ChannelExpertGroup::follow_leader(compute::TransformerStage& stage, TraceLog* trace) {
   GLACIER_ASSERT(!leader(), "the leader runs its own micro-batches");
   const int32_t n_embd = stage.config().n_embd;
   buf_.resize(max_forward_bytes(stage.max_tokens(), n_embd));
   compute::MicroBatch mb;
   int64_t ran = 0;
   for (;;) {
+    const double t_wait = trace ? trace->now() : 0.0;
     comm::Request req = group_.irecv(buf_.data(), buf_.size(), 0, comm::tags::kExpertInput);
     size_t bytes = 0;
     Backoff backoff(backoff::kMessage);
@@ -53,7 +54,12 @@ int64_t ChannelExpertGroup::follow_leader(compute::TransformerStage& stage) {
     const MessageKind kind = decode_forward(buf_.data(), bytes, n_embd, mb, x_.data());
     if (kind == MessageKind::Shutdown) return ran;
     GLACIER_ASSERT(kind == MessageKind::MicroBatch, "the leader shares micro-batches only");
+    const double t_compute = trace ? trace->now() : 0.0;
     stage.run_layers(mb, x_.data());
+    if (trace) {
+      trace->add(mb.id, Phase::Wait, t_wait, t_compute);
+      trace->add(mb.id, compute_phase(mb), t_compute, trace->now(), mb.n_tokens());
+    }
     ++ran;
   }
 }

@@ -8,6 +8,7 @@
 #include "comm/channel.h"
 #include "compute/expert_group.h"
 #include "compute/transformer_stage.h"
+#include "pipeline/trace.h"
 
 namespace glacier::pipeline {
 
@@ -25,8 +26,9 @@ class ChannelExpertGroup : public compute::ExpertGroup {
   // runs layers (the start-up timing of decode steps, then the ring), while the members follow.
   void release_members();
   // A member other than the leader: runs every micro-batch the leader shares on `stage` (whose expert
-  // group this is) until release_members(); returns how many it ran.
-  int64_t follow_leader(compute::TransformerStage& stage);
+  // group this is) until release_members(); returns how many it ran. With a trace, each micro-batch's wait
+  // for the leader and its compute interval (the layers, the exchange of expert outputs inside) go to it.
+  int64_t follow_leader(compute::TransformerStage& stage, TraceLog* trace = nullptr);
 
  private:
   comm::Channel& group_;

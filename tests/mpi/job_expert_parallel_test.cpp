@@ -1,6 +1,7 @@
 // --expert-parallel as a whole job on the synthetic MoE models: 2 ranks (one stage, E=2), 4 ranks (2 stages
 // x E=2) and 8 ranks (2 stages x E=2 x 2 replicas) give one rank's tokens and log-probs bit for bit, in the
-// JSONL (the same bytes) and the HDF5 results (tokens and log-prob bits); each member holds half the experts; bad combinations are refused by name.
+// JSONL (the same bytes) and the HDF5 results (tokens and log-prob bits); each member holds half the experts
+// and traces its computing; bad combinations are refused by name.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -9,6 +10,7 @@
 #include "common/results_match.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
+#include "io/hdf5_trace.h"
 
 namespace {
 
@@ -17,6 +19,7 @@ const std::string kPrompts = std::string(GLACIER_SOURCE_DIR) + "/tests/data/stor
 struct Outputs {
   std::string jsonl;  // the JSONL output's bytes
   std::vector<glacier::io::ResultRecord> rows;
+  std::vector<glacier::io::TraceRow> trace;
   std::string log;
 };
 
@@ -26,7 +29,8 @@ Outputs run_job(const std::string& model, const std::string& dir, int np, const 
                                                    ".jsonl --out " + name + ".h5 --max-tokens 16 " + extra);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   if (run.exit_code != 0) return {};
-  return {glacier::testing::read_text(name + ".jsonl"), glacier::io::read_finished(name + ".h5").rows, run.output};
+  return {glacier::testing::read_text(name + ".jsonl"), glacier::io::read_finished(name + ".h5").rows,
+          glacier::io::read_trace(name + ".h5"), run.output};
 }
 
 // Expert bytes each rank logs it holds: "rank R holds X of its layers' Y MiB of expert weights".
@@ -55,6 +59,11 @@ void expect_same_as_one_rank(const std::string& model, const std::string& scratc
     const auto held = held_expert_mib(o.log);
     EXPECT_EQ(held.size(), static_cast<size_t>(np)) << what << "\n" << o.log;
     for (const auto& [mine, all] : held) EXPECT_NEAR(mine * 2, all, 0.2) << what;
+    // Every rank's computing is in the trace, the members' too (their layers for the leader's micro-batches).
+    std::vector<int> compute_rows(static_cast<size_t>(np), 0);
+    for (const glacier::io::TraceRow& row : o.trace)
+      if (row.phase == glacier::io::TracePhase::Compute && row.rank >= 0 && row.rank < np) ++compute_rows[static_cast<size_t>(row.rank)];
+    for (int r = 0; r < np; ++r) EXPECT_GT(compute_rows[static_cast<size_t>(r)], 0) << what << ": rank " << r << " has no compute row";
   }
 }
 

@@ -74,7 +74,22 @@ std::vector<std::vector<float>> group_logits(const std::string& path, int member
       pipeline::ChannelExpertGroup group(*channels[static_cast<size_t>(j)], kUbatch, cfg.n_embd);
       stage.set_expert_group(&group);
       if (j != 0) {
-        followed[static_cast<size_t>(j)] = group.follow_leader(stage);
+        pipeline::TraceLog trace;
+        followed[static_cast<size_t>(j)] = group.follow_leader(stage, &trace);
+        // A member's trace: each shared micro-batch's wait for the leader, then its compute interval.
+        const auto& events = trace.events();
+        EXPECT_EQ(events.size(), 2 * batches.size()) << "member " << j;
+        for (size_t b = 0; b < batches.size() && 2 * b + 1 < events.size(); ++b) {
+          const pipeline::TraceEvent& wait = events[2 * b];
+          const pipeline::TraceEvent& compute = events[2 * b + 1];
+          EXPECT_EQ(wait.phase, pipeline::Phase::Wait);
+          EXPECT_EQ(compute.phase, pipeline::Phase::Compute);
+          EXPECT_EQ(compute.microbatch, batches[b].id);
+          EXPECT_EQ(compute.tokens, batches[b].n_tokens());
+          EXPECT_LE(wait.start, wait.end);
+          EXPECT_EQ(wait.end, compute.start);
+          EXPECT_LE(compute.start, compute.end);
+        }
         return;
       }
       for (const compute::MicroBatch& mb : batches) {
