@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <iostream>
 #include <optional>
 #include <string>
 
+#include "app/tool_command_line.h"
 #include "model/synthetic_model.h"
 #include "util/error.h"
 
@@ -76,17 +76,9 @@ std::optional<Request> parse(int argc, char** argv) {
       ("name", po::value(&name), "general.name (default glacier-synthetic[-PRESET])")
       ("threads,t", po::value(&threads)->default_value(threads), "generator threads (0 = all; the bytes do not depend on it)")
       ("out,o", po::value(&out), "output GGUF file (required)");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw glacier::InputError(std::string("command line: ") + e.what() + " (see --help)");
-  }
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return std::nullopt;
-  }
+  const std::optional<po::variables_map> options = glacier::app::parse_tool_command_line(argc, argv, opts);
+  if (!options) return std::nullopt;  // --help
+  const po::variables_map& vm = *options;
   if (out.empty()) throw glacier::InputError("option --out: expected an output file path, found nothing (the option is required)");
 
   Request r;

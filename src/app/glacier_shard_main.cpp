@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <variant>
 
 #include "app/model_digest.h"
+#include "app/tool_command_line.h"
 #include "gguf/gguf_file.h"
 #include "io/hdf5_results.h"
 #include "model/model_config.h"
@@ -39,17 +39,9 @@ std::optional<Request> parse(int argc, char** argv) {
       ("layers", po::value(&r.layers), "the split by hand, e.g. 0:5,5:11,11:16")
       ("from", po::value(&r.from), "the split an earlier run used (its results file's layer_split)")
       ("out,o", po::value(&r.out), "directory for the shard files and the manifest");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw glacier::InputError(std::string("command line: ") + e.what() + " (see --help)");
-  }
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return std::nullopt;
-  }
+  const std::optional<po::variables_map> options = glacier::app::parse_tool_command_line(argc, argv, opts);
+  if (!options) return std::nullopt;  // --help
+  const po::variables_map& vm = *options;
   if (r.model.empty()) throw glacier::InputError("option --model: expected a GGUF file, found nothing (the option is required)");
   if (r.out.empty()) throw glacier::InputError("option --out: expected a directory, found nothing (the option is required)");
   const int given = static_cast<int>(vm.count("ranks") + vm.count("layers") + vm.count("from"));
