@@ -416,8 +416,7 @@ WeightBytes weight_bytes(const gguf::File& f, const ModelConfig& c) {
   const bool tied = head_is_tied(f, c);
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.name.rfind(prefix, 0) == 0) {
-      char* end = nullptr;
-      const long layer = std::strtol(t.name.c_str() + prefix.size(), &end, 10);
+      const long layer = std::strtol(t.name.c_str() + prefix.size(), nullptr, 10);
       if (layer < 0 || layer >= c.n_layer) continue;
       b.per_layer[static_cast<size_t>(layer)] += t.n_bytes;
       for (const char* what : kStackedExperts)
@@ -433,6 +432,8 @@ WeightBytes weight_bytes(const gguf::File& f, const ModelConfig& c) {
 }
 
 WeightBytes expert_member_bytes(const WeightBytes& whole, int32_t members) {
+  GLACIER_ASSERT(members >= 1 && whole.per_layer_experts.size() == whole.per_layer.size(),
+                 "expert bytes counted for every layer");
   WeightBytes b = whole;
   for (size_t l = 0; l < b.per_layer.size(); ++l) {
     const uint64_t experts = b.per_layer_experts[l];

@@ -69,7 +69,11 @@ json manifest_json(const ShardSet& set) {
           {"source", set.source_name},
           {"source_sha256", set.source_sha256},
           {"n_layer", set.n_layer},
-          {"weight_bytes", {{"per_layer", set.bytes.per_layer}, {"embedding", set.bytes.embedding}, {"head", set.bytes.head}}},
+          {"weight_bytes",
+           {{"per_layer", set.bytes.per_layer},
+            {"per_layer_experts", set.bytes.per_layer_experts},
+            {"embedding", set.bytes.embedding},
+            {"head", set.bytes.head}}},
           {"stages", stages}};
 }
 
@@ -120,9 +124,19 @@ ShardSet read_shard_set(const std::string& path) {
   set.bytes.per_layer = field(bytes, "per_layer", T::array, where, "an array of byte counts").get<std::vector<uint64_t>>();
   set.bytes.embedding = field(bytes, "embedding", T::number_unsigned, where, "a byte count").get<uint64_t>();
   set.bytes.head = field(bytes, "head", T::number_unsigned, where, "a byte count").get<uint64_t>();
-  if (set.bytes.per_layer.size() != static_cast<size_t>(set.n_layer))
-    throw InputError(where + ": field \"weight_bytes.per_layer\": expected " + std::to_string(set.n_layer) +
-                     " entries (n_layer), found " + std::to_string(set.bytes.per_layer.size()));
+  // Manifests cut before the expert bytes were counted have none: their experts then count whole for every
+  // member of an expert group (the memory check errs towards refusing).
+  set.bytes.per_layer_experts =
+      bytes.contains("per_layer_experts")
+          ? field(bytes, "per_layer_experts", T::array, where, "an array of byte counts").get<std::vector<uint64_t>>()
+          : std::vector<uint64_t>(set.bytes.per_layer.size(), 0);
+  auto one_per_layer = [&](const char* key, const std::vector<uint64_t>& v) {
+    if (v.size() != static_cast<size_t>(set.n_layer))
+      throw InputError(where + ": field \"weight_bytes." + key + "\": expected " + std::to_string(set.n_layer) +
+                       " entries (n_layer), found " + std::to_string(v.size()));
+  };
+  one_per_layer("per_layer", set.bytes.per_layer);
+  one_per_layer("per_layer_experts", set.bytes.per_layer_experts);
   const fs::path dir = fs::path(where).parent_path();
   for (const json& stage : field(doc, "stages", T::array, where, "an array of stages")) {
     if (!stage.is_object()) throw InputError(where + ": field \"stages\": expected objects, found " + stage.dump());

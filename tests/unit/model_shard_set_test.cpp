@@ -6,8 +6,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
@@ -64,6 +67,7 @@ void check_set(const std::string& whole_path, const std::vector<model::LayerRang
   const auto whole = gguf::File::open(whole_path);
   const model::ModelConfig cfg = model::read_model_config(*whole);
   EXPECT_EQ(set.bytes.per_layer, model::weight_bytes(*whole, cfg).per_layer);
+  EXPECT_EQ(set.bytes.per_layer_experts, model::weight_bytes(*whole, cfg).per_layer_experts);
   for (int stage = 0; stage < set.n_stages(); ++stage) {
     EXPECT_EQ(set.split[stage].first, split[stage].first);
     EXPECT_EQ(set.split[stage].last, split[stage].last);
@@ -136,6 +140,25 @@ TEST(ShardSet, ABrokenManifestIsRefusedNamingTheField) {
   msg = error_of([&] { model::write_shard_set(whole, kDigest, {{0, 3}}, dir + "/t"); });
   EXPECT_NE(msg.find("4 layers"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(dir + "/t/manifest.json"));
+}
+
+// The stacked experts' bytes (the memory check of --expert-parallel): one entry a layer, or none in a manifest
+// cut before they were counted, which then reads as no expert bytes (every expert counted whole).
+TEST(ShardSet, ExpertBytesAreOneALayerOrAbsent) {
+  const std::string dir = glacier::testing::scratch_dir("shard-set-experts");
+  const std::string whole = write_model(dir, "llama", 4);
+  const model::ShardSet set = model::write_shard_set(whole, kDigest, {{0, 2}, {2, 4}}, dir + "/s");
+  auto rewrite = [&](const std::function<void(nlohmann::json&)>& change) {
+    std::ifstream in(set.manifest_path);
+    nlohmann::json doc = nlohmann::json::parse(in);
+    change(doc);
+    std::ofstream(set.manifest_path) << doc.dump(2);
+  };
+  rewrite([](nlohmann::json& doc) { doc["weight_bytes"].erase("per_layer_experts"); });
+  EXPECT_EQ(model::read_shard_set(dir + "/s").bytes.per_layer_experts, std::vector<uint64_t>(4, 0));
+  rewrite([](nlohmann::json& doc) { doc["weight_bytes"]["per_layer_experts"] = {0, 0, 0}; });
+  const std::string msg = error_of([&] { model::read_shard_set(dir + "/s"); });
+  EXPECT_NE(msg.find("weight_bytes.per_layer_experts\": expected 4 entries (n_layer), found 3"), std::string::npos) << msg;
 }
 
 }  // namespace
