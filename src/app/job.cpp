@@ -123,7 +123,8 @@ void open_model(const JobOptions& o, comm::Channel& ch, RankSetup& s) {
     s.shards = model::read_shard_set(o.model);
     // Stages repeat every n_stages ring ranks, and ring_ranks is a multiple of n_stages, so a group member
     // (world rank j * ring_ranks + r) opens its leader's stage.
-    planning::check_fixed_split_options(split_request(o), o.partition_from, o.model, s.shards->n_stages(), s.ring_ranks);
+    planning::check_fixed_split_options(split_request(o), o.partition_from, o.model, s.shards->n_stages(), s.ring_ranks,
+                                        o.expert_parallel);
     s.file = model::open_shard(*s.shards, ch.rank() % s.shards->n_stages());
     return;
   }

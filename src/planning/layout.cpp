@@ -66,15 +66,22 @@ Layout plan_layout(const SplitRequest& req, const std::string& model_path, const
 }
 
 void check_fixed_split_options(const SplitRequest& req, const std::string& partition_from,
-                               const std::string& model_path, int set_stages, int world) {
+                               const std::string& model_path, int set_stages, int world, int expert_parallel) {
   const std::string what = model_path + " (a shard set of " + std::to_string(set_stages) + " stages)";
+  // The messages name the ranks the user launched, not the ring's share of them under --expert-parallel.
+  const bool experts = expert_parallel > 1;
+  const std::string launched = std::to_string(world * expert_parallel) + " ranks";
   if (world % set_stages != 0)
-    throw InputError("option --model " + what + ": expected a rank count that is a multiple of its stages, found " +
-                     std::to_string(world) + " ranks");
+    throw InputError("option --model " + what + ": expected a rank count that is a multiple of its stages" +
+                     (experts ? " x --expert-parallel (" + std::to_string(set_stages) + " x " +
+                                    std::to_string(expert_parallel) + ")"
+                              : std::string()) +
+                     ", found " + launched);
   const int replicas = world / set_stages;
   if (req.replicas != 0 && req.replicas != replicas)
-    throw InputError("option --replicas: expected " + std::to_string(replicas) + " or auto (" + std::to_string(world) +
-                     " ranks over the " + std::to_string(set_stages) + " stages of " + model_path + "), found " +
+    throw InputError("option --replicas: expected " + std::to_string(replicas) + " or auto (" + launched + " over " +
+                     (experts ? "--expert-parallel " + std::to_string(expert_parallel) + " and " : std::string()) +
+                     "the " + std::to_string(set_stages) + " stages of " + model_path + "), found " +
                      std::to_string(req.replicas));
   if (!req.layers.empty() || !partition_from.empty() || req.partition != Partition::Bytes)
     throw InputError("options --layers / --partition / --partition-from: expected none with --model " + what +

@@ -61,9 +61,10 @@ Layout plan_layout(const SplitRequest& req, const std::string& model_path, const
 
 // A shard set of `set_stages` stages fixes the split and so the replicas (ranks / stages): options that
 // would choose them otherwise are refused rather than ignored (InputError naming them). `model_path` is
-// the set's directory (--model).
+// the set's directory (--model). `world`: the ring's ranks, the job's over `expert_parallel` (each ring rank
+// leads that many members, every one opening its leader's stage).
 void check_fixed_split_options(const SplitRequest& req, const std::string& partition_from,
-                               const std::string& model_path, int set_stages, int world);
+                               const std::string& model_path, int set_stages, int world, int expert_parallel = 1);
 
 // Each stage's memory need as a percentage of its memory cap (the tightest share of host memory among its
 // ranks), and whether every stage is within its cap: the memory split's log line.

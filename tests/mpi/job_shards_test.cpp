@@ -1,7 +1,8 @@
 // Shard sets through whole jobs: a model cut by glacier_shard runs on as many ranks as it has stages (or a
 // multiple, as replicas) with tokens and log-probs bit for bit those of the whole file, its results carry the
-// whole file's digest (so either resumes the other), and a set that does not fit the rank count, options that
-// would choose another split, or one stage's file given as the model are refused on every rank.
+// whole file's digest (so either resumes the other), expert-parallel members of a stage open its file, and a
+// set that does not fit the rank count, options that would choose another split, or one stage's file given
+// as the model are refused on every rank.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -19,19 +20,26 @@ struct ShardedModel {
   std::string dir, whole, shards;
 };
 
-ShardedModel cut_model(const std::string& name, int stages) {
+// `split`: glacier_shard's choice of the split ("--ranks N" or "--layers ...").
+ShardedModel cut_model(const std::string& name, const glacier::model::SyntheticModelSpec& spec,
+                       const std::string& split) {
   ShardedModel m;
   m.dir = glacier::testing::scratch_dir(name);
+  m.whole = m.dir + "/whole.gguf";
+  glacier::model::write_synthetic_model(spec, m.whole);
+  m.shards = m.dir + "/shards";
+  const std::string cmd = std::string(GLACIER_BUILD_DIR) + "/glacier_shard --model " + m.whole + " " + split +
+                          " --out " + m.shards + " > " + m.dir + "/shard.log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return m;
+}
+
+// The tiny Llama with five layers, Q8_0, cut into `stages` stages by weight bytes.
+ShardedModel cut_model(const std::string& name, int stages) {
   glacier::model::SyntheticModelSpec s = glacier::model::synthetic_preset("tiny");
   s.n_layer = 5;
   s.weight_type = glacier::kernels::WeightType::Q8_0;
-  m.whole = m.dir + "/whole.gguf";
-  glacier::model::write_synthetic_model(s, m.whole);
-  m.shards = m.dir + "/shards";
-  const std::string cmd = std::string(GLACIER_BUILD_DIR) + "/glacier_shard --model " + m.whole + " --ranks " +
-                          std::to_string(stages) + " --out " + m.shards + " > " + m.dir + "/shard.log 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  return m;
+  return cut_model(name, s, "--ranks " + std::to_string(stages));
 }
 
 glacier::testing::GeneratedById run_job(const ShardedModel& m, const std::string& model, int np,
@@ -58,6 +66,28 @@ TEST(JobShards, AShardSetGivesTheWholeFilesTokensAndLogProbsBitForBit) {
   const auto resumed = glacier::testing::run_glacier(
       3, "--model " + m.shards + " --prompts " + kPrompts + " --max-tokens 12 --out " + m.dir + "/whole.h5 --resume");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+}
+
+// Expert-parallel members open their leader's stage file and keep their share of its experts: 2 stages x
+// --expert-parallel 2 on 4 ranks gives the whole file's bits on 2 stages; 2 ranks cannot hold 2 stages x 2.
+TEST(JobShards, ExpertParallelMembersOfAShardSetGiveTheWholeFilesBits) {
+  glacier::model::SyntheticModelSpec s = glacier::model::synthetic_preset("tiny");
+  s.arch = "deepseek2";
+  s.n_head_kv = s.n_head;  // latent attention: every head has its own key and value
+  s.n_layer = 4;            // one leading dense layer, then three MoE layers
+  const ShardedModel m = cut_model("job-shards-experts", s, "--layers 0:2,2:4");
+  const auto whole = run_job(m, m.whole, 2, "whole", "--layers 0:2,2:4");
+  const auto sharded = run_job(m, m.shards, 4, "sharded", "--expert-parallel 2");
+  ASSERT_FALSE(whole.tokens.empty());
+  EXPECT_EQ(sharded.tokens, whole.tokens);
+  EXPECT_EQ(sharded.logprob_bits, whole.logprob_bits);
+  const auto refused = glacier::testing::run_glacier(2, "--model " + m.shards + " --prompts " + kPrompts +
+                                                            " --jsonl " + m.dir + "/refused.jsonl --expert-parallel 2");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("expected a rank count that is a multiple of its stages x --expert-parallel (2 x 2), "
+                                "found 2 ranks"),
+            std::string::npos)
+      << refused.output;
 }
 
 TEST(JobShards, MismatchedRanksOptionsAndLoneShardsAreRefused) {

@@ -187,6 +187,21 @@ TEST(PlanningLayout, AShardSetRefusesTheOptionsThatWouldChooseItsSplit) {
   const std::string fixed_split = "options --layers / --partition / --partition-from: expected none with --model dir "
                                   "(a shard set of 2 stages), whose split is fixed when it is cut (glacier_shard), "
                                   "found them given";
+  // Under --expert-parallel 2 the ring has half the job's ranks; the messages count the job's.
+  const auto with_experts = [](const SplitRequest& req, int ring) -> std::string {
+    try {
+      check_fixed_split_options(req, "", "dir", 2, ring, 2);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(with_experts({}, 2), "") << "4 ranks: 2 stages x --expert-parallel 2";
+  EXPECT_EQ(with_experts({}, 1),
+            "option --model dir (a shard set of 2 stages): expected a rank count that is a multiple of its stages x "
+            "--expert-parallel (2 x 2), found 2 ranks");
+  EXPECT_EQ(with_experts({{}, Partition::Bytes, 1}, 4),
+            "option --replicas: expected 2 or auto (8 ranks over --expert-parallel 2 and the 2 stages of dir), found 1");
   EXPECT_EQ(message({{{0, 4}, {4, 8}}, Partition::Bytes, 0}, "", 2), fixed_split);
   EXPECT_EQ(message({{}, Partition::Memory, 0}, "", 2), fixed_split);
   EXPECT_EQ(message({}, "old.h5", 2), fixed_split);
