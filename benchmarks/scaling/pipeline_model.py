@@ -1,10 +1,16 @@
 #!/usr/bin/python3
 """Pipeline throughput model for glacier-mpi: predicts a job's tokens per second from one-rank compute
 timings, the link's latency and bandwidth, micro-batch size, stages, replicas and cores. `predict` checks
-it against the scaling sweep (sweep.sh); `cluster` prints predictions for a 70B model on EPYC clusters."""
+it against the scaling sweep (sweep.sh); `cluster` prints predictions for a 70B model on EPYC clusters.
+`experts` compares pipeline stages with expert parallelism (--expert-parallel E) for a MoE model on one
+host: for every P x E = --ranks, the weights each rank holds, one-sequence decode and batch decode tok/s,
+which layout wins each; --calibrate-pp fits a rank's speed to measured PP-only rates, --measured-ep sets
+the expert-parallel layout's prediction against its measured rates, --check checks the entry's arithmetic.
+`experts-cluster` prints the same for a Qwen3-MoE-235B-shaped model on EPYC nodes over 25 and 100 GbE."""
 import argparse
 import bisect
 import csv
+import itertools
 import math
 import statistics
 import sys
@@ -330,7 +336,10 @@ class Node:
 
 class _Rank:
     def __init__(self, gen, host):
-        self.gen, self.host = gen, host
+        # host: an int, or for an expert group simulated as one rank (expert_parallel_programs) the tuple of
+        # its members' hosts, the leader's first; width: how many of them compute in the current segment.
+        self.hosts = host if isinstance(host, tuple) else (host,)
+        self.gen, self.host, self.width = gen, self.hosts[0], 1
         self.state, self.value = "ready", None
         self.segments, self.remaining = deque(), 0.0
         self.wait_key, self.until = None, 0.0
@@ -372,9 +381,11 @@ def first_poll(wait_since, when):
 
 
 def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, oversubscribed=1.0):
-    """programs: one generator per rank yielding ('compute', [segment seconds]), ('send', key, bytes, dest)
-    (returns a record whose 'left' time is filled in once the message has left), ('wait_left', record),
-    ('recv', key). hosts[i]: the host of rank i (ranks of one host share its cores)."""
+    """programs: one generator per rank yielding ('compute', [segment seconds][, width]), ('send', key, bytes,
+    dest) (returns a record whose 'left' time is filled in once the message has left), ('wait_left', record),
+    ('recv', key), ('sleep', seconds), ('now',) (returns the time). hosts[i]: the host of rank i (ranks of
+    one host share its cores), or a tuple of hosts for an expert group run as one rank, whose first `width`
+    members compute in a segment (each takes a share of its host; the group runs at its slowest member's)."""
     ranks = [_Rank(p, h) for p, h in zip(programs, hosts)]
     arrival = {}
     t = 0.0
@@ -384,7 +395,7 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
         record["left"] = when
         # A rank whose host's cores all compute gets its message only once it has a core back.
         host = ranks[dest].host
-        busy = sum(1 for r in ranks if r.host == host and r.state == "compute")
+        busy = sum(r.hosts[:r.width].count(host) for r in ranks if r.state == "compute")
         late = wake_s if busy >= cores_by_host[host] else 0.0
         arrival[key] = when + link.latency_s + nbytes / link.bandwidth_Bps + late
 
@@ -407,8 +418,11 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
                 return
             rank.value = None
             kind = req[0]
-            if kind == "compute":
+            if kind == "now":
+                rank.value = t
+            elif kind == "compute":
                 segs = deque(s for s in req[1] if s > 0)
+                rank.width = req[2] if len(req) > 2 else 1
                 if segs:
                     rank.segments, rank.remaining, rank.state = segs, segs.popleft(), "compute"
                     return
@@ -441,14 +455,17 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
     while True:
         busy_by_host, live_by_host = defaultdict(int), defaultdict(int)
         for r in ranks:
-            busy_by_host[r.host] += r.state == "compute"
-            live_by_host[r.host] += r.state != "done"
-        rate = {h: min(1.0, cores_by_host[h] / n) * (contention if n >= 2 else 1.0)
-                * (oversubscribed if live_by_host[h] > cores_by_host[h] else 1.0) for h, n in busy_by_host.items() if n}
+            for h in r.hosts[:r.width] if r.state == "compute" else ():
+                busy_by_host[h] += 1
+            for h in r.hosts if r.state != "done" else ():
+                live_by_host[h] += 1
+        host_rate = {h: min(1.0, cores_by_host[h] / n) * (contention if n >= 2 else 1.0)
+                     * (oversubscribed if live_by_host[h] > cores_by_host[h] else 1.0) for h, n in busy_by_host.items() if n}
+        rate = {id(r): min(host_rate[h] for h in r.hosts[:r.width]) for r in ranks if r.state == "compute"}
         nxt = math.inf
         for r in ranks:
             if r.state == "compute":
-                nxt = min(nxt, t + r.remaining / rate[r.host])
+                nxt = min(nxt, t + r.remaining / rate[id(r)])
             elif r.state == "recv" and r.wait_key in arrival:
                 nxt = min(nxt, first_poll(r.wait_since, arrival[r.wait_key]))
             if r.state in ("recv", "wait_left", "done") and r.held:  # waiting ranks post held sends when due
@@ -463,7 +480,7 @@ def simulate(programs, hosts, cores_by_host, link, contention=1.0, wake_s=0.0, o
         t = nxt
         for r in ranks:
             if r.state == "compute":
-                r.remaining -= dt * rate[r.host]
+                r.remaining -= dt * rate[id(r)]
                 if r.remaining <= eps * 10:
                     service(r)  # a layer boundary: the layer hook calls the channel
                     if r.segments:
@@ -545,11 +562,16 @@ def predict_job(job, node, link, hosts_per_replica=None):
     return span
 
 
-def make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_delay, link):
+def make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_delay, link, work=None):
+    """work(stage, mb): a generator of the stage's requests for one micro-batch's compute (default: its
+    stage_costs as one compute; expert_parallel_work prices an expert group's instead)."""
     P = len(split)
     base = r * P
     segmented = link.inject_s > 0
     driver_buffers = scheduler_options(P, job.decode_groups)["max_in_flight"]  # PipelineRing: a send buffer per micro-batch in flight
+    if work is None:
+        def work(s, mb):
+            yield ("compute", stage_costs(job, node, split, s, mb, segmented))
 
     def driver():
         if start_delay > 0:
@@ -558,7 +580,7 @@ def make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_de
         for act in actions:
             if act[0] == "submit":
                 mb = act[1]
-                yield ("compute", stage_costs(job, node, split, 0, mb, segmented))
+                yield from work(0, mb)
                 if P == 1:
                     continue
                 prev = sent.pop(mb.id - driver_buffers, None)
@@ -572,7 +594,7 @@ def make_replica_programs(job, node, split, r, actions, mbs, fwd_bytes, start_de
         sent = {}
         for mb in mbs:
             yield ("recv", ("fwd", r, s, mb.id))
-            yield ("compute", stage_costs(job, node, split, s, mb, segmented))
+            yield from work(s, mb)
             prev = sent.pop(mb.id - 2, None)  # two send buffers (src/pipeline/stage_loop.cpp)
             if prev is not None:
                 yield ("wait_left", prev)
@@ -1150,6 +1172,17 @@ def node_tau(mem_bw, int8_ops, bytes_per_weight):
     return lambda n: 0.0 if n <= 0 else max(1.0 / mem_bw, n * 2.0 / (bytes_per_weight * int8_ops))
 
 
+def node_tau_additive(mem_bw, int8_ops, bytes_per_weight):
+    """node_tau's two figures added instead of overlapped: streaming the weights, then the arithmetic. The
+    float GEMMs (F16, BF16) behave so: one thread's BF16 GEMM on the Zen 5 VM took 37, 68 and 2680 ps a
+    weight byte at 1, 8 and 512 rows (RESULTS, Kernels), which a + n b fits within 15% and max(a, n b)
+    misses by 40% at 8 rows; the int8 GEMMs' tau is flat to about 8 rows and rises after (node_tau)."""
+    return lambda n: 0.0 if n <= 0 else 1.0 / mem_bw + n * 2.0 / (bytes_per_weight * int8_ops)
+
+
+TAU_FORMS = {"max": node_tau, "sum": node_tau_additive}
+
+
 def cluster(args):
     shape = LLAMA_70B
     bpw = BYTES_PER_WEIGHT[shape.type]
@@ -1197,6 +1230,675 @@ def cluster(args):
                       + (f"{h / t:.3f}" if stages > 1 else "-") + " |")
 
 
+# ---------------------------------------------------------------------------------------------------
+# Expert parallelism (--expert-parallel E; src/compute/expert_group.h, src/pipeline/expert_group_channel.cpp,
+# src/compute/moe_ffn.cpp). The ranks of a stage form a group: member j holds the routed experts e with
+# e % E == j of the stage's MoE layers; attention, the router, the shared experts and dense layers are held
+# and computed by every member, the embedding and the head by the leader (the member on the ring). A
+# micro-batch: the leader hands its layer input to the E - 1 members (an f32 forward message each, and
+# waits for the sends to leave); every member runs the stage's layers, and at each MoE layer sends the
+# outputs of the (token, chosen expert) slots it computed, n_embd floats a slot, to every other member and
+# waits for theirs. So a layer lasts as long as its most loaded member plus the exchange: for one token,
+# k of X experts over E members load the busiest member with more than k / E of them (4 of 16 over 2:
+# 2.65 on average), and the routed experts' time is that member's, not k / E of the whole. The ring's
+# layout is the one without expert groups (the same byte-balanced split over P stages).
+#
+# An expert group is simulated as one rank of the ring (its hosts: the members'), whose micro-batch costs
+# the replicated compute, the busiest member's routed experts (computing on all E members' cores), then
+# a wait: the hand-off, the exchanges' link time and the polls that see them (Monte Carlo over routings,
+# expert_group_time). The members' lock-step at every MoE layer is what makes this exact enough: their
+# replicated work is the same, so how they drift apart depends on the routing and the links only.
+
+@dataclass
+class MoeShape:
+    """A mixture-of-experts model. n_ff: the feed-forward width of its n_dense_lead leading dense layers;
+    n_ff_shexp: the summed width of a MoE layer's shared experts (0: none); head_dim 0: n_embd / n_head;
+    attn_bytes 0: q, k, v and o from the heads (latent attention's tensors differ: give their bytes);
+    kv_lora_rank and rope_dim: a latent KV cache (Shape's fields). The router is kept f32 (as llama.cpp's
+    converter and quantizer keep ffn_gate_inp)."""
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    n_vocab: int
+    type: str
+    n_expert: int
+    n_expert_used: int
+    n_ff_expert: int
+    n_ff_shexp: int = 0
+    n_dense_lead: int = 0
+    head_dim: int = 0
+    attn_bytes: int = 0
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
+
+    REQUIRED = ("n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_vocab", "type", "n_expert", "n_expert_used",
+                "n_ff_expert")
+    OPTIONAL = ("n_ff_shexp", "n_dense_lead", "head_dim", "attn_bytes", "kv_lora_rank", "rope_dim")
+
+    @staticmethod
+    def parse(text):
+        """A preset's name (MOE_PRESETS) or 'n_embd=... type=T n_expert=X n_expert_used=K n_ff_expert=F
+        [n_ff_shexp=S n_dense_lead=D head_dim=H attn_bytes=B kv_lora_rank=R rope_dim=D]'."""
+        if text in MOE_PRESETS:
+            return MOE_PRESETS[text]
+        try:
+            kv = dict(item.split("=", 1) for item in text.split())
+        except ValueError:
+            raise SystemExit(f"pipeline_model: --shape: expected one of {sorted(MOE_PRESETS)} or key=value pairs, found '{text}'")
+        want, optional = MoeShape.REQUIRED, MoeShape.OPTIONAL
+        missing = [k for k in want if k not in kv]
+        if missing:
+            raise SystemExit(f"pipeline_model: --shape: expected {' '.join(k + '=' for k in want)} (or one of "
+                             f"{sorted(MOE_PRESETS)}), missing {missing}")
+        unknown = [k for k in kv if k not in want and k not in optional]
+        if unknown:
+            raise SystemExit(f"pipeline_model: --shape: expected only {' '.join(want + optional)}, found {unknown}")
+        if kv["type"] not in BYTES_PER_WEIGHT:
+            raise SystemExit(f"pipeline_model: --shape type: expected one of {sorted(BYTES_PER_WEIGHT)}, found {kv['type']}")
+        ints = {}
+        for k in want + optional:
+            if k in kv and k != "type":
+                try:
+                    ints[k] = int(kv[k])
+                except ValueError:
+                    raise SystemExit(f"pipeline_model: --shape {k}: expected an integer, found '{kv[k]}'")
+        moe = MoeShape(type=kv["type"], **ints)
+        if not 1 <= moe.n_expert_used <= moe.n_expert:
+            raise SystemExit(f"pipeline_model: --shape n_expert_used: expected 1..n_expert ({moe.n_expert}), found {moe.n_expert_used}")
+        if not 0 <= moe.n_dense_lead < moe.n_layer:
+            raise SystemExit(f"pipeline_model: --shape n_dense_lead: expected 0..n_layer - 1, found {moe.n_dense_lead}")
+        if ("kv_lora_rank" in kv) != ("rope_dim" in kv):
+            raise SystemExit("pipeline_model: --shape: expected kv_lora_rank= and rope_dim= together (a latent KV cache)")
+        return moe
+
+    @property
+    def bpw(self):
+        return BYTES_PER_WEIGHT[self.type]
+
+    @property
+    def hd(self):
+        return self.head_dim or self.n_embd // self.n_head
+
+    @property
+    def n_moe_layers(self):
+        return self.n_layer - self.n_dense_lead
+
+    def tensors(self):
+        """[(layer or None, name, bytes)]: the matrices of the file (norms and biases, a few KB, left out),
+        each named as the GGUF names it; what expert parallelism does with each follows from its name."""
+        e, bpw, hd = self.n_embd, self.bpw, self.hd
+        out = [(None, "token_embd", self.n_vocab * e * bpw)]
+        for l in range(self.n_layer):
+            if self.attn_bytes:
+                out.append((l, "attn (latent, as given)", self.attn_bytes))
+            else:
+                out += [(l, "attn_q", e * self.n_head * hd * bpw), (l, "attn_k", e * self.n_head_kv * hd * bpw),
+                        (l, "attn_v", e * self.n_head_kv * hd * bpw), (l, "attn_output", self.n_head * hd * e * bpw)]
+            if l < self.n_dense_lead:
+                out += [(l, f"ffn_{m}", e * self.n_ff * bpw) for m in ("gate", "up", "down")]
+                continue
+            out.append((l, "ffn_gate_inp", e * self.n_expert * BYTES_PER_WEIGHT["f32"]))
+            if self.n_ff_shexp:
+                out += [(l, f"ffn_{m}_shexp", e * self.n_ff_shexp * bpw) for m in ("gate", "up", "down")]
+            out += [(l, f"ffn_{m}_exps", e * self.n_ff_expert * self.n_expert * bpw) for m in ("gate", "up", "down")]
+        out.append((None, "output", self.n_vocab * e * bpw))
+        return out
+
+    def layer_split_bytes(self):
+        """Per layer: (replicated bytes, routed-expert bytes) from tensors()."""
+        rep, exp = [0.0] * self.n_layer, [0.0] * self.n_layer
+        for layer, name, b in self.tensors():
+            if layer is None:
+                continue
+            if name.endswith("_exps"):
+                exp[layer] += b
+            else:
+                rep[layer] += b
+        return rep, exp
+
+    def expert_bytes_each(self):
+        return 3 * self.n_embd * self.n_ff_expert * self.bpw
+
+    def head_bytes(self):
+        return self.n_vocab * self.n_embd * self.bpw
+
+    def kv_bytes_per_position(self):
+        if self.kv_lora_rank:
+            return (self.kv_lora_rank + self.rope_dim) * 4
+        return 2 * self.n_head_kv * self.hd * 4
+
+    def describe(self):
+        total = sum(b for *_, b in self.tensors())
+        rep, exp = self.layer_split_bytes()
+        return (f"{self.n_layer} layers ({self.n_dense_lead} dense), n_embd {self.n_embd}, {self.n_expert} experts "
+                f"({self.n_expert_used} a token) of width {self.n_ff_expert}"
+                + (f", shared experts of width {self.n_ff_shexp}" if self.n_ff_shexp else "")
+                + f", vocab {self.n_vocab}, {self.type}: {total / 1e9:.2f} GB of matrices, routed experts "
+                f"{sum(exp) / 1e9:.2f} GB, attention + router + shared + dense {sum(rep) / 1e9:.2f} GB, "
+                f"embedding and head {2 * self.head_bytes() / 1e9:.2f} GB")
+
+
+MOE_PRESETS = {
+    # benchmarks/RESULTS.md's model (glacier_mkmodel --arch deepseek2 --n-embd 1024 --n-layer 16 --n-expert 16
+    # --n-expert-used 4 --n-ff-expert 704 --n-vocab 32000 --type bf16): the tiny preset's 4 heads and n_ff
+    # 128 (the dense layer), mkmodel's latent attention (q_lora 32: q_a 1024 x 32, q_b 32 x 4 x 48; kv_a
+    # 1024 x 48, kv_b 32 x 4 x 64, o 4 x 32 x 1024 = 227328 weights), 1 shared expert, 1 leading dense layer.
+    "deepseek2-synthetic": MoeShape(n_embd=1024, n_layer=16, n_head=4, n_head_kv=4, n_ff=128, n_vocab=32000, type="bf16",
+                                    n_expert=16, n_expert_used=4, n_ff_expert=704, n_ff_shexp=704, n_dense_lead=1,
+                                    attn_bytes=227328 * 2, kv_lora_rank=32, rope_dim=16),
+    # Qwen3-235B-A22B's shape (config.json): 94 layers, all MoE, 128 experts of width 1536, 8 a token, no
+    # shared expert; 64 query heads and 4 KV heads of 128; vocab 151936. Q4_K throughout (a Q4_K_M file
+    # keeps some tensors at Q6_K: a few percent more).
+    "qwen3-moe-235b": MoeShape(n_embd=4096, n_layer=94, n_head=64, n_head_kv=4, n_ff=0, n_vocab=151936, type="q4_k",
+                               n_expert=128, n_expert_used=8, n_ff_expert=1536, head_dim=128),
+}
+
+
+def partition_layers(layer_bytes, head_bytes, n_stages):
+    """partition_by_bytes for layers of unequal bytes (a MoE model's dense leading layers): the split that
+    minimises the heaviest stage, the last holding the head too; ties go to earlier cuts."""
+    L = len(layer_bytes)
+    prefix = [0.0]
+    for b in layer_bytes:
+        prefix.append(prefix[-1] + b)
+    inf = float("inf")
+    best = [[inf] * (L + 1) for _ in range(n_stages + 1)]
+    cut = [[-1] * (L + 1) for _ in range(n_stages + 1)]
+    best[0][0] = 0.0
+    for s in range(1, n_stages + 1):
+        for i in range(s, L - (n_stages - s) + 1):
+            for j in range(s - 1, i):
+                if best[s - 1][j] == inf:
+                    continue
+                c = max(best[s - 1][j], prefix[i] - prefix[j] + (head_bytes if s == n_stages else 0.0))
+                if c < best[s][i]:
+                    best[s][i], cut[s][i] = c, j
+    split, end = [], L
+    for s in range(n_stages, 0, -1):
+        split.insert(0, (cut[s][end], end))
+        end = cut[s][end]
+    return split
+
+
+def moe_split(moe, n_stages):
+    rep, exp = moe.layer_split_bytes()
+    return partition_layers([a + b for a, b in zip(rep, exp)], moe.head_bytes(), n_stages)
+
+
+def layouts(n_ranks, moe):
+    """Every P x E = n_ranks glacier accepts: E divides the experts and P stages have a layer each."""
+    return [(n_ranks // e, e) for e in range(1, n_ranks + 1)
+            if n_ranks % e == 0 and moe.n_expert % e == 0 and n_ranks // e <= moe.n_layer]
+
+
+def rank_weight_bytes(moe, P, E):
+    """[(stage, member, bytes of weights it holds)], world ranks in glacier's order (member j of stage s
+    is world rank j * P + s): every member its stage's replicated bytes and 1/E of its routed experts,
+    the leaders of the first and last stages the embedding and the head."""
+    rep, exp = moe.layer_split_bytes()
+    split = moe_split(moe, P)
+    out = []
+    for j in range(E):
+        for s, (a, b) in enumerate(split):
+            held = sum(rep[a:b]) + sum(exp[a:b]) / E
+            if j == 0:
+                held += (moe.head_bytes() if s == 0 else 0.0) + (moe.head_bytes() if s == P - 1 else 0.0)
+            out.append((s, j, held))
+    return out
+
+
+def kv_bytes_of_stage(moe, P, s, slots, ctx):
+    a, b = moe_split(moe, P)[s]
+    return slots * ctx * (b - a) * moe.kv_bytes_per_position()
+
+
+# Routings drawn a micro-batch size: the busiest member's expected load (and the exchange it implies) is a
+# mean over them. Every layout is priced on the same draws (the same seed a size), so the layouts differ
+# by their split of the experts, not by the draws; 48 puts the mean of a 16-layer stage's busiest loads
+# within about 1% (its standard error at one token, 4 of 16 experts over 2 members).
+EP_ROUTING_SAMPLES = 48
+# Up to these rows each token draws its k distinct experts; above, the n k slots are drawn independently
+# (multinomial: at a few slots an expert, the k-of-a-token constraint no longer changes the loads).
+EXACT_ROUTING_UPTO = 64
+
+
+class ExpertRouting:
+    """Rows each routed expert gets in each MoE layer, per sample, for a micro-batch of n tokens routed
+    uniformly at random (a trained router is balanced by its training loss, a synthetic one by chance)."""
+
+    def __init__(self, moe, samples=EP_ROUTING_SAMPLES):
+        self.moe, self.samples, self.cache = moe, samples, {}
+
+    def loads(self, n):
+        if n not in self.cache:
+            m, S = self.moe, self.samples
+            rng = np.random.default_rng(1000003 + n)
+            X, k, L = m.n_expert, m.n_expert_used, m.n_moe_layers
+            if k == X:  # every token takes every expert
+                out = np.full((S, L, X), n, dtype=np.int64)
+            elif n <= EXACT_ROUTING_UPTO:
+                out = np.empty((S, L, X), dtype=np.int64)
+                for l in range(L):
+                    chosen = np.argpartition(rng.random((S, n, X)), k - 1, axis=2)[:, :, :k]  # k distinct a token
+                    flat = (chosen + X * np.arange(S)[:, None, None]).ravel()
+                    out[:, l, :] = np.bincount(flat, minlength=S * X).reshape(S, X)
+            else:
+                out = rng.multinomial(n * k, np.full(X, 1.0 / X), size=(S, L)).astype(np.int64)
+            self.cache[n] = out
+        return self.cache[n]
+
+
+POLL_OFFSETS_NP = np.asarray(POLL_OFFSETS)
+
+
+def first_poll_vec(since, when):
+    """first_poll over arrays (when -inf: nothing to wait for, seen at once)."""
+    d = when - since
+    j = np.minimum(np.searchsorted(POLL_OFFSETS_NP, d), len(POLL_OFFSETS_NP) - 1)
+    return np.where(d <= POLL_OFFSETS_NP[0], when, since + POLL_OFFSETS_NP[j])
+
+
+def poll_gap(waited):
+    """The gap between a wait's polls once it has waited this long (its polls see a message half a gap
+    late on average)."""
+    if waited <= POLL_OFFSETS[0]:
+        return 0.0
+    j = bisect.bisect_left(POLL_OFFSETS, waited)
+    if j >= len(POLL_OFFSETS):
+        return POLL_MAX_US * 1e-6 + POLL_OVERSHOOT_S
+    return POLL_OFFSETS[j] - POLL_OFFSETS[j - 1]
+
+
+def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
+    """(seconds of routed-expert compute, seconds of waiting) one micro-batch of n tokens adds to a stage's
+    replicated compute, means over the routing samples. moe_layers: the stage's MoE layers (0 = the first
+    MoE layer). The busiest member's experts are compute (all members' cores work); the rest is waiting:
+    the leader's hand-off (E - 1 forward messages sent one after another, then it starts), the members
+    seeing it (input_lag late: they poll), and at each MoE layer the exchange: member i sends its slots'
+    outputs to the others in member order, each taking latency + position x bytes / bandwidth to arrive,
+    and member j waits for each other member's in turn (its wait polls, restarting at each message), then
+    for its own sends to have left. The replicated compute drops out: every member does the same."""
+    if n <= 0:
+        return 0.0, 0.0
+    fwd = HEADER_BYTES_PER_MB + n * moe.n_embd * 4.0                         # the hand-off is always f32
+    per_msg = fwd / link.bandwidth_Bps
+    if not moe_layers:  # a stage of dense layers only: the members follow, nothing to gather
+        return 0.0, (E - 1) * per_msg
+    X, S = moe.n_expert, routing.samples
+    loads = routing.loads(n)[:, moe_layers, :]                               # (S, layers, X)
+    table = np.asarray([0.0] + [tau(m) for m in range(1, int(loads.max()) + 1)]) * moe.expert_bytes_each()
+    per_member = table[loads].reshape(S, len(moe_layers), X // E, E).sum(axis=2)  # expert e on member e % E
+    busiest = float(per_member.max(axis=2).sum(axis=1).mean())
+    if E == 1:
+        return busiest, 0.0
+    slots = loads.reshape(S, len(moe_layers), X // E, E).sum(axis=2)
+    out_bytes = slots * moe.n_embd * 4.0                                     # a slot's output, f32
+    start = np.zeros((S, E))
+    start[:, 0] = (E - 1) * per_msg                                          # the leader waits for its sends
+    for j in range(1, E):
+        start[:, j] = link.latency_s + j * per_msg + input_lag
+    member = np.arange(E)
+    for li in range(len(moe_layers)):
+        finish = start + per_member[:, li, :]
+        ready = finish.copy()
+        for i in range(E):                                                   # j waits for members in order
+            pos = np.where(member < i, member + 1, member)                   # j's place among i's sends
+            arrive = finish[:, i:i + 1] + link.latency_s + pos[None, :] * out_bytes[:, li, i:i + 1] / link.bandwidth_Bps
+            arrive = np.where((member[None, :] != i) & (slots[:, li, i:i + 1] > 0), arrive, -np.inf)
+            ready = np.maximum(ready, first_poll_vec(ready, arrive))
+        ready = np.maximum(ready, finish + (E - 1) * out_bytes[:, li, :] / link.bandwidth_Bps)
+        start = ready
+    total = float(start[:, 0].mean())
+    return busiest, max(0.0, total - busiest)
+
+
+@dataclass
+class ExpertLayout:
+    """One P x E layout of a MoE model on a node and link: its micro-batch costs (expert_parallel_work)."""
+    moe: MoeShape
+    P: int
+    E: int
+    node: Node
+    link: Link                # the ring's
+    routing: ExpertRouting
+    group_link: Link = None   # the hand-off's and the exchanges' (default: the ring's)
+    split: list = None
+    cache: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.split = self.split or moe_split(self.moe, self.P)
+        self.group_link = self.group_link or self.link
+        self.rep, _ = self.moe.layer_split_bytes()
+
+    def costs(self, s, mb, idle):
+        """(compute on all members, waiting, the leader's head compute) of micro-batch mb on stage s, whose
+        members have been idle `idle` seconds (they see the hand-off input_lag late: half a poll gap)."""
+        a, b = self.split[s]
+        tau = self.node.tau
+        rep = sum(self.rep[a:b]) * tau(mb.tokens) + (b - a) * mb.decode_keys * self.moe.kv_bytes_per_position() * self.node.kv_tau
+        lag = round(0.5 * poll_gap(idle) * 1e5) / 1e5 if self.E > 1 else 0.0  # to 10 us: a few sizes to cache
+        key = (s, mb.tokens, lag)
+        if key not in self.cache:
+            moe_layers = [l - self.moe.n_dense_lead for l in range(a, b) if l >= self.moe.n_dense_lead]
+            self.cache[key] = expert_group_time(self.moe, self.routing, tau, moe_layers, self.E, mb.tokens,
+                                                self.group_link, lag)
+        experts, wait = self.cache[key]
+        head = 0.0
+        if s == self.P - 1 and mb.logits > 0:
+            head = self.moe.head_bytes() * (self.node.head_tau or tau)(mb.logits)
+        return rep + experts, wait, head
+
+
+def expert_parallel_work(layout):
+    """work(stage, mb) for make_replica_programs: an expert group's micro-batch."""
+    last_done = defaultdict(lambda: -math.inf)  # when each stage's group last finished its layers
+
+    def work(s, mb):
+        now = yield ("now",)
+        compute, wait, head = layout.costs(s, mb, now - last_done[s])
+        yield ("compute", [compute], layout.E)
+        if wait > 0:
+            yield ("sleep", wait)
+        last_done[s] = yield ("now",)
+        if head > 0:
+            yield ("compute", [head], 1)  # the leader alone
+    return work
+
+
+def predict_expert_job(layout, prompts, slots, ubatch, hosts, cores_by_host, decode_groups=0):
+    """Seconds one pipeline of P expert groups takes on prompts (the driver on stage 0's leader).
+    hosts(s, j): the host of member j of stage s."""
+    P, E = layout.P, layout.E
+    opts = scheduler_options(P, decode_groups)
+    actions = replay_scheduler(prompts, slots, ubatch, opts["max_in_flight"], opts["decode_groups"])
+    mbs = [a[1] for a in actions if a[0] == "submit"]
+    job = Job(None, prompts, P, 1, ubatch, slots, "f32", layout.split, decode_groups)
+    fwd = WIRE_BYTES_PER_TOKEN["f32"](layout.moe.n_embd)
+    programs = make_replica_programs(job, layout.node, layout.split, 0, actions, mbs, fwd, 0.0, layout.link,
+                                     work=expert_parallel_work(layout))
+    rank_hosts = [tuple(hosts(s, j) for j in range(E)) for s in range(P)]
+    _, done = simulate(programs, rank_hosts, cores_by_host, layout.link, layout.node.contention, layout.node.wake_s,
+                       layout.node.oversubscribed)
+    return done[0]
+
+
+def decode_prompts(sequences, prompt_tokens, new_tokens):
+    return [(prompt_tokens, new_tokens)] * sequences
+
+
+def parse_rates(text, option):
+    """'SEQS:TOK_PER_S,...' (measured generated tok/s at that many sequences)."""
+    try:
+        out = {}
+        for part in text.split(","):
+            seqs, rate = part.split(":")
+            out[int(seqs)] = float(rate)
+    except ValueError:
+        raise SystemExit(f"pipeline_model: {option}: expected SEQS:TOK_PER_S[,SEQS:TOK_PER_S...] (e.g. 1:44.9,32:302), found '{text}'")
+    if any(s < 1 or r <= 0 for s, r in out.items()):
+        raise SystemExit(f"pipeline_model: {option}: expected sequences >= 1 and rates > 0, found '{text}'")
+    return out
+
+
+def _bisect_log(f, target, lo, hi, steps=40):
+    """x in [lo, hi] (log scale) at which the increasing f(x) meets target; None if it never does."""
+    if f(hi) < target or f(lo) > target:
+        return None
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+CALIBRATION_ROUNDS = 3  # bandwidth and arithmetic fitted in turn: each barely moves the other's workload
+MEM_BW_RANGE, OPS_RANGE = (1e8, 1e13), (1e8, 1e16)  # bisection brackets, bytes/s and operations/s
+
+
+def calibrate_rank_speed(moe, n_ranks, measured, ctx, args):
+    """A rank's (bytes/s it streams weights at, operations/s of its products), node_tau's two figures,
+    at which the PP-only layout (N stages, E = 1) is predicted at the measured rates: the fewest
+    sequences' rate fits the bandwidth (one row a product: streaming), the most sequences' the
+    arithmetic. The other layouts are then predictions."""
+    few, many = min(measured), max(measured)
+    bw, ops = 20e9, 1e15
+
+    def rate(seqs, bw_, ops_):
+        node = Node(TAU_FORMS[args.tau_form](bw_, ops_, moe.bpw), args.cores, kv_tau=1.0 / bw_, contention=args.contention)
+        layout = ExpertLayout(moe, n_ranks, 1, node, ctx["link"], ctx["routing"])
+        prompts = decode_prompts(seqs, args.prompt_tokens, ctx["new_tokens"](seqs))
+        return sum(g for _, g in prompts) / predict_expert_job(layout, prompts, args.slots, args.ubatch,
+                                                               lambda s, j: 0, {0: args.cores})
+    for _ in range(CALIBRATION_ROUNDS):
+        fit = _bisect_log(lambda x: rate(few, x, ops), measured[few], *MEM_BW_RANGE)
+        if fit is None:
+            raise SystemExit(f"pipeline_model experts: --calibrate-pp: no memory bandwidth in {MEM_BW_RANGE} B/s "
+                             f"predicts {measured[few]:g} tok/s at {few} sequence(s)")
+        bw = fit
+        if many == few:
+            break
+        fit = _bisect_log(lambda x: rate(many, bw, x), measured[many], *OPS_RANGE)
+        if fit is None:
+            raise SystemExit(f"pipeline_model experts: --calibrate-pp: no arithmetic rate in {OPS_RANGE} op/s "
+                             f"predicts {measured[many]:g} tok/s at {many} sequences (with {bw / 1e9:.1f} GB/s)")
+        ops = fit
+    return bw, ops
+
+
+# The measured comparison (benchmarks/RESULTS.md, "Expert parallelism against pipeline stages") reproduced
+# within this: its runs are medians of three on a shared 2-core VM, and the sweep's runs of one
+# configuration spread 5-15% on such machines (RESULTS, scaling study), so a closer match would be luck.
+EP_CHECK_TOLERANCE = 0.10
+
+
+def experts(args):
+    moe = MoeShape.parse(args.shape)
+    N = args.ranks
+    if N < 1:
+        raise SystemExit(f"pipeline_model experts: --ranks: expected a count >= 1, found {N}")
+    if args.check:
+        sys.exit(0 if expert_self_check() else 1)
+    link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
+    if args.exchange_gbytes is not None and args.exchange_gbytes <= 0:
+        raise SystemExit(f"pipeline_model experts: --exchange-gbytes: expected a bandwidth > 0 GB/s, found {args.exchange_gbytes}")
+    group_link = Link(link.latency_s, args.exchange_gbytes * 1e9) if args.exchange_gbytes else link
+    routing = ExpertRouting(moe, args.routing_samples)
+    new_tokens = lambda seqs: args.single_tokens if seqs == 1 else args.batch_tokens
+    ctx = {"link": link, "routing": routing, "new_tokens": new_tokens}
+    pp = parse_rates(args.calibrate_pp, "--calibrate-pp") if args.calibrate_pp else {}
+    measured_ep = parse_rates(args.measured_ep, "--measured-ep") if args.measured_ep else {}
+    for option, rates in (("--calibrate-pp", pp), ("--measured-ep", measured_ep)):
+        if any(seqs not in (1, args.batch) for seqs in rates):
+            raise SystemExit(f"pipeline_model experts: {option}: expected rates at 1 and --batch ({args.batch}) "
+                             f"sequences, found {sorted(rates)}")
+    if measured_ep and args.measured_ep_e not in [e for _, e in layouts(N, moe)]:
+        raise SystemExit(f"pipeline_model experts: --measured-ep-e: expected one of the layouts' E "
+                         f"{[e for _, e in layouts(N, moe)]}, found {args.measured_ep_e}")
+    print(f"MoE shape: {moe.describe()}")
+    if pp:
+        measured = pp
+        bw, ops = calibrate_rank_speed(moe, N, measured, ctx, args)
+        print(f"rank speed fitted to the measured {N} stages x 1 (PP only): " + ", ".join(
+            f"{s} sequence(s) {r:g} tok/s" for s, r in sorted(measured.items()))
+            + f" -> {bw / 1e9:.1f} GB/s of weights streamed, {ops / 1e9:.0f} G op/s of products (calibration, not a prediction)")
+    else:
+        bw, ops = args.mem_gbytes * 1e9, args.ops_tera * 1e12
+    node = Node(TAU_FORMS[args.tau_form](bw, ops, moe.bpw), args.cores, kv_tau=1.0 / bw, contention=args.contention)
+    print(f"{N} ranks on one host of {args.cores:g} cores (two computing at once run at {args.contention:g} of one "
+          f"alone); link {args.link_latency_us:g} us, {args.link_gbytes:g} GB/s"
+          + (f" ({args.exchange_gbytes:g} GB/s for the expert groups' messages)" if args.exchange_gbytes else "")
+          + f"; products priced by node_tau's {args.tau_form} form; one sequence of "
+          f"{args.prompt_tokens} prompt + {args.single_tokens} new tokens; {args.batch} sequences x "
+          f"{args.batch_tokens} new; {args.slots} slots, ubatch {args.ubatch}, decode groups = stages")
+    rows = []
+    for P, E in layouts(N, moe):
+        layout = ExpertLayout(moe, P, E, node, link, routing, group_link)
+        rates = {}
+        for seqs in (1, args.batch):
+            prompts = decode_prompts(seqs, args.prompt_tokens, new_tokens(seqs))
+            span = predict_expert_job(layout, prompts, args.slots, args.ubatch, lambda s, j: 0, {0: args.cores})
+            rates[seqs] = sum(g for _, g in prompts) / span
+        held = rank_weight_bytes(moe, P, E)
+        kv = max(kv_bytes_of_stage(moe, P, s, args.slots, args.ctx) for s in range(P))
+        rows.append((P, E, held, kv, rates))
+    print()
+    print(f"| stages x expert-parallel | weights a rank, MiB (world rank order) | KV cache a rank, MiB ({args.slots} x "
+          f"{args.ctx} positions) | 1 sequence, tok/s | {args.batch} sequences, tok/s |")
+    print("|---|---|---:|---:|---:|")
+    base = rows[0][4]
+    for P, E, held, kv, rates in rows:
+        rel = lambda s: "" if E == 1 else f" ({rates[s] / base[s]:.2f}x)"
+        print(f"| {P} x {E} | {' / '.join(f'{b / 2**20:.0f}' for *_, b in held)} | {kv / 2**20:.0f} | "
+              f"{rates[1]:.1f}{rel(1)} | {rates[args.batch]:.0f}{rel(args.batch)} |")
+    for seqs, what in ((1, "one sequence"), (args.batch, f"{args.batch} sequences")):
+        best = max(rows, key=lambda r: r[4][seqs])
+        print(f"{what}: {best[0]} x {best[1]} is fastest ({best[4][seqs]:.1f} tok/s)")
+    lightest = min(rows, key=lambda r: max(b for *_, b in r[2]))
+    print(f"least memory on the fullest rank: {lightest[0]} x {lightest[1]} "
+          f"({max(b for *_, b in lightest[2]) / 2**20:.0f} MiB of weights)")
+    if measured_ep:
+        P, E, _, _, rates = next(r for r in rows if r[1] == args.measured_ep_e)
+        print()
+        print(f"predicted against measured, {P} x {E} (tolerance {100 * EP_CHECK_TOLERANCE:.0f}%):")
+        print("| sequences | measured tok/s | predicted | error | predicted ratio to PP only | measured ratio |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        ok = True
+        for seqs, m in sorted(measured_ep.items()):
+            err = rates[seqs] / m - 1
+            ok &= abs(err) <= EP_CHECK_TOLERANCE
+            mratio = f"{m / pp[seqs]:.2f}" if seqs in pp else "-"
+            print(f"| {seqs} | {m:g} | {rates[seqs]:.1f} | {100 * err:+.1f}%{'' if abs(err) <= EP_CHECK_TOLERANCE else ' **'} | "
+                  f"{rates[seqs] / base[seqs]:.2f} | {mratio} |")
+        print("within the tolerance" if ok else "** outside the tolerance")
+
+
+# Self-check tolerances: sums of the same bytes in another order, and the Monte Carlo's standard error.
+SUM_REL_TOLERANCE = 1e-9
+MC_STANDARD_ERRORS = 4
+
+
+def exact_busiest_load(X, k, E):
+    """The busiest member's expected count of one token's k distinct experts (of X, member e % E),
+    by enumerating every choice."""
+    total, count = 0, 0
+    for chosen in itertools.combinations(range(X), k):
+        per = Counter(e % E for e in chosen)
+        total += max(per.values())
+        count += 1
+    return total / count
+
+
+def expert_self_check():
+    """The expert-parallel entry's arithmetic, each check able to fail: (1) the ranks' weights add up to the
+    file's matrices plus the E - 1 extra copies of each stage's replicated bytes, each rank holding 1/E of
+    its stage's experts; (2) E = 1 on a MoE whose tokens take every expert (k = X) predicts what the
+    PP-only model (predict_job, a dense Shape of the same layer bytes) does, and partition_layers splits as
+    partition_by_bytes; (3) the routing draws give the busiest member's exact expected load at one token."""
+    ok = True
+
+    def report(name, passed, detail):
+        nonlocal ok
+        ok &= passed
+        print(f"{'ok  ' if passed else 'FAIL'} {name}: {detail}")
+
+    for name, moe in MOE_PRESETS.items():
+        total = sum(b for *_, b in moe.tensors())
+        rep, exp = moe.layer_split_bytes()
+        worst = 0.0
+        for N in (1, 2, 4, 8, 16):
+            for P, E in layouts(N, moe):
+                split = moe_split(moe, P)
+                held = rank_weight_bytes(moe, P, E)
+                extra = (E - 1) * sum(sum(rep[a:b]) for a, b in split)
+                worst = max(worst, abs(sum(b for *_, b in held) - extra - total) / total)
+                for s, j, b in held:  # a member's share of its stage: replicated + experts / E (+ embedding, head)
+                    a_, b_ = split[s]
+                    ends = (moe.head_bytes() * ((s == 0) + (s == P - 1)) if j == 0 else 0.0)
+                    worst = max(worst, abs(b - ends - sum(rep[a_:b_]) - sum(exp[a_:b_]) / E) / total)
+        report(f"memory split, {name}", worst <= SUM_REL_TOLERANCE,
+               f"ranks' weights - replicated copies against the file's {total / 1e9:.3f} GB: worst relative gap {worst:.1e}")
+
+    dense = MoeShape(n_embd=256, n_layer=6, n_head=8, n_head_kv=2, n_ff=0, n_vocab=1000, type="q8_0", n_expert=4,
+                     n_expert_used=4, n_ff_expert=96)
+    rep, exp = dense.layer_split_bytes()
+    shape = Shape(256, 6, 8, 2, 0, 1000, "q8_0", layer_bytes_override=rep[0] + exp[0])
+    node = Node(node_tau(20e9, 2e11, dense.bpw), 2.0, kv_tau=1.0 / 20e9, contention=0.85)
+    link = Link(SHM_LATENCY_US * 1e-6, SHM_GBYTES * 1e9)
+    prompts = [(9, 5), (3, 7), (12, 4), (5, 6)]
+    worst, splits_agree = 0.0, True
+    for P in (1, 2, 3):
+        splits_agree &= partition_layers([rep[0] + exp[0]] * 6, dense.head_bytes(), P) == partition_by_bytes(shape, P)
+        pp = predict_job(Job(shape, prompts, P, 1, 8, 4), node, link)
+        ep = predict_expert_job(ExpertLayout(dense, P, 1, node, link, ExpertRouting(dense)), prompts, 4, 8,
+                                lambda s, j: 0, {0: 2.0})
+        worst = max(worst, abs(ep / pp - 1))
+    report("E = 1 against the PP-only model", worst <= SUM_REL_TOLERANCE and splits_agree,
+           f"spans of 1, 2, 3 stages: worst relative gap {worst:.1e}; byte splits {'agree' if splits_agree else 'DIFFER'}")
+
+    X, k, samples = 16, 4, 4000
+    moe = MoeShape(n_embd=64, n_layer=2, n_head=4, n_head_kv=4, n_ff=0, n_vocab=100, type="f32", n_expert=X,
+                   n_expert_used=k, n_ff_expert=32)
+    loads = ExpertRouting(moe, samples).loads(1)
+    for E in (2, 4):
+        busiest = loads.reshape(samples, moe.n_moe_layers, X // E, E).sum(axis=2).max(axis=2).ravel()
+        exact = exact_busiest_load(X, k, E)
+        se = busiest.std() / math.sqrt(busiest.size)
+        report(f"busiest member at one token, {k} of {X} experts over {E}",
+               abs(busiest.mean() - exact) <= MC_STANDARD_ERRORS * se,
+               f"draws {busiest.mean():.3f} (standard error {se:.3f}), exact {exact:.3f}, k / E {k / E:g}")
+    return ok
+
+
+EP_NETWORKS = {  # the cluster table's links, as MPI sees them (25 GbE as NETWORKS has it)
+    "25 GbE": NETWORKS["25 GbE"],
+    "100 GbE": Link(8e-6, 11.5e9),  # TCP or RoCE; about 92 Gbit/s of payload
+}
+
+
+def experts_cluster(args):
+    moe = MoeShape.parse(args.shape)
+    node = Node(TAU_FORMS[args.tau_form](args.mem_gbytes * 1e9, args.int8_tops * 1e12, moe.bpw), cores=1.0,
+                kv_tau=1.0 / (args.mem_gbytes * 1e9))
+    routing = ExpertRouting(moe, args.routing_samples)
+    names = list(EP_NETWORKS)
+    print(f"MoE shape: {moe.describe()}")
+    print(f"node: {args.mem_gbytes:g} GB/s memory bandwidth for weight streaming, {args.int8_tops:g} int8 TOP/s for "
+          f"products; one rank a node (member j of stage s on its own node); decode: one sequence of "
+          f"{args.prompt_tokens} + {args.single_tokens} new tokens, and {args.batch} sequences x {args.batch_tokens} "
+          f"new; {args.slots} slots, decode groups = stages")
+    print("networks: " + "; ".join(f"{n}: {l.latency_s * 1e6:g} us, {l.bandwidth_Bps / 1e9:g} GB/s" for n, l in EP_NETWORKS.items()))
+    print()
+    print("| nodes | stages x expert-parallel | weights on the fullest node, GB | "
+          + " | ".join(f"1 sequence tok/s, {n}" for n in names) + " | "
+          + " | ".join(f"{args.batch} sequences tok/s, {n}" for n in names) + " |")
+    print("|---:|---|---:|" + "---:|" * (2 * len(names)))
+    verdicts = []
+    for N in args.nodes:
+        rows = []
+        for P, E in layouts(N, moe):
+            rates = {}
+            for net in names:
+                layout = ExpertLayout(moe, P, E, node, EP_NETWORKS[net], routing)
+                for seqs, new in ((1, args.single_tokens), (args.batch, args.batch_tokens)):
+                    prompts = decode_prompts(seqs, args.prompt_tokens, new)
+                    span = predict_expert_job(layout, prompts, args.slots, args.ubatch, lambda s, j, P=P: j * P + s,
+                                              {h: 1.0 for h in range(N)})
+                    rates[(net, seqs)] = sum(g for _, g in prompts) / span
+            fullest = max(b for *_, b in rank_weight_bytes(moe, P, E))
+            rows.append((P, E, rates))
+            print(f"| {N} | {P} x {E} | {fullest / 1e9:.1f} | "
+                  + " | ".join(f"{rates[(n, 1)]:.1f}" for n in names) + " | "
+                  + " | ".join(f"{rates[(n, args.batch)]:.0f}" for n in names) + " |")
+        for net in names:
+            one = max(rows, key=lambda r: r[2][(net, 1)])
+            many = max(rows, key=lambda r: r[2][(net, args.batch)])
+            verdicts.append(f"{N} nodes, {net}: one sequence fastest on {one[0]} x {one[1]}, {args.batch} sequences "
+                            f"on {many[0]} x {many[1]}")
+    print()
+    print("\n".join(verdicts))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -1240,8 +1942,71 @@ def main():
     c.add_argument("--decode-new-tokens", type=int, default=128)
     c.add_argument("--replicas-row", action=argparse.BooleanOptionalAction, default=True,
                    help="also show every node running the whole model on its own (replicas, no network)")
+    for name, helptext in (("experts", "pipeline stages against expert parallelism for a MoE model on one host: "
+                                        "every P x E of --ranks"),
+                           ("experts-cluster", "the same for a Qwen3-MoE-235B-shaped model on EPYC nodes over 25 "
+                                               "and 100 GbE")):
+        x = sub.add_parser(name, help=helptext)
+        x.add_argument("--shape", default="deepseek2-synthetic" if name == "experts" else "qwen3-moe-235b",
+                       help=f"one of {sorted(MOE_PRESETS)}, or MoeShape's key=value pairs: 'n_embd=2048 n_layer=24 "
+                            "n_head=16 n_head_kv=4 n_ff=0 n_vocab=32000 type=q8_0 n_expert=64 n_expert_used=8 "
+                            "n_ff_expert=512 [n_ff_shexp=S n_dense_lead=D head_dim=H attn_bytes=B kv_lora_rank=R rope_dim=D]'")
+        x.add_argument("--prompt-tokens", type=int, default=16, help="tokens of every prompt")
+        x.add_argument("--single-tokens", type=int, default=128, help="new tokens of the one-sequence run")
+        x.add_argument("--batch", type=int, default=32, help="sequences of the batch run")
+        x.add_argument("--batch-tokens", type=int, default=64 if name == "experts" else 128,
+                       help="new tokens of each of the batch run's sequences")
+        x.add_argument("--slots", type=int, default=32, help="sequences in flight (glacier's default cap)")
+        x.add_argument("--ubatch", type=int, default=512)
+        x.add_argument("--tau-form", choices=sorted(TAU_FORMS), default="max",
+                       help="a product's seconds a weight byte: sum = streaming + arithmetic (the float GEMMs, "
+                            "BF16/F16), max = whichever is longer (the int8 GEMMs of the quantized types)")
+        x.add_argument("--routing-samples", type=int, default=EP_ROUTING_SAMPLES,
+                       help="routings drawn a micro-batch size for the busiest member's load")
+    x = sub.choices["experts"]
+    x.add_argument("--ranks", type=int, default=2, help="N: every P x E = N is predicted")
+    x.add_argument("--cores", type=float, default=2.0, help="cores the ranks share (this machine: 2)")
+    # The Zen 5 sweep's fitted decode contention (results/amd-epyc-zen5, `predict` prints it): two ranks
+    # computing at once each run at 0.846 of one alone.
+    x.add_argument("--contention", type=float, default=0.846, help="speed of a rank while another computes on the host")
+    x.add_argument("--link-latency-us", type=float, default=SHM_LATENCY_US)
+    x.add_argument("--link-gbytes", type=float, default=SHM_GBYTES, help="link bandwidth, GB/s")
+    x.add_argument("--exchange-gbytes", type=float,
+                   help="bandwidth of the expert groups' hand-offs and exchanges, GB/s (default: --link-gbytes); "
+                        "what the exchange costs is the least known part of the model here")
+    # Defaults: what --calibrate-pp 1:44.9,32:302 fits (RESULTS' two-stage runs of the BF16 DeepSeek-2-shaped
+    # model on the Zen 5 VM, one thread a rank, max form).
+    x.add_argument("--mem-gbytes", type=float, default=18.4,
+                   help="GB/s a rank streams weights at (node_tau), when --calibrate-pp does not fit it")
+    x.add_argument("--ops-tera", type=float, default=0.14,
+                   help="tera-operations a second of a rank's products (node_tau), when --calibrate-pp does not fit it")
+    x.add_argument("--calibrate-pp", metavar="SEQS:TOK_S,...",
+                   help="measured generated tok/s of the PP-only layout (--ranks stages) at 1 and --batch sequences: "
+                        "fits --mem-gbytes (the fewest sequences) and --ops-tera (the most)")
+    x.add_argument("--measured-ep", metavar="SEQS:TOK_S,...",
+                   help="measured generated tok/s of the P x --measured-ep-e layout, shown against its prediction")
+    x.add_argument("--measured-ep-e", type=int, default=2, help="E of the layout --measured-ep measured")
+    x.add_argument("--ctx", type=int, default=2048, help="positions a slot's KV cache holds (the memory column)")
+    x.add_argument("--check", action="store_true", help="check the entry's arithmetic (memory split, E = 1 against "
+                   "the PP-only model, the routing draws) and exit 1 on a failure")
+    x = sub.choices["experts-cluster"]
+    x.add_argument("--mem-gbytes", type=float, default=300.0, help="memory bandwidth a node streams weights at, GB/s")
+    x.add_argument("--int8-tops", type=float, default=8.0, help="int8 tera-operations a second a node sustains")
+    x.add_argument("--nodes", type=int, nargs="+", default=[8, 16, 32])
     args = ap.parse_args()
-    if args.command == "predict":
+    if args.command in ("experts", "experts-cluster"):
+        for opt in ("prompt_tokens", "single_tokens", "batch", "batch_tokens", "slots", "ubatch", "routing_samples"):
+            if getattr(args, opt) < 1:
+                raise SystemExit(f"pipeline_model {args.command}: --{opt.replace('_', '-')}: expected a count >= 1, "
+                                 f"found {getattr(args, opt)}")
+        if args.batch > args.slots:
+            raise SystemExit(f"pipeline_model {args.command}: --batch: expected at most --slots ({args.slots}) "
+                             f"sequences (one pipeline's), found {args.batch}")
+    if args.command == "experts":
+        experts(args)
+    elif args.command == "experts-cluster":
+        experts_cluster(args)
+    elif args.command == "predict":
         predict_sweep(args)
     elif args.command == "hop":
         predict_hop(args)
