@@ -2,8 +2,9 @@
 """Pipeline throughput model for glacier-mpi: predicts a job's tokens per second from one-rank compute
 timings, the link's latency and bandwidth, micro-batch size, stages, replicas and cores. `predict` checks
 it against the scaling sweep (sweep.sh); `cluster` prints predictions for a 70B model on EPYC clusters.
+
 `experts` compares pipeline stages with expert parallelism (--expert-parallel E) for a MoE model on one
-host: for every P x E = --ranks, the weights each rank holds, one-sequence decode and batch decode tok/s,
+host: for every P x E = --ranks, the weights each rank holds, one-sequence and batch decode tok/s, and
 which layout wins each; --calibrate-pp fits a rank's speed to measured PP-only rates, --measured-ep sets
 the expert-parallel layout's prediction against its measured rates, --check checks the entry's arithmetic.
 `experts-cluster` prints the same for a Qwen3-MoE-235B-shaped model on EPYC nodes over 25 and 100 GbE."""
@@ -1662,7 +1663,7 @@ def calibrate_rank_speed(moe, n_ranks, measured, ctx, args):
     sequences' rate fits the bandwidth (one row a product: streaming), the most sequences' the
     arithmetic. The other layouts are then predictions."""
     few, many = min(measured), max(measured)
-    bw, ops = 20e9, 1e15
+    bw, ops = args.mem_gbytes * 1e9, args.ops_tera * 1e12  # one rate given: the arithmetic stays --ops-tera
 
     def rate(seqs, bw_, ops_):
         node = Node(TAU_FORMS[args.tau_form](bw_, ops_, moe.bpw), args.cores, kv_tau=1.0 / bw_, contention=args.contention)
@@ -1717,11 +1718,11 @@ def experts(args):
                          f"{[e for _, e in layouts(N, moe)]}, found {args.measured_ep_e}")
     print(f"MoE shape: {moe.describe()}")
     if pp:
-        measured = pp
-        bw, ops = calibrate_rank_speed(moe, N, measured, ctx, args)
+        bw, ops = calibrate_rank_speed(moe, N, pp, ctx, args)
         print(f"rank speed fitted to the measured {N} stages x 1 (PP only): " + ", ".join(
-            f"{s} sequence(s) {r:g} tok/s" for s, r in sorted(measured.items()))
-            + f" -> {bw / 1e9:.1f} GB/s of weights streamed, {ops / 1e9:.0f} G op/s of products (calibration, not a prediction)")
+            f"{s} sequence(s) {r:g} tok/s" for s, r in sorted(pp.items()))
+            + f" -> {bw / 1e9:.1f} GB/s of weights streamed, {ops / 1e9:.0f} G op/s of products"
+            + (" (--ops-tera: one rate fits only the bandwidth)" if len(pp) == 1 else "") + " (calibration, not a prediction)")
     else:
         bw, ops = args.mem_gbytes * 1e9, args.ops_tera * 1e12
     node = Node(TAU_FORMS[args.tau_form](bw, ops, moe.bpw), args.cores, kv_tau=1.0 / bw, contention=args.contention)
