@@ -3,8 +3,8 @@
 timings, the link's latency and bandwidth, micro-batch size, stages, replicas and cores. `predict` checks
 it against the scaling sweep (sweep.sh); `cluster` prints predictions for a 70B model on EPYC clusters.
 
-`experts` compares pipeline stages with expert parallelism (--expert-parallel E) for a MoE model on one
-host: for every P x E = --ranks, the weights each rank holds, one-sequence and batch decode tok/s, and
+`experts` compares pipeline stages with expert parallelism (--expert-parallel E) for a MoE model (--gguf
+FILE or --shape) on one host: for every P x E = --ranks, the weights each rank holds, one-sequence and batch decode tok/s, and
 which layout wins each; --calibrate-pp fits a rank's speed to measured PP-only rates, --measured-ep sets
 the expert-parallel layout's prediction against its measured rates, --check checks the entry's arithmetic.
 `experts-cluster` prints the same for a Qwen3-MoE-235B-shaped model on EPYC nodes over 25 and 100 GbE."""
@@ -1273,6 +1273,11 @@ class MoeShape:
     attn_bytes: int = 0
     kv_lora_rank: int = 0
     rope_dim: int = 0
+    # From a GGUF file (moe_shape_from_gguf): its tensors' bytes, which tensors() then returns, the bytes a
+    # weight of its matrices (their types may differ) and its path.
+    file_tensors: tuple = ()
+    file_bpw: float = 0.0
+    source: str = ""
 
     REQUIRED = ("n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_vocab", "type", "n_expert", "n_expert_used",
                 "n_ff_expert")
@@ -1316,7 +1321,7 @@ class MoeShape:
 
     @property
     def bpw(self):
-        return BYTES_PER_WEIGHT[self.type]
+        return self.file_bpw or BYTES_PER_WEIGHT[self.type]
 
     @property
     def hd(self):
@@ -1329,6 +1334,8 @@ class MoeShape:
     def tensors(self):
         """[(layer or None, name, bytes)]: the matrices of the file (norms and biases, a few KB, left out),
         each named as the GGUF names it; what expert parallelism does with each follows from its name."""
+        if self.file_tensors:
+            return list(self.file_tensors)
         e, bpw, hd = self.n_embd, self.bpw, self.hd
         out = [(None, "token_embd", self.n_vocab * e * bpw)]
         for l in range(self.n_layer):
@@ -1353,16 +1360,30 @@ class MoeShape:
         for layer, name, b in self.tensors():
             if layer is None:
                 continue
-            if name.endswith("_exps"):
+            if is_routed_expert(name):
                 exp[layer] += b
             else:
                 rep[layer] += b
         return rep, exp
 
     def expert_bytes_each(self):
+        if self.file_tensors:
+            return self.layer_split_bytes()[1][self.n_dense_lead] / self.n_expert
         return 3 * self.n_embd * self.n_ff_expert * self.bpw
 
+    def embed_bytes(self):
+        """What the first stage's leader holds beyond its layers."""
+        if self.file_tensors:
+            return sum(b for l, name, b in self.file_tensors if name == "token_embd.weight")
+        return self.n_vocab * self.n_embd * self.bpw
+
     def head_bytes(self):
+        """What the last stage's leader holds beyond its layers: the output matrix (the embedding's when the
+        file ties them) and, from a file, the other tensors of no layer (the output norm)."""
+        if self.file_tensors:
+            ends = [(name, b) for l, name, b in self.file_tensors if l is None and name != "token_embd.weight"]
+            tied = not any(name == "output.weight" for name, _ in ends)
+            return sum(b for _, b in ends) + (self.embed_bytes() if tied else 0.0)
         return self.n_vocab * self.n_embd * self.bpw
 
     def kv_bytes_per_position(self):
@@ -1373,12 +1394,14 @@ class MoeShape:
     def describe(self):
         total = sum(b for *_, b in self.tensors())
         rep, exp = self.layer_split_bytes()
-        return (f"{self.n_layer} layers ({self.n_dense_lead} dense), n_embd {self.n_embd}, {self.n_expert} experts "
+        return ((f"{self.source}: " if self.source else "")
+                + f"{self.n_layer} layers ({self.n_dense_lead} dense), n_embd {self.n_embd}, {self.n_expert} experts "
                 f"({self.n_expert_used} a token) of width {self.n_ff_expert}"
                 + (f", shared experts of width {self.n_ff_shexp}" if self.n_ff_shexp else "")
-                + f", vocab {self.n_vocab}, {self.type}: {total / 1e9:.2f} GB of matrices, routed experts "
-                f"{sum(exp) / 1e9:.2f} GB, attention + router + shared + dense {sum(rep) / 1e9:.2f} GB, "
-                f"embedding and head {2 * self.head_bytes() / 1e9:.2f} GB")
+                + f", vocab {self.n_vocab}, " + (f"{self.bpw:.3f} bytes a weight" if self.file_tensors else self.type)
+                + f": {total / 1e9:.3f} GB of " + ("tensors" if self.file_tensors else "matrices")
+                + f", routed experts {sum(exp) / 1e9:.3f} GB, attention + router + shared + dense {sum(rep) / 1e9:.3f} GB, "
+                f"embedding and head {(self.embed_bytes() + self.head_bytes()) / 1e9:.3f} GB")
 
 
 MOE_PRESETS = {
@@ -1395,6 +1418,105 @@ MOE_PRESETS = {
     "qwen3-moe-235b": MoeShape(n_embd=4096, n_layer=94, n_head=64, n_head_kv=4, n_ff=0, n_vocab=151936, type="q4_k",
                                n_expert=128, n_expert_used=8, n_ff_expert=1536, head_dim=128),
 }
+
+
+# ggml tensor types: (weights a block, bytes a block), by the type id a GGUF tensor info carries.
+GGML_TYPE_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+                    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 20: (32, 18),
+                    23: (256, 136), 30: (1, 2)}
+GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def read_gguf_header(path):
+    """(metadata {key: value}, [(name, dims, type id)], bytes before the tensor data): a GGUF file's header
+    (arrays other than of scalars are skipped)."""
+    import struct
+
+    with open(path, "rb") as f:
+        def take(fmt):
+            size = struct.calcsize(fmt)
+            data = f.read(size)
+            if len(data) < size:
+                raise SystemExit(f"pipeline_model: --gguf: {path} ends inside its header")
+            return struct.unpack(fmt, data)[0]
+
+        def string():
+            return f.read(take("<Q")).decode("utf-8", "replace")
+
+        def value(t):
+            if t in GGUF_SCALARS:
+                return take(GGUF_SCALARS[t])
+            if t == 8:
+                return string()
+            if t == 9:
+                item, n = take("<I"), take("<Q")
+                items = [value(item) for _ in range(n)]
+                return items if item in GGUF_SCALARS else None
+            raise SystemExit(f"pipeline_model: --gguf: {path}: unknown metadata type {t}")
+
+        if f.read(4) != b"GGUF":
+            raise SystemExit(f"pipeline_model: --gguf: expected a GGUF file, {path} does not start with GGUF")
+        version = take("<I")
+        if version < 2:
+            raise SystemExit(f"pipeline_model: --gguf: expected GGUF version 2 or 3, {path} is version {version}")
+        n_tensors, n_kv = take("<Q"), take("<Q")
+        meta = {}
+        for _ in range(n_kv):
+            key = string()
+            meta[key] = value(take("<I"))
+        tensors = []
+        for _ in range(n_tensors):
+            name = string()
+            dims = [take("<Q") for _ in range(take("<I"))]
+            tensors.append((name, dims, take("<I")))
+            take("<Q")  # offset
+        align = meta.get("general.alignment", 32)
+        return meta, tensors, -(-f.tell() // align) * align
+
+
+def moe_shape_from_gguf(path):
+    """A MoeShape whose bytes are the file's tensors' (every tensor; blk.N.* is layer N's, the rest the
+    embedding's and head's), whose shape fields come from its metadata."""
+    meta, tensors, _ = read_gguf_header(path)
+    arch = meta.get("general.architecture", "")
+    get = lambda key, default=None: meta.get(f"{arch}.{key}", default)
+    if not get("expert_count"):
+        raise SystemExit(f"pipeline_model: --gguf: expected a mixture-of-experts model ({arch}.expert_count), {path} has none")
+    file_tensors, n_weights, n_bytes = [], 0, 0
+    for name, dims, t in tensors:
+        if t not in GGML_TYPE_BLOCKS:
+            raise SystemExit(f"pipeline_model: --gguf: {path}: tensor {name} has ggml type {t}, which this model's "
+                             f"table ({sorted(GGML_TYPE_BLOCKS)}) does not size")
+        block, block_bytes = GGML_TYPE_BLOCKS[t]
+        count = math.prod(dims)
+        b = count // block * block_bytes
+        layer = int(name.split(".")[1]) if name.startswith("blk.") else None
+        file_tensors.append((layer, name, b))
+        if len(dims) >= 2:
+            n_weights, n_bytes = n_weights + count, n_bytes + b
+    n_layer = get("block_count")
+    moe_layers = sorted({l for l, name, _ in file_tensors if l is not None and is_routed_expert(name)})
+    dense_lead = moe_layers[0] if moe_layers else n_layer
+    if moe_layers != list(range(dense_lead, n_layer)):
+        raise SystemExit(f"pipeline_model: --gguf: expected the MoE layers after the dense ones, {path} has MoE layers {moe_layers}")
+    n_embd, n_head = get("embedding_length"), get("attention.head_count")
+    n_head_kv = get("attention.head_count_kv", n_head)
+    n_head_kv = max(n_head_kv) if isinstance(n_head_kv, list) else n_head_kv
+    embd = next((dims for name, dims, _ in tensors if name == "token_embd.weight"), None)
+    return MoeShape(n_embd=n_embd, n_layer=n_layer, n_head=n_head, n_head_kv=n_head_kv,
+                    n_ff=get("feed_forward_length", 0), n_vocab=embd[1] if embd else 0, type="f32",
+                    n_expert=get("expert_count"), n_expert_used=get("expert_used_count"),
+                    n_ff_expert=get("expert_feed_forward_length", get("feed_forward_length", 0)),
+                    n_dense_lead=dense_lead, head_dim=get("attention.key_length", 0),
+                    kv_lora_rank=get("attention.kv_lora_rank", 0),
+                    rope_dim=get("rope.dimension_count", 0) if get("attention.kv_lora_rank") else 0,
+                    file_tensors=tuple(file_tensors), file_bpw=n_bytes / n_weights, source=path)
+
+
+def is_routed_expert(name):
+    """blk.N.ffn_{gate,up,down}_exps (stacked) or blk.N.ffn_{gate,up,down}.E.weight (one tensor an expert)."""
+    parts = name.split(".")
+    return "_exps" in name or (len(parts) == 5 and parts[2] in ("ffn_gate", "ffn_up", "ffn_down") and parts[3].isdigit())
 
 
 def partition_layers(layer_bytes, head_bytes, n_stages):
@@ -1445,7 +1567,7 @@ def rank_weight_bytes(moe, P, E):
         for s, (a, b) in enumerate(split):
             held = sum(rep[a:b]) + sum(exp[a:b]) / E
             if j == 0:
-                held += (moe.head_bytes() if s == 0 else 0.0) + (moe.head_bytes() if s == P - 1 else 0.0)
+                held += (moe.embed_bytes() if s == 0 else 0.0) + (moe.head_bytes() if s == P - 1 else 0.0)
             out.append((s, j, held))
     return out
 
@@ -1694,12 +1816,12 @@ EP_CHECK_TOLERANCE = 0.10
 
 
 def experts(args):
-    moe = MoeShape.parse(args.shape)
+    moe = moe_shape_from_gguf(args.gguf) if args.gguf else MoeShape.parse(args.shape)
     N = args.ranks
     if N < 1:
         raise SystemExit(f"pipeline_model experts: --ranks: expected a count >= 1, found {N}")
     if args.check:
-        sys.exit(0 if expert_self_check() else 1)
+        sys.exit(0 if expert_self_check(args.gguf) else 1)
     link = Link(args.link_latency_us * 1e-6, args.link_gbytes * 1e9)
     if args.exchange_gbytes is not None and args.exchange_gbytes <= 0:
         raise SystemExit(f"pipeline_model experts: --exchange-gbytes: expected a bandwidth > 0 GB/s, found {args.exchange_gbytes}")
@@ -1716,6 +1838,9 @@ def experts(args):
     if measured_ep and args.measured_ep_e not in [e for _, e in layouts(N, moe)]:
         raise SystemExit(f"pipeline_model experts: --measured-ep-e: expected one of the layouts' E "
                          f"{[e for _, e in layouts(N, moe)]}, found {args.measured_ep_e}")
+    if pp and N > moe.n_layer:
+        raise SystemExit(f"pipeline_model experts: --calibrate-pp: expected a PP-only layout of --ranks ({N}) stages, "
+                         f"which needs at least {N} layers; the model has {moe.n_layer}")
     print(f"MoE shape: {moe.describe()}")
     if pp:
         bw, ops = calibrate_rank_speed(moe, N, pp, ctx, args)
@@ -1743,21 +1868,22 @@ def experts(args):
         held = rank_weight_bytes(moe, P, E)
         kv = max(kv_bytes_of_stage(moe, P, s, args.slots, args.ctx) for s in range(P))
         rows.append((P, E, held, kv, rates))
+    scale, unit = (2**20, "MiB") if max(b for r in rows for *_, b in r[2]) >= 10 * 2**20 else (2**10, "KiB")
     print()
-    print(f"| stages x expert-parallel | weights a rank, MiB (world rank order) | KV cache a rank, MiB ({args.slots} x "
+    print(f"| stages x expert-parallel | weights a rank, {unit} (world rank order) | KV cache a rank, MiB ({args.slots} x "
           f"{args.ctx} positions) | 1 sequence, tok/s | {args.batch} sequences, tok/s |")
     print("|---|---|---:|---:|---:|")
-    base = rows[0][4]
+    base = next((r[4] for r in rows if r[1] == 1), None)  # PP only: N stages (none when N exceeds the layers)
     for P, E, held, kv, rates in rows:
-        rel = lambda s: "" if E == 1 else f" ({rates[s] / base[s]:.2f}x)"
-        print(f"| {P} x {E} | {' / '.join(f'{b / 2**20:.0f}' for *_, b in held)} | {kv / 2**20:.0f} | "
+        rel = lambda s: "" if E == 1 or base is None else f" ({rates[s] / base[s]:.2f}x)"
+        print(f"| {P} x {E} | {' / '.join(f'{b / scale:.0f}' for *_, b in held)} | {kv / 2**20:.0f} | "
               f"{rates[1]:.1f}{rel(1)} | {rates[args.batch]:.0f}{rel(args.batch)} |")
     for seqs, what in ((1, "one sequence"), (args.batch, f"{args.batch} sequences")):
         best = max(rows, key=lambda r: r[4][seqs])
         print(f"{what}: {best[0]} x {best[1]} is fastest ({best[4][seqs]:.1f} tok/s)")
     lightest = min(rows, key=lambda r: max(b for *_, b in r[2]))
     print(f"least memory on the fullest rank: {lightest[0]} x {lightest[1]} "
-          f"({max(b for *_, b in lightest[2]) / 2**20:.0f} MiB of weights)")
+          f"({max(b for *_, b in lightest[2]) / scale:.0f} {unit} of weights)")
     if measured_ep:
         P, E, _, _, rates = next(r for r in rows if r[1] == args.measured_ep_e)
         print()
@@ -1770,7 +1896,7 @@ def experts(args):
             ok &= abs(err) <= EP_CHECK_TOLERANCE
             mratio = f"{m / pp[seqs]:.2f}" if seqs in pp else "-"
             print(f"| {seqs} | {m:g} | {rates[seqs]:.1f} | {100 * err:+.1f}%{'' if abs(err) <= EP_CHECK_TOLERANCE else ' **'} | "
-                  f"{rates[seqs] / base[seqs]:.2f} | {mratio} |")
+                  + (f"{rates[seqs] / base[seqs]:.2f}" if base else "-") + f" | {mratio} |")
         print("within the tolerance" if ok else "** outside the tolerance")
 
 
@@ -1790,10 +1916,11 @@ def exact_busiest_load(X, k, E):
     return total / count
 
 
-def expert_self_check():
-    """The expert-parallel entry's arithmetic, each check able to fail: (1) the ranks' weights add up to the
-    file's matrices plus the E - 1 extra copies of each stage's replicated bytes, each rank holding 1/E of
-    its stage's experts; (2) E = 1 on a MoE whose tokens take every expert (k = X) predicts what the
+def expert_self_check(gguf=None):
+    """The expert-parallel entry's arithmetic, each check able to fail: (0) with a GGUF file, its tensors'
+    sizes fill its data section but for the alignment padding; (1) the ranks' weights add up to the
+    file's tensors plus the E - 1 extra copies of each stage's replicated bytes (and the embedding's
+    second copy when the head is tied to it), each rank holding 1/E of its stage's experts; (2) E = 1 on a MoE whose tokens take every expert (k = X) predicts what the
     PP-only model (predict_job, a dense Shape of the same layer bytes) does, and partition_layers splits as
     partition_by_bytes; (3) the routing draws give the busiest member's exact expected load at one token."""
     ok = True
@@ -1803,8 +1930,22 @@ def expert_self_check():
         ok &= passed
         print(f"{'ok  ' if passed else 'FAIL'} {name}: {detail}")
 
-    for name, moe in MOE_PRESETS.items():
+    shapes = dict(MOE_PRESETS)
+    if gguf:
+        import os
+        moe = moe_shape_from_gguf(gguf)
+        meta, tensors, data_start = read_gguf_header(gguf)
+        data = os.path.getsize(gguf) - data_start
         total = sum(b for *_, b in moe.tensors())
+        pad = meta.get("general.alignment", 32) * len(tensors)
+        report(f"tensor sizes, {gguf}", 0 <= data - total < pad,
+               f"{total} bytes of {len(tensors)} tensors in a data section of {data} (padding below {pad} allowed)")
+        shapes[gguf] = moe
+        formula_check(moe, meta, tensors, report)
+    for name, moe in shapes.items():
+        tied = not any(n == "output.weight" for _, n, _ in moe.tensors()) if moe.file_tensors else False
+        total = sum(b for *_, b in moe.tensors()) + (moe.embed_bytes() if tied else 0.0)
+        unit = (1e9, "GB") if total > 1e8 else (1e3, "KB")
         rep, exp = moe.layer_split_bytes()
         worst = 0.0
         for N in (1, 2, 4, 8, 16):
@@ -1815,10 +1956,10 @@ def expert_self_check():
                 worst = max(worst, abs(sum(b for *_, b in held) - extra - total) / total)
                 for s, j, b in held:  # a member's share of its stage: replicated + experts / E (+ embedding, head)
                     a_, b_ = split[s]
-                    ends = (moe.head_bytes() * ((s == 0) + (s == P - 1)) if j == 0 else 0.0)
+                    ends = moe.embed_bytes() * (s == 0) + moe.head_bytes() * (s == P - 1) if j == 0 else 0.0
                     worst = max(worst, abs(b - ends - sum(rep[a_:b_]) - sum(exp[a_:b_]) / E) / total)
         report(f"memory split, {name}", worst <= SUM_REL_TOLERANCE,
-               f"ranks' weights - replicated copies against the file's {total / 1e9:.3f} GB: worst relative gap {worst:.1e}")
+               f"ranks' weights - replicated copies against the file's {total / unit[0]:.3f} {unit[1]}: worst relative gap {worst:.1e}")
 
     dense = MoeShape(n_embd=256, n_layer=6, n_head=8, n_head_kv=2, n_ff=0, n_vocab=1000, type="q8_0", n_expert=4,
                      n_expert_used=4, n_ff_expert=96)
@@ -1851,6 +1992,37 @@ def expert_self_check():
     return ok
 
 
+GGML_TYPE_NAMES = {0: "f32", 1: "f16", 30: "bf16", 8: "q8_0", 2: "q4_0", 12: "q4_k", 13: "q5_k", 14: "q6_k"}
+
+
+def formula_check(moe, meta, tensors, report):
+    """MoeShape's formulas (what --shape and the presets use) against a file: from its metadata alone they
+    must give each layer's matrices (its 2-D and 3-D tensors) the file's bytes. Only for a file whose
+    matrices but the router share one type and whose attention is not latent (the formula takes the
+    latter's bytes as given)."""
+    arch = meta.get("general.architecture", "")
+    types = {t for name, dims, t in tensors if len(dims) >= 2 and "ffn_gate_inp" not in name}
+    if len(types) != 1 or next(iter(types)) not in GGML_TYPE_NAMES or moe.kv_lora_rank:
+        print(f"skip formulas against the file: mixed or unlisted types {sorted(types)}, or latent attention")
+        return
+    shared = meta.get(f"{arch}.expert_shared_feed_forward_length", 0)
+    form = MoeShape(n_embd=moe.n_embd, n_layer=moe.n_layer, n_head=moe.n_head, n_head_kv=moe.n_head_kv, n_ff=moe.n_ff,
+                    n_vocab=moe.n_vocab, type=GGML_TYPE_NAMES[next(iter(types))], n_expert=moe.n_expert,
+                    n_expert_used=moe.n_expert_used, n_ff_expert=moe.n_ff_expert, n_ff_shexp=shared,
+                    n_dense_lead=moe.n_dense_lead, head_dim=moe.head_dim)
+    matrices = defaultdict(float)
+    for (name, dims, _), (layer, _, b) in zip(tensors, moe.file_tensors):
+        if layer is not None and len(dims) >= 2:
+            matrices[layer] += b
+    by_layer = defaultdict(float)
+    for layer, _, b in form.tensors():
+        if layer is not None:
+            by_layer[layer] += b
+    worst = max(abs(by_layer[l] - matrices[l]) / matrices[l] for l in range(moe.n_layer))
+    report("formulas against the file", worst <= SUM_REL_TOLERANCE,
+           f"each layer's matrices from the metadata against the file's: worst relative gap {worst:.1e}")
+
+
 EP_NETWORKS = {  # the cluster table's links, as MPI sees them (25 GbE as NETWORKS has it)
     "25 GbE": NETWORKS["25 GbE"],
     "100 GbE": Link(8e-6, 11.5e9),  # TCP or RoCE; about 92 Gbit/s of payload
@@ -1858,7 +2030,7 @@ EP_NETWORKS = {  # the cluster table's links, as MPI sees them (25 GbE as NETWOR
 
 
 def experts_cluster(args):
-    moe = MoeShape.parse(args.shape)
+    moe = moe_shape_from_gguf(args.gguf) if args.gguf else MoeShape.parse(args.shape)
     node = Node(TAU_FORMS[args.tau_form](args.mem_gbytes * 1e9, args.int8_tops * 1e12, moe.bpw), cores=1.0,
                 kv_tau=1.0 / (args.mem_gbytes * 1e9))
     routing = ExpertRouting(moe, args.routing_samples)
@@ -1952,6 +2124,7 @@ def main():
                        help=f"one of {sorted(MOE_PRESETS)}, or MoeShape's key=value pairs: 'n_embd=2048 n_layer=24 "
                             "n_head=16 n_head_kv=4 n_ff=0 n_vocab=32000 type=q8_0 n_expert=64 n_expert_used=8 "
                             "n_ff_expert=512 [n_ff_shexp=S n_dense_lead=D head_dim=H attn_bytes=B kv_lora_rank=R rope_dim=D]'")
+        x.add_argument("--gguf", help="take the shape and every tensor's bytes from this MoE GGUF file (in place of --shape)")
         x.add_argument("--prompt-tokens", type=int, default=16, help="tokens of every prompt")
         x.add_argument("--single-tokens", type=int, default=128, help="new tokens of the one-sequence run")
         x.add_argument("--batch", type=int, default=32, help="sequences of the batch run")
@@ -1989,7 +2162,7 @@ def main():
     x.add_argument("--measured-ep-e", type=int, default=2, help="E of the layout --measured-ep measured")
     x.add_argument("--ctx", type=int, default=2048, help="positions a slot's KV cache holds (the memory column)")
     x.add_argument("--check", action="store_true", help="check the entry's arithmetic (memory split, E = 1 against "
-                   "the PP-only model, the routing draws) and exit 1 on a failure")
+                   "the PP-only model, the routing draws; with --gguf, the file's tensor sizes too) and exit 1 on a failure")
     x = sub.choices["experts-cluster"]
     x.add_argument("--mem-gbytes", type=float, default=300.0, help="memory bandwidth a node streams weights at, GB/s")
     x.add_argument("--int8-tops", type=float, default=8.0, help="int8 tera-operations a second a node sustains")
