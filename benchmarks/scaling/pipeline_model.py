@@ -1751,6 +1751,19 @@ def decode_prompts(sequences, prompt_tokens, new_tokens):
     return [(prompt_tokens, new_tokens)] * sequences
 
 
+def parse_tau_knots(text):
+    """'ROWS:PS,...': a product's picoseconds a weight byte at these row counts (a one-rank trace's or
+    bench_kernels' figures for the model's weight type), as a Tau."""
+    try:
+        pairs = sorted((int(r), float(v) * 1e-12) for r, v in (part.split(":") for part in text.split(",")))
+    except ValueError:
+        raise SystemExit(f"pipeline_model experts: --tau-knots: expected ROWS:PS[,ROWS:PS...] (e.g. 1:54,8:68,512:2680), found '{text}'")
+    if len(pairs) < 2 or pairs[0][0] < 1 or any(v <= 0 for _, v in pairs) or len({r for r, _ in pairs}) < len(pairs):
+        raise SystemExit(f"pipeline_model experts: --tau-knots: expected two or more distinct row counts >= 1 with "
+                         f"times > 0, found '{text}'")
+    return Tau([r for r, _ in pairs], [v for _, v in pairs])
+
+
 def parse_rates(text, option):
     """'SEQS:TOK_PER_S,...' (measured generated tok/s at that many sequences)."""
     try:
@@ -1838,6 +1851,10 @@ def experts(args):
     if measured_ep and args.measured_ep_e not in [e for _, e in layouts(N, moe)]:
         raise SystemExit(f"pipeline_model experts: --measured-ep-e: expected one of the layouts' E "
                          f"{[e for _, e in layouts(N, moe)]}, found {args.measured_ep_e}")
+    knots = parse_tau_knots(args.tau_knots) if args.tau_knots else None
+    if knots and pp:
+        raise SystemExit("pipeline_model experts: --tau-knots: expected without --calibrate-pp (the knots are the "
+                         "rank's measured speed; --calibrate-pp would fit another)")
     if pp and N > moe.n_layer:
         raise SystemExit(f"pipeline_model experts: --calibrate-pp: expected a PP-only layout of --ranks ({N}) stages, "
                          f"which needs at least {N} layers; the model has {moe.n_layer}")
@@ -1850,11 +1867,15 @@ def experts(args):
             + (" (--ops-tera: one rate fits only the bandwidth)" if len(pp) == 1 else "") + " (calibration, not a prediction)")
     else:
         bw, ops = args.mem_gbytes * 1e9, args.ops_tera * 1e12
-    node = Node(TAU_FORMS[args.tau_form](bw, ops, moe.bpw), args.cores, kv_tau=1.0 / bw, contention=args.contention)
+    node = Node(knots or TAU_FORMS[args.tau_form](bw, ops, moe.bpw), args.cores, kv_tau=1.0 / bw, contention=args.contention)
+    if knots:
+        print("a product's seconds a weight byte from --tau-knots: " + ", ".join(
+            f"{int(k)} rows {v * 1e12:g} ps" for k, v in zip(knots.knots, knots.values)) + " (linear between, and past the last two)")
     print(f"{N} ranks on one host of {args.cores:g} cores (two computing at once run at {args.contention:g} of one "
           f"alone); link {args.link_latency_us:g} us, {args.link_gbytes:g} GB/s"
           + (f" ({args.exchange_gbytes:g} GB/s for the expert groups' messages)" if args.exchange_gbytes else "")
-          + f"; products priced by node_tau's {args.tau_form} form; one sequence of "
+          + ("; products priced by --tau-knots" if knots else f"; products priced by node_tau's {args.tau_form} form")
+          + f"; one sequence of "
           f"{args.prompt_tokens} prompt + {args.single_tokens} new tokens; {args.batch} sequences x "
           f"{args.batch_tokens} new; {args.slots} slots, ubatch {args.ubatch}, decode groups = stages")
     rows = []
@@ -2157,6 +2178,9 @@ def main():
     x.add_argument("--calibrate-pp", metavar="SEQS:TOK_S,...",
                    help="measured generated tok/s of the PP-only layout (--ranks stages) at 1 and --batch sequences: "
                         "fits --mem-gbytes (the fewest sequences) and --ops-tera (the most)")
+    x.add_argument("--tau-knots", metavar="ROWS:PS,...",
+                   help="a product's picoseconds a weight byte at these row counts (measured), in place of node_tau "
+                        "(the KV reads stay at 1 / --mem-gbytes)")
     x.add_argument("--measured-ep", metavar="SEQS:TOK_S,...",
                    help="measured generated tok/s of the P x --measured-ep-e layout, shown against its prediction")
     x.add_argument("--measured-ep-e", type=int, default=2, help="E of the layout --measured-ep measured")
