@@ -70,7 +70,7 @@ std::optional<Request> parse(int argc, char** argv) {
       ("n-head-kv", po::value(&n_head_kv), "key/value heads (a divisor of --n-head)")
       ("n-ff", po::value(&n_ff), "feed-forward width")
       ("n-vocab", po::value(&n_vocab), "vocabulary size (built-in vocabulary cut or padded to it)")
-      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs | q2_k | q3_k |\n  q4_k | q5_k | q6_k, or a K-quant mix with llama-quantize's per-tensor types: q3_k_s | q3_k_m | q3_k_l |\n  q4_k_s | q4_k_m | q5_k_s | q5_k_m (llama and granite only). Norms and MoE routers stay f32; stacked\n  experts are quantized row by row. Row lengths must be multiples of the block (32; 256 for iq4_xs and the\n  K types): --n-embd and --n-ff, for qwen3moe --n-embd, n_head x head_dim and --n-ff-expert")
+      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs | q2_k | q3_k |\n  q4_k | q5_k | q6_k, or a K-quant mix with llama-quantize's per-tensor types: q3_k_s | q3_k_m | q3_k_l |\n  q4_k_s | q4_k_m | q5_k_s | q5_k_m (llama, granite, qwen3moe). Norms and MoE routers stay f32; stacked\n  experts are quantized row by row. Row lengths must be multiples of the block (32; 256 for iq4_xs and the\n  K types): --n-embd and --n-ff, for qwen3moe --n-embd, n_head x head_dim and --n-ff-expert")
       ("seed", po::value(&seed)->default_value(seed), "random seed of the weights")
       ("vocab-from", po::value(&vocab_from), "copy every tokenizer.* key from this GGUF file (n_vocab = its token count)")
       ("ctx", po::value(&ctx)->default_value(ctx), "ARCH.context_length")

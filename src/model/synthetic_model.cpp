@@ -163,7 +163,7 @@ int64_t qwen3moe_head_dim(const SyntheticModelSpec& s) {
 std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_vocab) {
   const int64_t head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_head * head_dim, kv_dim = s.n_head_kv * head_dim;
-  const MixModelShape shape{s.n_layer, s.n_head, s.n_head_kv};
+  const MixModelShape shape{s.n_layer, s.n_head, s.n_head_kv, s.arch == "qwen3moe" ? s.qwen3moe.n_expert : 0, s.arch};
   auto type_of = [&s, shape](const std::string& name) {
     return s.k_quant_mix == KQuantMix::None ? s.weight_type : k_quant_mix_type(s.k_quant_mix, name, shape);
   };
@@ -313,12 +313,11 @@ void check_spec(const SyntheticModelSpec& s) {
   if (!(s.attn_softcap > 0.0f && s.final_softcap > 0.0f) || !std::isfinite(s.attn_softcap) || !std::isfinite(s.final_softcap))
     bad_option("softcap", "positive finite caps", std::to_string(s.attn_softcap) + ":" + std::to_string(s.final_softcap));
   if (s.rope_freqs && s.arch != "llama") bad_option("rope-freqs", "--arch llama (Llama 3's tensor)", "--arch " + s.arch);
-  // llama-quantize gives a tied embedding the output head's type, a rule the mix table (llama files) leaves out;
-  // for models with experts it has rules of its own (attn_k/attn_v/attn_output raised with 8 experts, ffn_down
-  // counted per expert tensor) that the table does not model either.
-  if (s.k_quant_mix != KQuantMix::None && s.arch != "llama" && s.arch != "granite")
+  // llama-quantize gives a tied embedding (gemma2) the output head's type, a rule the mix table leaves out, and
+  // deepseek2's latent-attention tensors rules of their own.
+  if (s.k_quant_mix != KQuantMix::None && s.arch != "llama" && s.arch != "granite" && s.arch != "qwen3moe")
     bad_option("type", "a single weight type with --arch " + s.arch + " (the K-quant mixes follow llama-quantize's "
-               "rules for llama files)", k_quant_mix_name(s.k_quant_mix));
+               "rules for llama, granite and qwen3moe files)", k_quant_mix_name(s.k_quant_mix));
   positive("n-embd", s.n_embd, 1 << 20);
   positive("n-layer", s.n_layer, 4096);
   positive("n-head", s.n_head, 4096);

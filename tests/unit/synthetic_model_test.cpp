@@ -316,6 +316,46 @@ TEST_P(SyntheticQwen3Moe, LoadsAndRunsAForwardPassWithFiniteLogitsAndTheSameByte
   for (int32_t id : gen[0]) EXPECT_TRUE(id >= 0 && id < cfg.n_vocab) << id;
 }
 
+// A K-quant mix on qwen3moe: llama-quantize's per-tensor rules by name (k_quant_mix_test.cpp has the table), here
+// checked on the written file, stacked experts included, with 8 experts (its attn_k/attn_v/attn_output overrides)
+// and with 4; the file loads and runs.
+TEST(SyntheticModel, Qwen3MoeKQuantMixFileCarriesTheMixTypesAndRuns) {
+  const std::string dir = testing::scratch_dir("synthetic_qwen3moe_mix");
+  for (const int32_t n_expert : {8, 4}) {
+    SyntheticModelSpec s = tiny_qwen3moe();
+    s.n_embd = 256;
+    s.n_layer = 8;
+    s.qwen3moe = {.head_dim = 64, .n_expert = n_expert, .n_expert_used = 2, .n_ff_expert = 256};
+    set_synthetic_type(s, "q4_k_m");
+    const std::string path = write(s, dir, "m" + std::to_string(n_expert) + ".gguf");
+    const auto f = gguf::File::open(path);
+    EXPECT_EQ(f->get_uint("general.file_type"), 15u);
+    const MixModelShape shape{s.n_layer, s.n_head, s.n_head_kv, n_expert, "qwen3moe"};
+    auto gguf_of = [](WeightType t) {
+      switch (t) {
+        case WeightType::Q4_K: return gguf::TensorType::Q4_K;
+        case WeightType::Q5_K: return gguf::TensorType::Q5_K;
+        case WeightType::Q6_K: return gguf::TensorType::Q6_K;
+        case WeightType::Q8_0: return gguf::TensorType::Q8_0;
+        default: return gguf::TensorType::F32;
+      }
+    };
+    std::set<gguf::TensorType> expert_down_types;
+    for (const gguf::TensorInfo& t : f->tensors()) {
+      const bool stays_f32 = t.n_dims == 1 || t.name.find("ffn_gate_inp") != std::string::npos;
+      EXPECT_EQ(t.type, stays_f32 ? gguf::TensorType::F32 : gguf_of(k_quant_mix_type(KQuantMix::Q4_K_M, t.name, shape)))
+          << t.name << " with " << n_expert << " experts";
+      if (t.name.find("ffn_down_exps") != std::string::npos) expert_down_types.insert(t.type);
+    }
+    // The rules bite: use_more_bits gives some layers' experts Q6_K; 8 experts raise attn_k/attn_v to Q8_0.
+    EXPECT_EQ(expert_down_types, (std::set<gguf::TensorType>{gguf::TensorType::Q4_K, gguf::TensorType::Q6_K}));
+    EXPECT_EQ(f->find_tensor("blk.1.attn_k.weight")->type, n_expert == 8 ? gguf::TensorType::Q8_0 : gguf::TensorType::Q4_K);
+    testing::EngineHarness h(path, 128, 2, 64, 1);
+    const std::vector<float> logits = h.all_logits(h.tok->encode("Once upon a time", true, false));
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
 TEST(SyntheticModel, Qwen3MoeBadSpecsAreInputErrorsNamingTheOption) {
   const std::string dir = testing::scratch_dir("synthetic_qwen3moe_errors");
   auto error_for = [&](auto change) {
@@ -333,8 +373,8 @@ TEST(SyntheticModel, Qwen3MoeBadSpecsAreInputErrorsNamingTheOption) {
             std::string::npos);
   EXPECT_NE(error_for([](SyntheticModelSpec& s) { s.qwen3moe.n_expert_used = 9; }).find("--n-expert-used: expected at most --n-expert"),
             std::string::npos);
-  EXPECT_NE(error_for([](SyntheticModelSpec& s) { set_synthetic_type(s, "q4_k_m"); })
-                .find("--type: expected a single weight type with --arch qwen3moe"),
+  EXPECT_NE(error_for([](SyntheticModelSpec& s) { set_synthetic_type(s, "q4_k_m"), s.n_embd = 256, s.qwen3moe.head_dim = 64; })
+                .find("--n-ff-expert: expected a multiple of 256 (the block size of --type q4_k_m), found 32"),
             std::string::npos);
   EXPECT_NE(error_for([](SyntheticModelSpec& s) { s.arch = "llama"; })
                 .find("--head-dim: expected no head width for --arch llama"),
