@@ -1,5 +1,5 @@
-// glacier_mkmodel: writes a llama-architecture GGUF model with seeded random weights, so a job can run
-// with no downloaded model and benchmarks can use real sizes (tiny, llama-1b, llama-7b or custom).
+// glacier_mkmodel: writes a llama-architecture (or granite, gemma2, deepseek2, qwen3moe) GGUF model with seeded random
+// weights, so a job can run with no downloaded model and benchmarks can use real sizes (presets or custom shapes).
 #include <boost/program_options.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -35,14 +35,15 @@ std::optional<Request> parse(int argc, char** argv) {
   int threads = 0;
   glacier::model::SyntheticModelSpec::DeepSeek ds;
   glacier::model::SyntheticModelSpec::Granite granite;
+  int32_t head_dim = 0;
   std::string expert_gating = "softmax";
   po::options_description opts(
-      "usage: glacier_mkmodel [--preset tiny|llama-1b|llama-7b] [--type T] [--seed N] --out PATH\n\n"
-      "Writes a llama (or granite, gemma2, deepseek2) GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
+      "usage: glacier_mkmodel [--preset tiny|llama-1b|llama-7b|qwen3moe-1.4b] [--type T] [--seed N] --out PATH\n\n"
+      "Writes a llama (or granite, gemma2, deepseek2, qwen3moe) GGUF model with random weights (entries ~ N(0,1)/sqrt(row length)); the same options\n"
       "give the same bytes. Explicit shape options override the preset");
   opts.add_options()
       ("help,h", "print this help")
-      ("arch", po::value(&arch)->default_value(arch), "llama | granite (llama's tensors, four scale keys) | gemma2 (tied head, post-norms, soft-caps; llama.cpp knows only\n  26, 42 and 46 layers) | deepseek2 (latent attention, shared + routed experts)")
+      ("arch", po::value(&arch)->default_value(arch), "llama | granite (llama's tensors, four scale keys) | gemma2 (tied head, post-norms, soft-caps; llama.cpp knows only\n  26, 42 and 46 layers) | deepseek2 (latent attention, shared + routed experts) | qwen3moe (q/k norms, routed experts\n  in every layer; --n-ff is written as feed_forward_length only)")
       ("sliding-window", po::value(&sliding_window), "gemma2: attention.sliding_window of the even layers (default: key absent, 4096)")
       ("attn-softcap", po::value(&attn_softcap)->default_value(attn_softcap), "gemma2: attn_logit_softcapping")
       ("final-softcap", po::value(&final_softcap)->default_value(final_softcap), "gemma2: final_logit_softcapping")
@@ -51,22 +52,25 @@ std::optional<Request> parse(int argc, char** argv) {
       ("attention-scale", po::value(&granite.attention_scale)->default_value(granite.attention_scale), "granite: attention.scale")
       ("logit-scale", po::value(&granite.logit_scale)->default_value(granite.logit_scale), "granite: logit_scale (logits divided by it)")
       ("q-lora-rank", po::value(&ds.q_lora_rank)->default_value(ds.q_lora_rank), "deepseek2: attention.q_lora_rank (0: plain attn_q;\n  llama.cpp ties 0 to 27 layers). Latent attention shapes: kv_lora_rank 32, rope 16 + nope 32 per q/k\n  head, v 32; 1 shared expert, 1 leading dense layer")
-      ("n-expert", po::value(&ds.n_expert)->default_value(ds.n_expert), "deepseek2: routed experts a MoE layer")
-      ("n-expert-used", po::value(&ds.n_expert_used)->default_value(ds.n_expert_used), "deepseek2: experts a token is routed to (top k)")
-      ("n-ff-expert", po::value(&ds.n_ff_expert)->default_value(ds.n_ff_expert), "deepseek2: feed-forward width of an expert")
+      ("n-expert", po::value(&ds.n_expert)->default_value(ds.n_expert), "deepseek2, qwen3moe: routed experts a MoE layer")
+      ("n-expert-used", po::value(&ds.n_expert_used)->default_value(ds.n_expert_used), "deepseek2, qwen3moe: experts a token is routed to (top k)")
+      ("n-ff-expert", po::value(&ds.n_ff_expert)->default_value(ds.n_ff_expert), "deepseek2, qwen3moe: feed-forward width of an expert")
+      ("head-dim", po::value(&head_dim), "qwen3moe: attention head width, written as attention.key_length and value_length\n  (default n_embd / n_head)")
       ("expert-gating", po::value(&expert_gating)->default_value(expert_gating), "deepseek2: softmax | sigmoid (expert_gating_func)")
       ("expert-weights-norm", po::bool_switch(&ds.weights_norm), "deepseek2: expert_weights_norm = true")
       ("expert-weights-scale", po::value(&ds.weights_scale)->default_value(ds.weights_scale), "deepseek2: expert_weights_scale")
       ("exp-probs-b", po::bool_switch(&ds.exp_probs_b), "deepseek2: write the experts' selection bias exp_probs_b.bias")
       ("yarn-log-multiplier", po::value(&ds.yarn_log_multiplier)->default_value(ds.yarn_log_multiplier), "deepseek2: rope.scaling.yarn_log_multiplier")
-      ("preset", po::value(&preset)->default_value(preset), "tiny (64 wide, 2 layers, own vocab) | llama-1b | llama-7b")
+      ("preset", po::value(&preset)->default_value(preset), "tiny (64 wide, 2 layers, own vocab) | llama-1b | llama-7b |\n"
+       "  qwen3moe-1.4b (arch qwen3moe: 1024 wide, 24 layers, 16 heads / 4 KV heads of 128, 64 experts of 256, top 8;\n"
+       "  1.40 G parameters, 1.49 GB (1.39 GiB) at --type q8_0 with a 32000-token vocabulary)")
       ("n-embd", po::value(&n_embd), "embedding width")
       ("n-layer", po::value(&n_layer), "transformer blocks")
       ("n-head", po::value(&n_head), "attention heads")
       ("n-head-kv", po::value(&n_head_kv), "key/value heads (a divisor of --n-head)")
       ("n-ff", po::value(&n_ff), "feed-forward width")
       ("n-vocab", po::value(&n_vocab), "vocabulary size (built-in vocabulary cut or padded to it)")
-      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs | q2_k | q3_k |\n  q4_k | q5_k | q6_k, or a K-quant mix with llama-quantize's per-tensor types: q3_k_s | q3_k_m | q3_k_l |\n  q4_k_s | q4_k_m | q5_k_s | q5_k_m (norms stay f32; iq4_xs and the K types need --n-embd and --n-ff\n  multiples of 256)")
+      ("type", po::value(&type)->default_value(type), "2-D weight type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl | iq4_xs | q2_k | q3_k |\n  q4_k | q5_k | q6_k, or a K-quant mix with llama-quantize's per-tensor types: q3_k_s | q3_k_m | q3_k_l |\n  q4_k_s | q4_k_m | q5_k_s | q5_k_m (llama, granite, qwen3moe). Norms and MoE routers stay f32; stacked\n  experts are quantized row by row. Row lengths must be multiples of the block (32; 256 for iq4_xs and the\n  K types): --n-embd and --n-ff, for qwen3moe --n-embd, n_head x head_dim and --n-ff-expert")
       ("seed", po::value(&seed)->default_value(seed), "random seed of the weights")
       ("vocab-from", po::value(&vocab_from), "copy every tokenizer.* key from this GGUF file (n_vocab = its token count)")
       ("ctx", po::value(&ctx)->default_value(ctx), "ARCH.context_length")
@@ -117,7 +121,11 @@ std::optional<Request> parse(int argc, char** argv) {
       throw glacier::InputError("option --rope-scaling: expected a number after ':', found '" + factor + "'");
   }
   s.threads = threads;
-  s.arch = arch;
+  // A preset of another architecture (qwen3moe-1.4b) decides it; --arch may repeat it, not change it.
+  if (s.arch != "llama" && !vm["arch"].defaulted() && arch != s.arch)
+    throw glacier::InputError("option --arch: expected " + s.arch + " with --preset " + preset + ", found " + arch);
+  if (!vm["arch"].defaulted()) s.arch = arch;
+  arch = s.arch;
   s.sliding_window = sliding_window;
   s.attn_softcap = attn_softcap;
   s.final_softcap = final_softcap;
@@ -128,12 +136,25 @@ std::optional<Request> parse(int argc, char** argv) {
     s.deepseek = ds;
     if (!vm.count("n-head-kv")) s.n_head_kv = s.n_head;  // latent attention has one key and value per head
   } else {
-    for (const char* o : {"q-lora-rank", "expert-gating", "expert-weights-scale", "yarn-log-multiplier", "n-expert",
-                          "n-expert-used", "n-ff-expert"})
+    for (const char* o : {"q-lora-rank", "expert-gating", "expert-weights-scale", "yarn-log-multiplier"})
       if (!vm[o].defaulted())
         throw glacier::InputError(std::string("option --") + o + ": expected only with --arch deepseek2, found --arch " + arch);
     if (ds.weights_norm || ds.exp_probs_b)
       throw glacier::InputError("options --expert-weights-norm / --exp-probs-b: expected only with --arch deepseek2, found --arch " + arch);
+  }
+  if (arch == "qwen3moe") {
+    // The expert options mean the same as for deepseek2; a preset's figures stand unless given.
+    if (!vm["n-expert"].defaulted()) s.qwen3moe.n_expert = ds.n_expert;
+    if (!vm["n-expert-used"].defaulted()) s.qwen3moe.n_expert_used = ds.n_expert_used;
+    if (!vm["n-ff-expert"].defaulted()) s.qwen3moe.n_ff_expert = ds.n_ff_expert;
+    if (vm.count("head-dim")) s.qwen3moe.head_dim = head_dim;
+  } else {
+    if (vm.count("head-dim"))
+      throw glacier::InputError("option --head-dim: expected only with --arch qwen3moe, found --arch " + arch);
+    if (arch != "deepseek2")
+      for (const char* o : {"n-expert", "n-expert-used", "n-ff-expert"})
+        if (!vm[o].defaulted())
+          throw glacier::InputError(std::string("option --") + o + ": expected only with --arch deepseek2 or qwen3moe, found --arch " + arch);
   }
   s.granite = granite;
   if (arch != "granite")

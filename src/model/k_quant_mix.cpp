@@ -1,6 +1,7 @@
 // K-quant mixes as llama-quantize assigns them at the reference llama.cpp commit (c392e509,
-// src/llama-quant.cpp, llama_tensor_get_type), for the llama architecture without experts: one table row
-// per mix, the rules it applies to attn_v, ffn_down and attn_output, and output.weight always Q6_K.
+// src/llama-quant.cpp, llama_tensor_get_type): one table row per mix, the rules it applies to attn_v, ffn_down
+// and attn_output, output.weight always Q6_K, and the overrides for models with 8 experts (attn_k, attn_v,
+// attn_output). The rules go by tensor name, so they hold for qwen3moe's names as for llama's.
 #include "model/k_quant_mix.h"
 
 #include <cstdio>
@@ -91,9 +92,13 @@ WeightType apply(const Rule& rule, WeightType base, int i, int n) {
   return t == kBase ? base : t;
 }
 
-bool has_suffix(const std::string& s, const char* suffix) {
-  const std::string t(suffix);
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+// llama_tensor_get_type matches names by substring: "ffn_down" is ffn_down.weight and ffn_down_exps.weight.
+bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// attn_output with exactly 8 experts: Q5_K for these mixes (its list also names Q2_K and IQ types), the base
+// type for the others (Q3_K_L, Q5_K_S, Q5_K_M).
+bool eight_expert_attn_output_q5_k(KQuantMix mix) {
+  return mix == KQuantMix::Q3_K_S || mix == KQuantMix::Q3_K_M || mix == KQuantMix::Q4_K_S || mix == KQuantMix::Q4_K_M;
 }
 
 }  // namespace
@@ -114,18 +119,27 @@ kernels::WeightType k_quant_mix_type(KQuantMix mix, const std::string& name, con
   int layer = -1;
   if (std::sscanf(name.c_str(), "blk.%d.", &layer) != 1) return row.base;  // token_embd.weight
   GLACIER_ASSERT(layer >= 0 && layer < shape.n_layer, "k_quant_mix_type: layer of '" + name + "' out of range");
-  // attn_v and ffn_down count their tensors in file order (i_attention_wv, i_ffn_down), which is the
-  // layer order in the files this writer makes.
+  // attn_v counts its tensors in file order (i_attention_wv), which is the layer order in the files this
+  // writer makes; ffn_down counts them too without experts and reads the layer from the name with them: the
+  // same layer either way, as each layer has one ffn_down tensor (stacked experts are one tensor).
+  const bool eight_experts = shape.n_expert == 8;
   WeightType t = row.base;
-  if (has_suffix(name, ".attn_v.weight")) {
+  if (has(name, "attn_v.weight")) {
     t = apply(row.attn_v, row.base, layer, shape.n_layer);
-    // "LLM_TYPE_70B" (llama with 80 layers and grouped K/V heads): attn_v Q3_K/Q4_K become Q5_K.
-    if (shape.n_layer == 80 && shape.n_head != shape.n_head_kv && (t == WeightType::Q3_K || t == WeightType::Q4_K))
+    // "LLM_TYPE_70B" (llama without 8 experts, 80 layers, grouped K/V heads): attn_v Q3_K/Q4_K become Q5_K.
+    if (shape.arch == "llama" && !eight_experts && shape.n_layer == 80 && shape.n_head != shape.n_head_kv &&
+        (t == WeightType::Q3_K || t == WeightType::Q4_K))
       t = WeightType::Q5_K;
-  } else if (has_suffix(name, ".ffn_down.weight")) {
+    if (eight_experts) t = WeightType::Q8_0;  // "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
+  } else if (has(name, "attn_k.weight")) {
+    if (eight_experts) t = WeightType::Q8_0;
+  } else if (has(name, "ffn_down")) {
     t = apply(row.ffn_down, row.base, layer, shape.n_layer);
-  } else if (has_suffix(name, ".attn_output.weight")) {
-    t = apply(row.attn_output, row.base, layer, shape.n_layer);
+  } else if (has(name, "attn_output.weight")) {
+    if (eight_experts)
+      t = eight_expert_attn_output_q5_k(mix) ? WeightType::Q5_K : row.base;
+    else
+      t = apply(row.attn_output, row.base, layer, shape.n_layer);
   }
   return t;
 }

@@ -1,5 +1,5 @@
-// The K-quant mixes of llama-quantize (Q3_K_S .. Q5_K_M): which weight type each tensor of a llama model
-// gets, and the general.file_type code of the mix, so glacier_mkmodel writes the files users download.
+// The K-quant mixes of llama-quantize (Q3_K_S .. Q5_K_M): which weight type each tensor of a llama (or qwen3moe)
+// model gets, and the general.file_type code of the mix, so glacier_mkmodel writes the files users download.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -24,10 +24,12 @@ struct MixModelShape {
   int32_t n_layer = 0;
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
+  int32_t n_expert = 0;       // routed experts a layer (0: none); llama-quantize has rules for exactly 8
+  std::string arch = "llama";  // general.architecture: llama.cpp's size class "70B" exists for llama only
 };
 
-// Type of the 2-D tensor `name` (GGUF llama names: "output.weight", "blk.N.attn_v.weight", ...) in the
-// mix, for a model of `shape`.
+// Type of the 2-D or stacked 3-D tensor `name` (GGUF names: "output.weight", "blk.N.attn_v.weight",
+// "blk.N.ffn_down_exps.weight", ...) in the mix, for a model of `shape`.
 kernels::WeightType k_quant_mix_type(KQuantMix mix, const std::string& name, const MixModelShape& shape);
 
 }  // namespace glacier::model

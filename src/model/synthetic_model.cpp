@@ -1,4 +1,4 @@
-// Synthetic llama, gemma2 and deepseek2 models: spec checks, metadata (ARCH.* and tokenizer.* keys), and weights drawn row by
+// Synthetic llama, gemma2, deepseek2 and qwen3moe models: spec checks, metadata (ARCH.* and tokenizer.* keys), and weights drawn row by
 // row from seeded streams, encoded and streamed to disk in chunks so memory stays far below model size.
 #include "model/synthetic_model.h"
 
@@ -156,10 +156,14 @@ struct PlannedTensor {
   int64_t depth = 0;  // > 0: a 3-D tensor of `depth` matrices of rows / depth rows each (MoE experts)
 };
 
+int64_t qwen3moe_head_dim(const SyntheticModelSpec& s) {
+  return s.qwen3moe.head_dim > 0 ? s.qwen3moe.head_dim : s.n_embd / s.n_head;
+}
+
 std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_vocab) {
   const int64_t head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_head * head_dim, kv_dim = s.n_head_kv * head_dim;
-  const MixModelShape shape{s.n_layer, s.n_head, s.n_head_kv};
+  const MixModelShape shape{s.n_layer, s.n_head, s.n_head_kv, s.arch == "qwen3moe" ? s.qwen3moe.n_expert : 0, s.arch};
   auto type_of = [&s, shape](const std::string& name) {
     return s.k_quant_mix == KQuantMix::None ? s.weight_type : k_quant_mix_type(s.k_quant_mix, name, shape);
   };
@@ -215,7 +219,35 @@ std::vector<PlannedTensor> plan_tensors(const SyntheticModelSpec& s, int32_t n_v
     plan.push_back(matrix(b + "ffn_up_shexp.weight", s.n_embd, S));
     plan.push_back(matrix(b + "ffn_down_shexp.weight", S, s.n_embd));
   }
-  for (int32_t l = 0; l < s.n_layer && s.arch != "deepseek2"; ++l) {
+  for (int32_t l = 0; l < s.n_layer && s.arch == "qwen3moe"; ++l) {
+    // llama.cpp's qwen3moe layout: q/k/v/o sized by head_dim (key_length), q/k norms of one head's width, a router
+    // and the three stacked expert tensors [row length, rows, experts].
+    const SyntheticModelSpec::Qwen3Moe& m = s.qwen3moe;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const int64_t hd = qwen3moe_head_dim(s), X = m.n_expert, F = m.n_ff_expert;
+    auto head_norm = [hd](std::string name) {
+      return PlannedTensor{std::move(name), hd, 1, true, Fill::Norm, kernels::WeightType::F32};
+    };
+    auto experts = [&](std::string name, int64_t cols, int64_t rows) {
+      PlannedTensor t = matrix(std::move(name), cols, rows * X);
+      t.depth = X;
+      return t;
+    };
+    plan.push_back(norm(b + "attn_norm.weight"));
+    plan.push_back(matrix(b + "attn_q.weight", s.n_embd, s.n_head * hd));
+    plan.push_back(matrix(b + "attn_k.weight", s.n_embd, s.n_head_kv * hd));
+    plan.push_back(matrix(b + "attn_v.weight", s.n_embd, s.n_head_kv * hd));
+    plan.push_back(matrix(b + "attn_output.weight", s.n_head * hd, s.n_embd));
+    plan.push_back(head_norm(b + "attn_q_norm.weight"));
+    plan.push_back(head_norm(b + "attn_k_norm.weight"));
+    plan.push_back(norm(b + "ffn_norm.weight"));
+    // llama-quantize never quantizes the router (ffn_gate_inp): it stays f32 whatever --type says.
+    plan.push_back(PlannedTensor{b + "ffn_gate_inp.weight", s.n_embd, X, false, Fill::Matrix, kernels::WeightType::F32});
+    plan.push_back(experts(b + "ffn_gate_exps.weight", s.n_embd, F));
+    plan.push_back(experts(b + "ffn_up_exps.weight", s.n_embd, F));
+    plan.push_back(experts(b + "ffn_down_exps.weight", F, s.n_embd));
+  }
+  for (int32_t l = 0; l < s.n_layer && s.arch != "deepseek2" && s.arch != "qwen3moe"; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     plan.push_back(norm(b + "attn_norm.weight"));
     plan.push_back(matrix(b + "attn_q.weight", s.n_embd, q_dim));
@@ -242,8 +274,21 @@ void check_spec(const SyntheticModelSpec& s) {
   auto positive = [](const std::string& option, int64_t v, int64_t max) {
     if (v < 1 || v > max) bad_option(option, "an integer in 1.." + std::to_string(max), std::to_string(v));
   };
-  if (s.arch != "llama" && s.arch != "granite" && s.arch != "gemma2" && s.arch != "deepseek2")
-    bad_option("arch", "llama, granite, gemma2 or deepseek2", "'" + s.arch + "'");
+  if (s.arch != "llama" && s.arch != "granite" && s.arch != "gemma2" && s.arch != "deepseek2" && s.arch != "qwen3moe")
+    bad_option("arch", "llama, granite, gemma2, deepseek2 or qwen3moe", "'" + s.arch + "'");
+  const bool qwen3moe = s.arch == "qwen3moe";
+  if (qwen3moe) {
+    const SyntheticModelSpec::Qwen3Moe& m = s.qwen3moe;
+    for (const auto& [name, v] : {std::pair<const char*, int32_t>{"n-expert", m.n_expert}, {"n-expert-used", m.n_expert_used},
+                                  {"n-ff-expert", m.n_ff_expert}})
+      if (v < 1 || v > (1 << 20)) bad_option(name, "an integer in 1..2^20", std::to_string(v));
+    if (m.n_expert_used > m.n_expert) bad_option("n-expert-used", "at most --n-expert", std::to_string(m.n_expert_used));
+    if (m.head_dim < 0 || m.head_dim > (1 << 16) || m.head_dim % 2 != 0)
+      bad_option("head-dim", "an even width in 2..65536 (rotary pairs), or 0 for n_embd / n_head", std::to_string(m.head_dim));
+  } else if (s.qwen3moe.head_dim != 0) {
+    bad_option("head-dim", "no head width for --arch " + s.arch + " (qwen3moe only; the others use n_embd / n_head)",
+               std::to_string(s.qwen3moe.head_dim));
+  }
   for (const float v : {s.granite.embedding_scale, s.granite.residual_scale, s.granite.attention_scale, s.granite.logit_scale})
     if (!(v >= 0.0f && v <= 1e6f)) bad_option("granite scales", "scales in [0, 1e6] (0: none)", std::to_string(v));
   if (s.arch == "deepseek2") {
@@ -268,31 +313,47 @@ void check_spec(const SyntheticModelSpec& s) {
   if (!(s.attn_softcap > 0.0f && s.final_softcap > 0.0f) || !std::isfinite(s.attn_softcap) || !std::isfinite(s.final_softcap))
     bad_option("softcap", "positive finite caps", std::to_string(s.attn_softcap) + ":" + std::to_string(s.final_softcap));
   if (s.rope_freqs && s.arch != "llama") bad_option("rope-freqs", "--arch llama (Llama 3's tensor)", "--arch " + s.arch);
-  // llama-quantize gives a tied embedding the output head's type, a rule the mix table (llama files) leaves out.
-  if (s.k_quant_mix != KQuantMix::None && s.arch != "llama" && s.arch != "granite")
+  // llama-quantize gives a tied embedding (gemma2) the output head's type, a rule the mix table leaves out, and
+  // deepseek2's latent-attention tensors rules of their own.
+  if (s.k_quant_mix != KQuantMix::None && s.arch != "llama" && s.arch != "granite" && s.arch != "qwen3moe")
     bad_option("type", "a single weight type with --arch " + s.arch + " (the K-quant mixes follow llama-quantize's "
-               "rules for llama files)", k_quant_mix_name(s.k_quant_mix));
+               "rules for llama, granite and qwen3moe files)", k_quant_mix_name(s.k_quant_mix));
   positive("n-embd", s.n_embd, 1 << 20);
   positive("n-layer", s.n_layer, 4096);
   positive("n-head", s.n_head, 4096);
   positive("n-head-kv", s.n_head_kv, 4096);
   positive("n-ff", s.n_ff, 1 << 22);
   positive("ctx", s.n_ctx, 1 << 30);
-  if (s.n_embd % s.n_head != 0)
+  // An explicit qwen3moe head width need not divide n_embd (Qwen3's q is n_head x head_dim wide).
+  const bool own_head_dim = qwen3moe && s.qwen3moe.head_dim > 0;
+  if (s.n_embd % s.n_head != 0 && !own_head_dim)
     bad_option("n-head", "a divisor of --n-embd " + std::to_string(s.n_embd), std::to_string(s.n_head));
-  if ((s.n_embd / s.n_head) % 2 != 0)
+  if ((s.n_embd / s.n_head) % 2 != 0 && !own_head_dim)
     bad_option("n-head", "a head count giving an even head size (rotary pairs), n_embd / n_head",
                std::to_string(s.n_embd) + " / " + std::to_string(s.n_head) + " = " + std::to_string(s.n_embd / s.n_head));
   if (s.n_head % s.n_head_kv != 0)
     bad_option("n-head-kv", "a divisor of --n-head " + std::to_string(s.n_head), std::to_string(s.n_head_kv));
-  // A mix's types all share its base type's 256-element super-blocks.
+  // A mix's types all share its base type's 256-element super-blocks. Every quantized row length must be a
+  // multiple of the block: where it is not, llama-quantize stops (Q8_0, Q4_0, ...: "Unsupported tensor size") or
+  // falls back to another type for that tensor (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K/IQ4_XS ->
+  // IQ4_NL); this writer refuses instead, so a file's quantized tensors all have the type asked for.
   const bool mix = s.k_quant_mix != KQuantMix::None;
   const kernels::WeightType base = mix ? k_quant_mix_base(s.k_quant_mix) : s.weight_type;
   if (is_block_type(base)) {
     const std::string why = "a multiple of " + std::to_string(block_size(base)) + " (the block size of --type " +
                             std::string(mix ? k_quant_mix_name(s.k_quant_mix) : lower_type_name(base)) + ")";
     if (s.n_embd % block_size(base) != 0) bad_option("n-embd", why, std::to_string(s.n_embd));
-    if (s.n_ff % block_size(base) != 0) bad_option("n-ff", why, std::to_string(s.n_ff));
+    if (qwen3moe) {
+      // Row lengths: n_embd, the attention output's n_head x head_dim and the down experts' n_ff_expert
+      // (feed_forward_length is only a key here).
+      const int64_t q_dim = s.n_head * qwen3moe_head_dim(s);
+      if (q_dim % block_size(base) != 0)
+        bad_option("head-dim", why + " for n_head x head_dim (attn_output's row length)",
+                   std::to_string(s.n_head) + " x " + std::to_string(qwen3moe_head_dim(s)) + " = " + std::to_string(q_dim));
+      if (s.qwen3moe.n_ff_expert % block_size(base) != 0) bad_option("n-ff-expert", why, std::to_string(s.qwen3moe.n_ff_expert));
+    } else if (s.n_ff % block_size(base) != 0) {
+      bad_option("n-ff", why, std::to_string(s.n_ff));
+    }
   }
   if (!(s.rope_base > 1.0f) || !std::isfinite(s.rope_base))
     bad_option("rope-base", "a finite value > 1", std::to_string(s.rope_base));
@@ -375,6 +436,15 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
     w.set_bool(a + "expert_weights_norm", d.weights_norm);
     w.set_u32(a + "expert_gating_func", d.sigmoid_gating ? 2u : 1u);
     w.set_f32(a + "rope.scaling.yarn_log_multiplier", d.yarn_log_multiplier);
+  } else if (s.arch == "qwen3moe") {
+    // As Qwen3-MoE files from llama.cpp's converter: head width as key/value length, no rope.dimension_count
+    // (llama.cpp then rotates the whole head).
+    const SyntheticModelSpec::Qwen3Moe& m = s.qwen3moe;
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(qwen3moe_head_dim(s)));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(qwen3moe_head_dim(s)));
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(m.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(m.n_expert_used));
+    w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(m.n_ff_expert));
   } else {
     w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
   }
@@ -457,12 +527,20 @@ SyntheticModelSpec synthetic_preset(const std::string& preset) {
   if (preset == "tiny") return s;  // the struct's defaults
   s.n_vocab = 32000;
   s.n_head = 32;
-  if (preset == "llama-1b") {
+  if (preset == "qwen3moe-1.4b") {
+    // Qwen3-30B-A3B's proportions at half its width and half its depth (2048 wide, 48 layers, 32/4 heads of 128,
+    // 128 experts of 768, top 8): 1024 wide, 24 layers, 16/4 heads of 128 (q twice n_embd, as there), 64 experts of
+    // 256, top 8, feed_forward_length = 8 x 256 (Qwen3-30B-A3B: 8 x 768). 1.40 G parameters, 1.39 GiB at q8_0.
+    s.arch = "qwen3moe";
+    s.n_embd = 1024, s.n_layer = 24, s.n_head = 16, s.n_head_kv = 4, s.n_ff = 2048;
+    s.qwen3moe = {.head_dim = 128, .n_expert = 64, .n_expert_used = 8, .n_ff_expert = 256};
+    s.rms_eps = 1e-6f;  // Qwen3's
+  } else if (preset == "llama-1b") {
     s.n_embd = 2048, s.n_layer = 16, s.n_ff = 8192, s.n_head_kv = 8;
   } else if (preset == "llama-7b") {
     s.n_embd = 4096, s.n_layer = 32, s.n_ff = 11008, s.n_head_kv = 32;
   } else {
-    bad_option("preset", "tiny, llama-1b or llama-7b", "'" + preset + "'");
+    bad_option("preset", "tiny, llama-1b, llama-7b or qwen3moe-1.4b", "'" + preset + "'");
   }
   s.name = "glacier-synthetic-" + preset;
   return s;

@@ -1,4 +1,4 @@
-// Writes llama-, granite-, gemma2- or deepseek2-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
+// Writes llama-, granite-, gemma2-, deepseek2- or qwen3moe-architecture GGUF models with seeded random weights (glacier_mkmodel): a whole job can
 // run on a machine with no downloads, and speed work gets real-sized models. Streams tensor by tensor.
 #pragma once
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace glacier::model {
 struct SyntheticModelSpec {
   std::string name = "glacier-synthetic";
   // "llama", "granite" (llama's tensors and four scale keys), "gemma2" (tied output head, post-attention and post-FFN norms, soft-capping and
-  // sliding-window keys below) or "deepseek2" (the `deepseek` shapes below).
+  // sliding-window keys below), "deepseek2" (the `deepseek` shapes below) or "qwen3moe" (the `qwen3moe` shapes below).
   std::string arch = "llama";
   int32_t sliding_window = 0;        // gemma2: ARCH.attention.sliding_window; 0 = key absent (4096 applies)
   float attn_softcap = 50.0f;        // gemma2: ARCH.attn_logit_softcapping
@@ -44,6 +44,14 @@ struct SyntheticModelSpec {
     bool exp_probs_b = false;     // per-layer selection bias tensors (V3)
     float yarn_log_multiplier = 0.0f;
   } deepseek;
+  // qwen3moe (Qwen3-MoE: llama attention without biases plus per-head q/k RMS norms, NeoX RoPE, every layer routed
+  // experts, softmax top-k renormalized, no shared expert). n_ff is written as feed_forward_length only.
+  struct Qwen3Moe {
+    int32_t head_dim = 0;  // attention.key_length and value_length; 0: n_embd / n_head
+    int32_t n_expert = 4;
+    int32_t n_expert_used = 2;
+    int32_t n_ff_expert = 64;
+  } qwen3moe;
   int32_t n_vocab = 0;  // 0: the built-in vocabulary's size, or the --vocab-from file's token count
   int32_t n_embd = 64;
   int32_t n_layer = 2;
@@ -67,7 +75,7 @@ struct SyntheticModelSpec {
   int threads = 0;         // 0 = all hardware threads; the bytes never depend on it
 };
 
-// "tiny", "llama-1b", "llama-7b"; InputError listing them for any other name.
+// "tiny", "llama-1b", "llama-7b", "qwen3moe-1.4b" (sets arch qwen3moe); InputError listing them for any other name.
 SyntheticModelSpec synthetic_preset(const std::string& preset);
 // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k" .. "q6_k" (one type
 // for every 2-D weight); InputError listing them and the mixes for any other name.

@@ -1,6 +1,6 @@
 // K-quant mixes: per-tensor types of an 8-layer llama model written out by hand from llama.cpp's
-// llama_tensor_get_type (c392e509) for each mix, the file_type codes, and a written mix file carrying
-// those types and loading and running with finite logits.
+// llama_tensor_get_type (c392e509) for each mix, its overrides for 8 experts, the file_type codes, and a
+// written mix file carrying those types and loading and running with finite logits.
 #include "model/k_quant_mix.h"
 
 #include <gtest/gtest.h>
@@ -81,6 +81,35 @@ TEST(KQuantMix, SeventyBShapeBumpsAttnV) {
   EXPECT_EQ(k_quant_mix_type(KQuantMix::Q4_K_M, "blk.0.attn_v.weight", shape), WeightType::Q6_K);  // more bits
   EXPECT_EQ(k_quant_mix_type(KQuantMix::Q3_K_S, "blk.40.attn_v.weight", shape), WeightType::Q5_K);
   EXPECT_EQ(k_quant_mix_type(KQuantMix::Q3_K_S, "blk.40.attn_v.weight", MixModelShape{80, 64, 64}), WeightType::Q3_K);
+}
+
+// llama_tensor_get_type with exactly 8 experts: attn_k and attn_v Q8_0, attn_output Q5_K for Q3_K_S, Q3_K_M,
+// Q4_K_S and Q4_K_M (the base type for the others), ffn_down (stacked experts too) by layer as without experts;
+// no 70B bump (llama with 8 experts is "8x7B"/"8x22B"), and none for qwen3moe whatever its experts.
+TEST(KQuantMix, EightExpertsOverrideAttentionTypes) {
+  const MixModelShape eight{kLayers, 4, 2, 8, "qwen3moe"};
+  const MixModelShape four{kLayers, 4, 2, 4, "qwen3moe"};
+  for (const Expected& e : kExpected) {
+    const KQuantMix mix = *k_quant_mix_named(e.mix);
+    const bool q5_k_output = mix == KQuantMix::Q3_K_S || mix == KQuantMix::Q3_K_M || mix == KQuantMix::Q4_K_S ||
+                             mix == KQuantMix::Q4_K_M;
+    for (int l = 0; l < kLayers; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      EXPECT_EQ(k_quant_mix_type(mix, b + "attn_k.weight", eight), WeightType::Q8_0) << e.mix << " " << l;
+      EXPECT_EQ(k_quant_mix_type(mix, b + "attn_v.weight", eight), WeightType::Q8_0) << e.mix << " " << l;
+      EXPECT_EQ(k_quant_mix_type(mix, b + "attn_output.weight", eight), q5_k_output ? WeightType::Q5_K : e.base) << e.mix << " " << l;
+      EXPECT_EQ(k_quant_mix_type(mix, b + "ffn_down_exps.weight", eight), k_type(e.ffn_down[size_t(l)])) << e.mix << " " << l;
+      for (const char* other : {"attn_q.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight"})
+        EXPECT_EQ(k_quant_mix_type(mix, b + other, eight), e.base) << e.mix << " " << b << other;
+      // Any other expert count: the rules without experts.
+      EXPECT_EQ(k_quant_mix_type(mix, b + "attn_v.weight", four), k_type(e.attn_v[size_t(l)])) << e.mix << " " << l;
+      EXPECT_EQ(k_quant_mix_type(mix, b + "attn_k.weight", four), e.base) << e.mix << " " << l;
+      EXPECT_EQ(k_quant_mix_type(mix, b + "attn_output.weight", four), k_type(e.attn_output[size_t(l)])) << e.mix << " " << l;
+    }
+  }
+  EXPECT_EQ(k_quant_mix_type(KQuantMix::Q3_K_S, "blk.40.attn_v.weight", MixModelShape{80, 64, 8, 8, "llama"}), WeightType::Q8_0);
+  EXPECT_EQ(k_quant_mix_type(KQuantMix::Q3_K_S, "blk.40.attn_v.weight", MixModelShape{80, 64, 8, 0, "qwen3moe"}), WeightType::Q3_K);
+  EXPECT_EQ(k_quant_mix_type(KQuantMix::Q3_K_S, "blk.40.attn_v.weight", MixModelShape{80, 64, 8, 0, "granite"}), WeightType::Q3_K);
 }
 
 TEST(KQuantMix, WrittenMixFileCarriesTheTypesAndRuns) {
