@@ -3,6 +3,7 @@
 // single-row dots.
 #include <gtest/gtest.h>
 #include "common/isa_param_name.h"
+#include "common/quant_kernel_checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -217,15 +218,8 @@ TEST_P(Variants, QuantizeRowIsBitIdenticalToReference) {
   rows.push_back(ties);                            // second block stays all zero: d = 0
   rows.push_back(std::vector<float>(32, 1e-41f));  // subnormal inputs
   rows.push_back(random_floats(rng, 96, -1e-3f, 5.0f));
-  for (const auto& x : rows) {
-    const int64_t n = static_cast<int64_t>(x.size());
-    std::vector<BlockQ8_0> got(n / kQK8_0), want(n / kQK8_0);
-    k().quantize_row_q8_0(x.data(), got.data(), n);
-    ref().quantize_row_q8_0(x.data(), want.data(), n);
-    for (size_t b = 0; b < got.size(); ++b)
-      ASSERT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(BlockQ8_0)))
-          << isa_name(GetParam()) << " block " << b << " of a row of " << n;
-  }
+  testing::expect_quantized_rows_equal_reference(GetParam(), k().quantize_row_q8_0, ref().quantize_row_q8_0, kQK8_0,
+                                                 rows);
 }
 
 // Checks that tile(nx rows) writes exactly what the single-row dot returns for each row.
