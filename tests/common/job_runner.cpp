@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -69,6 +70,12 @@ LinesJob run_lines_job(const std::string& model, const std::string& scratch_name
                                time_limit_s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return {read_text(dir + "/r.jsonl"), r.output, dir};
+}
+
+int64_t prefix_cache_tokens(const std::string& log) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex("prompt tokens computed, (\\d+) taken from the prefix cache"))) return -1;
+  return std::stoll(m[1]);
 }
 
 void expect_same_jsonl(const std::string& first, const std::string& second, const std::string& first_label,

@@ -37,6 +37,9 @@ struct LinesJob {
 LinesJob run_lines_job(const std::string& model, const std::string& scratch_name, int np,
                        const std::vector<nlohmann::json>& lines, const std::string& extra, int time_limit_s = 120);
 
+// The job log's "N taken from the prefix cache" figure (prefill's summary line), or -1 when it has none.
+int64_t prefix_cache_tokens(const std::string& log);
+
 // A test failure, naming the first line that differs, unless the two JSONL outputs are the same bytes.
 void expect_same_jsonl(const std::string& first, const std::string& second, const std::string& first_label,
                        const std::string& second_label);
