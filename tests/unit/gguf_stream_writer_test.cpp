@@ -44,8 +44,9 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
-std::vector<uint8_t> stream_bytes(uint64_t alignment, size_t piece, const std::string& path) {
-  StreamWriter w(alignment);
+// The same keys on either writer (StreamWriter and Writer share the setters), one of them set twice.
+template <class AnyWriter>
+void set_sample_keys(AnyWriter& w) {
   w.set_u32("n", 5);
   w.set_string("s", "text");
   w.set_f32_array("f", {1.5f, -2.0f});
@@ -54,6 +55,11 @@ std::vector<uint8_t> stream_bytes(uint64_t alignment, size_t piece, const std::s
   w.set_bool("b", true);
   w.set_u64("u", uint64_t{1} << 40);
   w.set_u32("n", 6);  // replaces in place
+}
+
+std::vector<uint8_t> stream_bytes(uint64_t alignment, size_t piece, const std::string& path) {
+  StreamWriter w(alignment);
+  set_sample_keys(w);
   std::vector<uint8_t> all;
   for (const Content& t : sample_tensors()) {
     EXPECT_EQ(w.add_tensor_info(t.name, t.type, t.ne), t.bytes.size());
@@ -69,14 +75,7 @@ std::vector<uint8_t> stream_bytes(uint64_t alignment, size_t piece, const std::s
 
 std::vector<uint8_t> writer_bytes(uint64_t alignment) {
   Writer w(alignment);
-  w.set_u32("n", 5);
-  w.set_string("s", "text");
-  w.set_f32_array("f", {1.5f, -2.0f});
-  w.set_string_array("t", {"x", "yz"});
-  w.set_i32_array("i", {-1, 2});
-  w.set_bool("b", true);
-  w.set_u64("u", uint64_t{1} << 40);
-  w.set_u32("n", 6);
+  set_sample_keys(w);
   for (const Content& t : sample_tensors()) w.add_tensor(t.name, t.type, t.ne, t.bytes);
   return w.serialize();
 }
