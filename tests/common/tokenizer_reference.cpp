@@ -1,4 +1,5 @@
-// Golden-test helpers for tokenizers: reference tokenize JSONs and llama.cpp's vocab test cases.
+// Test helpers for tokenizers: vocabulary files and their refusals, reference tokenize JSONs and llama.cpp's
+// vocab test cases.
 #include "common/tokenizer_reference.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 
@@ -85,6 +87,19 @@ std::string as_printed_by_reference(const std::string& piece, TokenizerReference
 std::unique_ptr<model::Tokenizer> open_tokenizer(const std::string& gguf_path) {
   const auto file = gguf::File::open(gguf_path);
   return model::Tokenizer::from_gguf(*file);
+}
+
+std::string write_vocab_file(const gguf::Writer& w, const std::string& scratch_name) {
+  const std::string path = scratch_dir(scratch_name) + "/vocab.gguf";
+  w.write(path);
+  return path;
+}
+
+std::string vocab_refusal(const gguf::Writer& w, const std::string& scratch_name, std::string* path,
+                          std::source_location where) {
+  const std::string file = write_vocab_file(w, scratch_name);
+  if (path) *path = file;
+  return input_error_message([&] { open_tokenizer(file); }, where);
 }
 
 void expect_matches_tokenize_reference(const std::string& json_path, const std::string& vocab_path,

@@ -1,9 +1,12 @@
-// Golden-test helpers for tokenizers: check a GGUF vocabulary against a reference tokenize JSON
-// (reference/README.md "tokenizers/") and against llama.cpp's test-tokenizer-0 case files.
+// Test helpers for tokenizers: vocabulary files written from a Writer and the refusals of loading them;
+// a GGUF vocabulary checked against a reference tokenize JSON (reference/README.md "tokenizers/") and
+// against llama.cpp's test-tokenizer-0 case files.
 #pragma once
 #include <memory>
+#include <source_location>
 #include <string>
 
+#include "gguf/gguf_writer.h"
 #include "model/tokenizer.h"
 
 namespace glacier::testing {
@@ -19,6 +22,14 @@ enum class TokenizerReferenceStyle {
 };
 
 std::unique_ptr<model::Tokenizer> open_tokenizer(const std::string& gguf_path);
+
+// w written as <scratch_name>/vocab.gguf in a fresh scratch directory; the file's path.
+std::string write_vocab_file(const gguf::Writer& w, const std::string& scratch_name);
+
+// What the InputError of loading the tokenizer of w (written as write_vocab_file does) says; a test
+// failure at the caller's line and "" when it loads. The file's path goes to *path when given.
+std::string vocab_refusal(const gguf::Writer& w, const std::string& scratch_name, std::string* path = nullptr,
+                          std::source_location where = std::source_location::current());
 
 // Every entry of a reference tokenize JSON: ids with and without special tokens and with special
 // parsing, the pieces, and the detokenized text.
