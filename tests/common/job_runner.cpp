@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "common/test_env.h"
+#include "io/hdf5_results.h"
 #include "util/clock.h"
 
 namespace glacier::testing {
@@ -56,6 +57,18 @@ GeneratedById read_generated(const std::string& jsonl) {
     }
   }
   return o;
+}
+
+DecodeGroupsJob read_decode_groups_job(const JobRun& job, const std::string& jsonl, const std::string& h5, size_t rows) {
+  DecodeGroupsJob r;
+  r.log = job.output;
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  if (job.exit_code != 0) return r;
+  r.outputs = read_generated(jsonl);
+  EXPECT_EQ(r.outputs.tokens.size(), rows);
+  const auto attrs = io::read_root_attributes(h5);
+  r.decode_groups = nlohmann::json::parse(std::get<std::string>(attrs.at("decode_groups")));
+  return r;
 }
 
 LinesJob run_lines_job(const std::string& model, const std::string& scratch_name, int np,
