@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "app/sha256.h"
+#include "common/test_env.h"
+
 namespace glacier::testing {
 
 void check_against_greedy_dump(EngineHarness& eng, const nlohmann::json& cases, const std::string& label,
@@ -75,6 +78,16 @@ void check_against_greedy_dump(EngineHarness& eng, const nlohmann::json& cases, 
     if (first_flip != SIZE_MAX) std::printf("; rounding flip at row %zu, %.3g after it", first_flip, worst_after);
     std::printf("\n");
   }
+}
+
+void check_golden_run(const GoldenRun& run, const GreedyDumpTolerances& tol,
+                      const std::function<void(const model::ModelConfig&)>& expect_config) {
+  ASSERT_EQ(app::sha256_file(run.path), run.sha256) << run.label << ": the model file is not the referenced one";
+  EngineHarness eng(run.path, run.ctx);
+  if (expect_config) expect_config(eng.cfg);
+  const nlohmann::json cases = read_json(golden_data_dir() + "/" + run.reference);
+  ASSERT_EQ(cases.size(), run.prompts) << run.reference;
+  check_against_greedy_dump(eng, cases, run.label, tol);
 }
 
 }  // namespace glacier::testing

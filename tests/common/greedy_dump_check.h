@@ -2,10 +2,13 @@
 // describes the format): top-5 logits at every prompt position and greedy step, teacher-forced over
 // llama.cpp's own tokens, and the free-running greedy tokens while both sides can decide them.
 #pragma once
+#include <cstddef>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/engine_harness.h"
+#include "common/golden_models.h"
 
 namespace glacier::testing {
 
@@ -18,5 +21,25 @@ struct GreedyDumpTolerances {
 // names the model in messages. Prints one summary line a prompt.
 void check_against_greedy_dump(EngineHarness& eng, const nlohmann::json& cases, const std::string& label,
                                const GreedyDumpTolerances& tol);
+
+// A model file and the llama_greedy_dump reference llama.cpp wrote from it.
+struct GoldenRun {
+  std::string path;       // the model file
+  std::string sha256;     // of the file the reference was made from
+  std::string reference;  // the dump's JSON, relative to tests/golden/data
+  std::string label;      // names the model in messages
+  size_t prompts = 4;     // how many prompts the dump holds (a truncated file is caught here)
+  int32_t ctx = 512;      // the engine's context
+};
+
+// A golden model (golden_models.h) written to path.
+inline GoldenRun golden_run(const std::string& path, const GoldenModel& m) {
+  return {path, m.sha256, m.reference, m.label};
+}
+
+// The file is the referenced one (its SHA-256), and an engine on it matches the reference
+// (check_against_greedy_dump). expect_config, when given, checks the engine's config before the run.
+void check_golden_run(const GoldenRun& run, const GreedyDumpTolerances& tol,
+                      const std::function<void(const model::ModelConfig&)>& expect_config = nullptr);
 
 }  // namespace glacier::testing

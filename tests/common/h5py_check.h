@@ -1,6 +1,7 @@
 // Runs tests/common/results_utf8_check.py (h5py) over a results file from a test, so that the file is
 // checked the way a Python user reads it; reports when /usr/bin/python3 with h5py is not there.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ H5pyCheck check_results_utf8(const std::string& h5, const std::string& jsonl = "
 
 // tests/common/<script> ARGS... under /usr/bin/python3 (each argument single-quoted), output captured.
 H5pyCheck run_python_check(const std::string& script, const std::vector<std::string>& args);
+
+// The rows h5py sees in a results file (its shortest /results column) are `rows`. Without h5py it says
+// so and checks nothing (the callers have read the file with read_finished).
+void expect_h5py_row_count(const std::string& h5, size_t rows);
 
 // The integer after "key=" in the summary line, or -1 when it is not there.
 long long summary_count(const H5pyCheck& check, const std::string& key);

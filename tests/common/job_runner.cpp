@@ -7,10 +7,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 
 #include "common/test_env.h"
+#include "io/hdf5_results.h"
 #include "util/clock.h"
 
 namespace glacier::testing {
@@ -57,6 +59,18 @@ GeneratedById read_generated(const std::string& jsonl) {
   return o;
 }
 
+DecodeGroupsJob read_decode_groups_job(const JobRun& job, const std::string& jsonl, const std::string& h5, size_t rows) {
+  DecodeGroupsJob r;
+  r.log = job.output;
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  if (job.exit_code != 0) return r;
+  r.outputs = read_generated(jsonl);
+  EXPECT_EQ(r.outputs.tokens.size(), rows);
+  const auto attrs = io::read_root_attributes(h5);
+  r.decode_groups = nlohmann::json::parse(std::get<std::string>(attrs.at("decode_groups")));
+  return r;
+}
+
 LinesJob run_lines_job(const std::string& model, const std::string& scratch_name, int np,
                        const std::vector<nlohmann::json>& lines, const std::string& extra, int time_limit_s) {
   const std::string dir = scratch_dir(scratch_name);
@@ -69,6 +83,12 @@ LinesJob run_lines_job(const std::string& model, const std::string& scratch_name
                                time_limit_s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return {read_text(dir + "/r.jsonl"), r.output, dir};
+}
+
+int64_t prefix_cache_tokens(const std::string& log) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex("prompt tokens computed, (\\d+) taken from the prefix cache"))) return -1;
+  return std::stoll(m[1]);
 }
 
 void expect_same_jsonl(const std::string& first, const std::string& second, const std::string& first_label,

@@ -27,6 +27,17 @@ struct GeneratedById {
 // Reads a JSONL results file; every row must have status ok (a test failure names the row otherwise).
 GeneratedById read_generated(const std::string& jsonl);
 
+// A job that chose its --decode-groups: its outputs, the results file's decode_groups attribute (parsed),
+// its log.
+struct DecodeGroupsJob {
+  GeneratedById outputs;
+  nlohmann::json decode_groups;
+  std::string log;
+};
+// What `job` wrote: the JSONL results (`rows` of them, every row ok) and the decode_groups attribute of
+// the results file h5. A job that failed is a test failure and leaves outputs and attribute empty.
+DecodeGroupsJob read_decode_groups_job(const JobRun& job, const std::string& jsonl, const std::string& h5, size_t rows);
+
 // A job over prompt lines written to p.jsonl in a fresh scratch directory named after `scratch_name`,
 // with its outputs r.jsonl and r.h5 there; a non-zero exit is a test failure naming the log.
 struct LinesJob {
@@ -36,6 +47,9 @@ struct LinesJob {
 };
 LinesJob run_lines_job(const std::string& model, const std::string& scratch_name, int np,
                        const std::vector<nlohmann::json>& lines, const std::string& extra, int time_limit_s = 120);
+
+// The job log's "N taken from the prefix cache" figure (prefill's summary line), or -1 when it has none.
+int64_t prefix_cache_tokens(const std::string& log);
 
 // A test failure, naming the first line that differs, unless the two JSONL outputs are the same bytes.
 void expect_same_jsonl(const std::string& first, const std::string& second, const std::string& first_label,

@@ -1,6 +1,6 @@
-// Shared by the K-quant kernel tests: random activations, super-blocks of random bytes with plausible
-// scales, their Q8_K quantization by the reference twin, the bitwise float comparison, and the checks
-// every K-quant weight type gets (variant vs twin bitwise, twin vs float64, matmul batch invariance).
+// Shared by the K-quant kernel tests: super-blocks of random bytes with plausible scales, their Q8_K
+// quantization by the reference twin, and the checks every K-quant weight type gets (variant vs twin
+// bitwise, twin vs float64, matmul batch invariance).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -10,19 +10,13 @@
 #include <random>
 #include <vector>
 
+#include "common/quant_kernel_checks.h"
 #include "kernels/dequantize.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
 
 namespace glacier::testing {
-
-inline std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return v;
-}
 
 // n / 256 super-blocks of random bytes (every bit pattern of levels, scales and mins) whose fp16 d (and
 // dmin, where the type has one) are set to plausible values, so no scale is NaN.
@@ -46,8 +40,6 @@ inline std::vector<kernels::BlockQ8_K> quantized_q8_k(const std::vector<float>& 
   return q;
 }
 
-inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
 // One weight type's entry points in a variant table.
 template <class Block>
 struct KQuantEntry {
@@ -61,27 +53,10 @@ void check_variant_against_reference(kernels::Isa isa_id, const KQuantEntry<Bloc
                                      unsigned seed) {
   std::mt19937 rng(seed);
   const kernels::DotKernels& k = kernels::kernels_for(isa_id);
-  const std::string isa = kernels::isa_name(isa_id);
-  for (int64_t n : lengths) {
-    const auto w = random_k_blocks<Block>(rng, n);
-    std::vector<std::vector<kernels::BlockQ8_K>> xs;
-    for (int i = 0; i < kernels::kMaxTileRows; ++i) xs.push_back(quantized_q8_k(random_floats(rng, n, -4.0f, 4.0f)));
-    for (const auto& x : xs) {
-      const float got = (k.*e.dot)(w.data(), x.data(), n), want = (kernels::ref_kernels().*e.dot)(w.data(), x.data(), n);
-      EXPECT_TRUE(same_bits(got, want)) << isa << " " << kernels::weight_type_name(e.type) << " n=" << n << ": got " << got
-                                        << " ref " << want;
-    }
-    const size_t stride = xs[0].size() * sizeof(kernels::BlockQ8_K);
-    std::vector<unsigned char> packed(stride * xs.size());
-    for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
-    for (int nx = 1; nx <= kernels::kMaxTileRows; ++nx) {
-      std::vector<float> out(2 * kernels::kMaxTileRows, -1.0f);
-      (k.*e.tile)(w.data(), packed.data(), stride, nx, n, out.data(), 2);
-      for (int i = 0; i < nx; ++i)
-        EXPECT_TRUE(same_bits(out[size_t(2 * i)], (k.*e.dot)(w.data(), xs[size_t(i)].data(), n)))
-            << isa << " " << kernels::weight_type_name(e.type) << " n=" << n << " tile nx=" << nx << " row " << i;
-    }
-  }
+  expect_dot_and_tiles_equal_reference<Block, kernels::BlockQ8_K>(
+      std::string(kernels::isa_name(isa_id)) + " " + kernels::weight_type_name(e.type), k.*e.dot,
+      kernels::ref_kernels().*e.dot, k.*e.tile, lengths, [&](int64_t n) { return random_k_blocks<Block>(rng, n); },
+      [&](int64_t n) { return quantized_q8_k(random_floats(rng, n, -4.0f, 4.0f)); });
 }
 
 // Only float rounding (~1e-7 relative of sum |terms| per step) separates

@@ -6,25 +6,21 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "app/sha256.h"
 #include "common/golden_models.h"
-#include "common/engine_harness.h"
 #include "common/greedy_dump_check.h"
+#include "common/input_error.h"
 #include "common/stage_harness.h"
 #include "common/test_env.h"
 #include "compute/kv_cache.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/synthetic_model.h"
-#include "util/error.h"
 
 namespace {
 
-using glacier::testing::EngineHarness;
 namespace model = glacier::model;
 
 constexpr const char* kLiteSha256 = "e24fff620dd5ca65b4b7341924cfa50edede6e15dab3a74112651e6b0a1a7c9a";
@@ -55,15 +51,6 @@ std::string make_model(const model::SyntheticModelSpec& s, const std::string& na
   return path;
 }
 
-void check_golden(const std::string& path, const char* sha, const std::string& json, const std::string& label) {
-  ASSERT_EQ(glacier::app::sha256_file(path), sha) << "the synthetic model is not the referenced one";
-  EngineHarness eng(path);
-  const auto cases =
-      glacier::testing::read_json(std::string(GLACIER_SOURCE_DIR) + "/tests/golden/data/deepseek2/" + json);
-  ASSERT_EQ(cases.size(), 4u);
-  glacier::testing::check_against_greedy_dump(eng, cases, label, {kReorderedSumsTolerance, kReorderedSumsTolerance});
-}
-
 TEST(DeepSeek2Golden, V3ShapedTopLogitsAndGreedyTokensMatchLlamaCpp) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   const std::string path = make_model(v3_spec(vocab), "v3");
@@ -80,12 +67,15 @@ TEST(DeepSeek2Golden, V3ShapedTopLogitsAndGreedyTokensMatchLlamaCpp) {
     const double mscale = 1.0 + 0.1 * std::log(4.0);
     EXPECT_NEAR(c.query_scale, mscale * mscale / std::sqrt(48.0), 1e-6);
   }
-  check_golden(path, glacier::testing::deepseek2_v3_golden(vocab).sha256.c_str(), "v3.json", "synth deepseek2 (V3-shaped)");
+  glacier::testing::check_golden_run(glacier::testing::golden_run(path, glacier::testing::deepseek2_v3_golden(vocab)),
+                                     {kReorderedSumsTolerance, kReorderedSumsTolerance});
 }
 
 TEST(DeepSeek2Golden, V2LiteShapedTopLogitsAndGreedyTokensMatchLlamaCpp) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
-  check_golden(make_model(lite_spec(vocab), "lite"), kLiteSha256, "lite.json", "synth deepseek2 (V2-Lite-shaped)");
+  glacier::testing::check_golden_run(
+      {make_model(lite_spec(vocab), "lite"), kLiteSha256, "deepseek2/lite.json", "synth deepseek2 (V2-Lite-shaped)"},
+      {kReorderedSumsTolerance, kReorderedSumsTolerance});
 }
 
 TEST(DeepSeek2Golden, ThreeStageSplitGivesTheSameLogitsBitForBit) {
@@ -115,15 +105,8 @@ TEST(DeepSeek2Golden, AQLoraRankThatDisagreesWithTheLayerCountIsRefused) {
   const std::string path = glacier::testing::scratch_dir("deepseek2-golden") + "/lite-5.gguf";
   model::write_synthetic_model(s, path);
   const auto f = glacier::gguf::File::open(path);
-  try {
-    model::read_model_config(*f);
-    FAIL() << "a 5-layer deepseek2 file without q_lora_rank was accepted";
-  } catch (const glacier::InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("deepseek2.attention.q_lora_rank"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("found it absent"), std::string::npos) << msg;
-    EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  }
+  glacier::testing::expect_input_error([&] { model::read_model_config(*f); },
+                                       {"deepseek2.attention.q_lora_rank", "found it absent", path});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "common/gguf_files.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "util/error.h"
@@ -25,16 +26,14 @@ std::map<TensorType, int> count_types(const File& f) {
 TEST(GgufSharedModels, EveryModelFileOpens) {
   GLACIER_REQUIRE_SHARED(dir, "models");
   int opened = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (!entry.is_regular_file() || entry.path().extension() != ".gguf") continue;
-    const std::string path = entry.path().string();
+  for (const std::string& path : glacier::testing::gguf_files_under(dir)) {
     SCOPED_TRACE(path);
     std::unique_ptr<File> f;
     ASSERT_NO_THROW(f = File::open(path));
     // README: all files are GGUF v3 with the default alignment and no general.alignment key.
     EXPECT_EQ(f->version(), 3u);
     EXPECT_EQ(f->alignment(), 32u);
-    EXPECT_EQ(f->file_size(), fs::file_size(entry.path()));
+    EXPECT_EQ(f->file_size(), fs::file_size(path));
     EXPECT_FALSE(f->get_string("general.architecture").empty());
     for (const TensorInfo& t : f->tensors()) {
       ASSERT_NE(t.data, nullptr) << t.name;

@@ -2,10 +2,10 @@
 // of tensors the rule expects is exactly the set load_shard maps (so the two cannot drift apart).
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <set>
 #include <string>
 
+#include "common/gguf_files.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
@@ -15,14 +15,10 @@
 namespace glacier::model {
 namespace {
 
-namespace fs = std::filesystem;
-
 TEST(ModelFileCoverageShared, EverySharedModelLoadsAndUsesEveryTensor) {
   GLACIER_REQUIRE_SHARED(dir, "models");
   int models = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (!entry.is_regular_file() || entry.path().extension() != ".gguf") continue;
-    const std::string path = entry.path().string();
+  for (const std::string& path : glacier::testing::gguf_files_under(dir)) {
     if (path.find("/vocab/") != std::string::npos) continue;  // tokenizer-only files, no weights
     SCOPED_TRACE(path);
     auto f = gguf::File::open(path);

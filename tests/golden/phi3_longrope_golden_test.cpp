@@ -8,15 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "app/sha256.h"
-#include "common/engine_harness.h"
+#include "common/gguf_copy.h"
 #include "common/greedy_dump_check.h"
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
-#include "util/error.h"
 
 namespace {
 
@@ -51,11 +50,10 @@ std::vector<uint8_t> divisors(int64_t n, float first, float last) {
 std::string write_longrope_model(const std::string& base_path, const LongRopeCase& c, bool with_short = true) {
   auto base = gguf::File::open(base_path);
   gguf::Writer w;
-  for (const auto& [key, value] : base->metadata()) w.set(key, value);
+  glacier::testing::copy_keys(*base, w);
   w.set_u32("phi3.rope.scaling.original_context_length", c.original_ctx);
   w.set_f32("phi3.rope.scaling.attn_factor", 1.19f);
-  for (const gguf::TensorInfo& t : base->tensors())
-    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  glacier::testing::copy_tensors(*base, w);
   const int64_t pairs = static_cast<int64_t>(base->get_uint("phi3.rope.dimension_count")) / 2;
   w.add_tensor("rope_factors_long.weight", gguf::TensorType::F32, {pairs}, divisors(pairs, 1.0f, 8.0f));
   if (with_short) w.add_tensor("rope_factors_short.weight", gguf::TensorType::F32, {pairs}, divisors(pairs, 1.0f, 1.5f));
@@ -71,29 +69,23 @@ TEST_P(Phi3LongRopeGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
   const LongRopeCase& c = GetParam();
   GLACIER_REQUIRE_SHARED(base, "models/synthetic/synth-phi3-f32.gguf");
   const std::string path = write_longrope_model(base, c);
-  ASSERT_EQ(glacier::app::sha256_file(path), c.sha256) << c.name << ": the model is not the referenced one";
-  glacier::testing::EngineHarness eng(path, /*ctx=*/512);
-  ASSERT_EQ(eng.cfg.rope_n_ctx_orig, static_cast<int32_t>(c.original_ctx));
-  const auto cases = glacier::testing::read_json(std::string(GLACIER_SOURCE_DIR) + "/tests/golden/data/phi3_longrope/" +
-                                                 c.name + ".json");
-  ASSERT_EQ(cases.size(), 4u);
-  glacier::testing::check_against_greedy_dump(eng, cases, std::string("phi3 longrope ") + c.name,
-                                              {kF32Tolerance, kF32Tolerance});
+  const glacier::testing::GoldenRun run{path, c.sha256, std::string("phi3_longrope/") + c.name + ".json",
+                                        std::string("phi3 longrope ") + c.name};
+  glacier::testing::check_golden_run(run, {kF32Tolerance, kF32Tolerance}, [&](const glacier::model::ModelConfig& cfg) {
+    EXPECT_EQ(cfg.rope_n_ctx_orig, static_cast<int32_t>(c.original_ctx));
+  });
 }
 
 TEST(Phi3LongRope, AFileWithOnlyOneOfTheFactorTensorsIsRefusedNamingTheOther) {
   GLACIER_REQUIRE_SHARED(base, "models/synthetic/synth-phi3-f32.gguf");
   const std::string path = write_longrope_model(base, kCases[0], /*with_short=*/false);
-  try {
-    auto f = gguf::File::open(path);
-    const glacier::model::ModelConfig cfg = glacier::model::read_model_config(*f);
-    glacier::model::load_shard(*f, cfg, {0, cfg.n_layer}, true, true);
-    FAIL() << "a file with rope_factors_long.weight but no rope_factors_short.weight loaded";
-  } catch (const glacier::InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("rope_factors_short.weight"), std::string::npos) << msg;
-    EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  }
+  glacier::testing::expect_input_error(
+      [&] {
+        auto f = gguf::File::open(path);
+        const glacier::model::ModelConfig cfg = glacier::model::read_model_config(*f);
+        glacier::model::load_shard(*f, cfg, {0, cfg.n_layer}, true, true);
+      },
+      {"rope_factors_short.weight", path});
 }
 
 INSTANTIATE_TEST_SUITE_P(Factors, Phi3LongRopeGolden, ::testing::ValuesIn(kCases),

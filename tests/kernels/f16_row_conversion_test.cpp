@@ -3,6 +3,7 @@
 // exponent and sign, the rounding ties, the subnormal and overflow boundaries, NaN and every tail length.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,11 +17,7 @@
 namespace glacier::kernels {
 namespace {
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
 
 // Floats that exercise every branch of the conversion: for each sign and each of the 256 exponents, the
 // mantissas at and around the f16 rounding point (13 dropped bits: ties at 0x1000) plus random ones.

@@ -2,25 +2,17 @@
 // rounding boundary between neighbouring halves rounds to nearest-even, and bf16 rounding cases.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/quant_blocks.h"
 
 namespace glacier::kernels {
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
 
 // The value a half encodes, from the IEEE 754 binary16 definition (independent of fp16.cpp).
 double half_value(uint16_t h) {

@@ -21,67 +21,23 @@ namespace {
 
 const std::vector<int64_t> kLengths = {256, 512, 1024, 4096};
 
+using testing::check_matmul_batch_invariance;
+using testing::check_reference_against_dequantized;
+using testing::check_variant_against_reference;
+using testing::KQuantEntry;
 using testing::random_floats;
 using testing::same_bits;
-template <class Block>
-std::vector<Block> random_blocks(std::mt19937& rng, int64_t n) { return testing::random_k_blocks<Block>(rng, n); }
 std::vector<BlockQ8_K> quantized(const std::vector<float>& x) { return testing::quantized_q8_k(x); }
 
-template <class Block>
-using KDot = float (*)(const Block*, const BlockQ8_K*, int64_t);
+const KQuantEntry<BlockQ4_K> kQ4K{WeightType::Q4_K, &DotKernels::q4_k_q8_k, &DotKernels::q4_k_q8_k_tile};
+const KQuantEntry<BlockQ5_K> kQ5K{WeightType::Q5_K, &DotKernels::q5_k_q8_k, &DotKernels::q5_k_q8_k_tile};
+const KQuantEntry<BlockQ6_K> kQ6K{WeightType::Q6_K, &DotKernels::q6_k_q8_k, &DotKernels::q6_k_q8_k_tile};
 
-struct KTypeCase {
-  const char* name;
-  WeightType type;
-};
+class KQuantVariants : public ::testing::TestWithParam<Isa> {};
 
-class KQuantVariants : public ::testing::TestWithParam<Isa> {
- protected:
-  const DotKernels& k() { return kernels_for(GetParam()); }
-  const DotKernels& ref() { return ref_kernels(); }
-  std::string label(const char* op, int64_t n) {
-    return std::string(isa_name(GetParam())) + " " + op + " n=" + std::to_string(n);
-  }
-
-  template <class Block>
-  void expect_dot_and_tiles_match(std::mt19937& rng, KDot<Block> dot, KDot<Block> ref_dot, DotTileFn tile,
-                                  const char* op) {
-    for (int64_t n : kLengths) {
-      const auto w = random_blocks<Block>(rng, n);
-      std::vector<std::vector<BlockQ8_K>> xs;
-      for (int i = 0; i < kMaxTileRows; ++i) xs.push_back(quantized(random_floats(rng, n, -4.0f, 4.0f)));
-      for (const auto& x : xs) {
-        const float got = dot(w.data(), x.data(), n), want = ref_dot(w.data(), x.data(), n);
-        EXPECT_TRUE(same_bits(got, want)) << label(op, n) << ": got " << got << " ref " << want;
-      }
-      const size_t stride = xs[0].size() * sizeof(BlockQ8_K);
-      std::vector<unsigned char> packed(stride * xs.size());
-      for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
-      for (int nx = 1; nx <= kMaxTileRows; ++nx) {
-        std::vector<float> out(2 * kMaxTileRows, -1.0f);
-        tile(w.data(), packed.data(), stride, nx, n, out.data(), 2);
-        for (int i = 0; i < nx; ++i)
-          EXPECT_TRUE(same_bits(out[size_t(2 * i)], dot(w.data(), xs[size_t(i)].data(), n)))
-              << label(op, n) << " tile nx=" << nx << " row " << i;
-      }
-    }
-  }
-};
-
-TEST_P(KQuantVariants, Q4KDotAndTilesEqualReferenceBitwise) {
-  std::mt19937 rng(401);
-  expect_dot_and_tiles_match<BlockQ4_K>(rng, k().q4_k_q8_k, ref().q4_k_q8_k, k().q4_k_q8_k_tile, "q4_k");
-}
-
-TEST_P(KQuantVariants, Q5KDotAndTilesEqualReferenceBitwise) {
-  std::mt19937 rng(402);
-  expect_dot_and_tiles_match<BlockQ5_K>(rng, k().q5_k_q8_k, ref().q5_k_q8_k, k().q5_k_q8_k_tile, "q5_k");
-}
-
-TEST_P(KQuantVariants, Q6KDotAndTilesEqualReferenceBitwise) {
-  std::mt19937 rng(403);
-  expect_dot_and_tiles_match<BlockQ6_K>(rng, k().q6_k_q8_k, ref().q6_k_q8_k, k().q6_k_q8_k_tile, "q6_k");
-}
+TEST_P(KQuantVariants, Q4KDotAndTilesEqualReferenceBitwise) { check_variant_against_reference(GetParam(), kQ4K, kLengths, 401); }
+TEST_P(KQuantVariants, Q5KDotAndTilesEqualReferenceBitwise) { check_variant_against_reference(GetParam(), kQ5K, kLengths, 402); }
+TEST_P(KQuantVariants, Q6KDotAndTilesEqualReferenceBitwise) { check_variant_against_reference(GetParam(), kQ6K, kLengths, 403); }
 
 TEST_P(KQuantVariants, QuantizeRowQ8KIsBitIdenticalToReference) {
   std::mt19937 rng(404);
@@ -95,15 +51,8 @@ TEST_P(KQuantVariants, QuantizeRowQ8KIsBitIdenticalToReference) {
   for (int j = 4; j < 100; ++j) ties[size_t(j)] = (j % 2 ? 1.0f : -1.0f) * (float(j % 9) + 0.5f);
   rows.push_back(ties);
   rows.push_back(std::vector<float>(256, 1e-41f));  // subnormal inputs
-  for (const auto& x : rows) {
-    const int64_t n = static_cast<int64_t>(x.size());
-    std::vector<BlockQ8_K> got(size_t(n / kQK_K)), want(size_t(n / kQK_K));
-    k().quantize_row_q8_k(x.data(), got.data(), n);
-    ref().quantize_row_q8_k(x.data(), want.data(), n);
-    for (size_t b = 0; b < got.size(); ++b)
-      ASSERT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(BlockQ8_K)))
-          << isa_name(GetParam()) << " block " << b << " of a row of " << n;
-  }
+  testing::expect_quantized_rows_equal_reference(GetParam(), kernels_for(GetParam()).quantize_row_q8_k,
+                                                 ref_kernels().quantize_row_q8_k, kQK_K, rows);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, KQuantVariants, ::testing::ValuesIn(supported_isas()),
@@ -144,42 +93,12 @@ TEST(KQuantReference, Q8KFollowsItsDefinition) {
   EXPECT_EQ(q[1].qs[301 - kQK_K], 127);
 }
 
-// The reference dot against float64 over the dequantized weight row and dequantized activations:
-// the same products summed exactly, so only float rounding separates them. The float path rounds
-// each super-block's scale product and accumulator (~1e-7 relative of sum |terms| per step); an
-// error in a bit layout or scale would be off by a sizable fraction of sum |terms|.
-constexpr double kDotTolPerMagnitude = 1e-5;
-
-template <class Block>
-void expect_ref_dot_matches_dequantized(WeightType type, KDot<Block> dot, uint32_t seed) {
-  std::mt19937 rng(seed);
-  for (int64_t n : kLengths) {
-    auto w = random_blocks<Block>(rng, n);
-    const auto xf = random_floats(rng, n, -2.0f, 2.0f);
-    const auto xq = quantized(xf);
-    Matrix m;
-    m.type = type;
-    m.data = w.data();
-    m.rows = 1;
-    m.cols = n;
-    m.row_bytes = w.size() * sizeof(Block);
-    std::vector<float> wf(static_cast<size_t>(n));
-    dequantize_row(m, 0, wf.data());
-    double exact = 0.0, magnitude = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double xv = double(xq[size_t(i / kQK_K)].d) * double(xq[size_t(i / kQK_K)].qs[i % kQK_K]);
-      exact += double(wf[size_t(i)]) * xv;
-      magnitude += std::fabs(double(wf[size_t(i)]) * xv);
-    }
-    EXPECT_NEAR(dot(w.data(), xq.data(), n), exact, kDotTolPerMagnitude * magnitude)
-        << weight_type_name(type) << " n=" << n;
-  }
-}
-
+// The reference dot against float64 over the dequantized weight row and dequantized activations
+// (tolerance: testing::kDotTolPerMagnitude).
 TEST(KQuantReference, DotsAgreeWithDequantizedRows) {
-  expect_ref_dot_matches_dequantized<BlockQ4_K>(WeightType::Q4_K, ref_kernels().q4_k_q8_k, 406);
-  expect_ref_dot_matches_dequantized<BlockQ5_K>(WeightType::Q5_K, ref_kernels().q5_k_q8_k, 407);
-  expect_ref_dot_matches_dequantized<BlockQ6_K>(WeightType::Q6_K, ref_kernels().q6_k_q8_k, 408);
+  check_reference_against_dequantized(kQ4K, kLengths, 406);
+  check_reference_against_dequantized(kQ5K, kLengths, 407);
+  check_reference_against_dequantized(kQ6K, kLengths, 408);
 }
 
 // Hand-built super-blocks: one level set, everything else zero, so the dequantized row has exactly
@@ -245,29 +164,7 @@ TEST(KQuantReference, DequantizePlacesLevelsWhereTheLayoutSays) {
 }
 
 // matmul over Q8_K-prepared activations: each output equals the dot of its row (batch invariance).
-TEST(KQuantMatmul, OutputsEqualSingleRowDots) {
-  std::mt19937 rng(409);
-  const int64_t rows = 5, cols = 512, batch = 6;
-  auto w = random_blocks<BlockQ6_K>(rng, rows * cols);
-  const auto x = random_floats(rng, batch * cols, -1.0f, 1.0f);
-  Matrix m;
-  m.type = WeightType::Q6_K;
-  m.data = w.data();
-  m.rows = rows;
-  m.cols = cols;
-  m.row_bytes = size_t(cols / kQK_K) * sizeof(BlockQ6_K);
-  std::vector<unsigned char> storage(activation_bytes(m.type, batch, cols));
-  const auto act = prepare_activations(m.type, x.data(), batch, cols, cols, storage.data());
-  std::vector<float> y(size_t(batch * rows));
-  matmul(m, act, y.data(), rows, 0, rows);
-  for (int64_t r = 0; r < batch; ++r) {
-    const auto xq = quantized(std::vector<float>(x.begin() + r * cols, x.begin() + (r + 1) * cols));
-    for (int64_t o = 0; o < rows; ++o) {
-      const float one = active_kernels().q6_k_q8_k(w.data() + o * (cols / kQK_K), xq.data(), cols);
-      EXPECT_TRUE(same_bits(y[size_t(r * rows + o)], one)) << "row " << r << " output " << o;
-    }
-  }
-}
+TEST(KQuantMatmul, OutputsEqualSingleRowDots) { check_matmul_batch_invariance(kQ6K, 409); }
 
 }  // namespace
 }  // namespace glacier::kernels

@@ -3,6 +3,7 @@
 // single-row dots.
 #include <gtest/gtest.h>
 #include "common/isa_param_name.h"
+#include "common/quant_kernel_checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -107,6 +108,31 @@ class Variants : public ::testing::TestWithParam<Isa> {
   std::string label(const char* op, int64_t n) {
     return std::string(isa_name(GetParam())) + " " + op + " n=" + std::to_string(n);
   }
+
+  using HalfDot = float (*)(const uint16_t*, const uint16_t*, int64_t);
+  // A 16-bit float format's dot (to_half / from_half its conversions) against the twin on random rows.
+  void expect_half_dots_close(std::mt19937& rng, uint16_t (*to_half)(float), float (*from_half)(uint16_t),
+                              HalfDot dot, HalfDot ref_dot, const char* op) {
+    for (int64_t n : kFloatLengths) {
+      auto w = to_halves(random_floats(rng, n), to_half), x = to_halves(random_floats(rng, n), to_half);
+      expect_close(dot(w.data(), x.data(), n), ref_dot(w.data(), x.data(), n),
+                   magnitude<uint16_t>(w.data(), x.data(), n, from_half), label(op, n));
+    }
+  }
+
+  template <typename WBlock>
+  using BlockDot = float (*)(const WBlock*, const BlockQ8_0*, int64_t);
+  // A block type's lane-order dot against the twin on random weights and Q8_0 activations.
+  template <typename WBlock>
+  void expect_block_dots_close(std::mt19937& rng, std::vector<WBlock> (*random_weights)(std::mt19937&, int64_t),
+                               BlockDot<WBlock> dot, BlockDot<WBlock> ref_dot, const char* op) {
+    for (int64_t n : kBlockLengths) {
+      auto w = random_weights(rng, n);
+      auto x = quantized(random_floats(rng, n, -3.0f, 3.0f));
+      expect_close(dot(w.data(), x.data(), n), ref_dot(w.data(), x.data(), n), block_magnitude(w.data(), x.data(), n),
+                   label(op, n));
+    }
+  }
 };
 
 TEST_P(Variants, F32DotMatchesReference) {
@@ -120,40 +146,22 @@ TEST_P(Variants, F32DotMatchesReference) {
 
 TEST_P(Variants, F16DotMatchesReference) {
   std::mt19937 rng(102);
-  for (int64_t n : kFloatLengths) {
-    auto w = to_halves(random_floats(rng, n), f32_to_fp16), x = to_halves(random_floats(rng, n), f32_to_fp16);
-    expect_close(k().f16_f16(w.data(), x.data(), n), ref().f16_f16(w.data(), x.data(), n),
-                 magnitude<uint16_t>(w.data(), x.data(), n, fp16_to_f32), label("f16", n));
-  }
+  expect_half_dots_close(rng, f32_to_fp16, fp16_to_f32, k().f16_f16, ref().f16_f16, "f16");
 }
 
 TEST_P(Variants, Bf16DotMatchesReference) {
   std::mt19937 rng(103);
-  for (int64_t n : kFloatLengths) {
-    auto w = to_halves(random_floats(rng, n), f32_to_bf16), x = to_halves(random_floats(rng, n), f32_to_bf16);
-    expect_close(k().bf16_bf16(w.data(), x.data(), n), ref().bf16_bf16(w.data(), x.data(), n),
-                 magnitude<uint16_t>(w.data(), x.data(), n, bf16_to_f32), label("bf16", n));
-  }
+  expect_half_dots_close(rng, f32_to_bf16, bf16_to_f32, k().bf16_bf16, ref().bf16_bf16, "bf16");
 }
 
 TEST_P(Variants, Q8DotMatchesReference) {
   std::mt19937 rng(104);
-  for (int64_t n : kBlockLengths) {
-    auto w = random_q8_weights(rng, n);
-    auto x = quantized(random_floats(rng, n, -3.0f, 3.0f));
-    expect_close(k().q8_0_q8_0(w.data(), x.data(), n), ref().q8_0_q8_0(w.data(), x.data(), n),
-                 block_magnitude(w.data(), x.data(), n), label("q8_0", n));
-  }
+  expect_block_dots_close<BlockQ8_0>(rng, random_q8_weights, k().q8_0_q8_0, ref().q8_0_q8_0, "q8_0");
 }
 
 TEST_P(Variants, Q4DotMatchesReference) {
   std::mt19937 rng(105);
-  for (int64_t n : kBlockLengths) {
-    auto w = random_q4_weights(rng, n);
-    auto x = quantized(random_floats(rng, n, -3.0f, 3.0f));
-    expect_close(k().q4_0_q8_0(w.data(), x.data(), n), ref().q4_0_q8_0(w.data(), x.data(), n),
-                 block_magnitude(w.data(), x.data(), n), label("q4_0", n));
-  }
+  expect_block_dots_close<BlockQ4_0>(rng, random_q4_weights, k().q4_0_q8_0, ref().q4_0_q8_0, "q4_0");
 }
 
 // Block-sum order: exact integer block sums and one float chain, so every variant equals the twin bitwise.
@@ -217,15 +225,8 @@ TEST_P(Variants, QuantizeRowIsBitIdenticalToReference) {
   rows.push_back(ties);                            // second block stays all zero: d = 0
   rows.push_back(std::vector<float>(32, 1e-41f));  // subnormal inputs
   rows.push_back(random_floats(rng, 96, -1e-3f, 5.0f));
-  for (const auto& x : rows) {
-    const int64_t n = static_cast<int64_t>(x.size());
-    std::vector<BlockQ8_0> got(n / kQK8_0), want(n / kQK8_0);
-    k().quantize_row_q8_0(x.data(), got.data(), n);
-    ref().quantize_row_q8_0(x.data(), want.data(), n);
-    for (size_t b = 0; b < got.size(); ++b)
-      ASSERT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(BlockQ8_0)))
-          << isa_name(GetParam()) << " block " << b << " of a row of " << n;
-  }
+  testing::expect_quantized_rows_equal_reference(GetParam(), k().quantize_row_q8_0, ref().quantize_row_q8_0, kQK8_0,
+                                                 rows);
 }
 
 // Checks that tile(nx rows) writes exactly what the single-row dot returns for each row.

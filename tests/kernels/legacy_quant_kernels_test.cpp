@@ -3,6 +3,7 @@
 // layouts checked on hand-built blocks, the weight encoders' round trip, and matmul batch invariance.
 #include <gtest/gtest.h>
 #include "common/isa_param_name.h"
+#include "common/quant_kernel_checks.h"
 
 #include <cmath>
 #include <cstring>
@@ -21,12 +22,8 @@ namespace {
 // 1 and 3 blocks: odd counts take IQ4_NL's scalar last-block path; 4128 = 129 blocks.
 const std::vector<int64_t> kLengths = {32, 96, 256, 1024, 4128};
 
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using testing::random_floats;
+using testing::same_bits;
 
 // Blocks of random bytes (every level and fifth-bit pattern) with plausible scales and mins.
 template <class Block>
@@ -54,41 +51,21 @@ std::vector<X> quantized(const std::vector<float>& x) {
   return q;
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
 template <class W, class X>
-using Dot = float (*)(const W*, const X*, int64_t);
+using Dot = testing::DotFn<W, X>;
 
 class LegacyQuantVariants : public ::testing::TestWithParam<Isa> {
  protected:
   const DotKernels& k() { return kernels_for(GetParam()); }
   const DotKernels& ref() { return ref_kernels(); }
-  std::string label(const char* op, int64_t n) {
-    return std::string(isa_name(GetParam())) + " " + op + " n=" + std::to_string(n);
-  }
 
   template <class W, class X>
   void expect_dot_and_tiles_match(std::mt19937& rng, Dot<W, X> dot, Dot<W, X> ref_dot, DotTileFn tile,
                                   const char* op) {
-    for (int64_t n : kLengths) {
-      const auto w = random_blocks<W>(rng, n);
-      std::vector<std::vector<X>> xs;
-      for (int i = 0; i < kMaxTileRows; ++i) xs.push_back(quantized<X>(random_floats(rng, n, -4.0f, 4.0f)));
-      for (const auto& x : xs) {
-        const float got = dot(w.data(), x.data(), n), want = ref_dot(w.data(), x.data(), n);
-        EXPECT_TRUE(same_bits(got, want)) << label(op, n) << ": got " << got << " ref " << want;
-      }
-      const size_t stride = xs[0].size() * sizeof(X);
-      std::vector<unsigned char> packed(stride * xs.size());
-      for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
-      for (int nx = 1; nx <= kMaxTileRows; ++nx) {
-        std::vector<float> out(2 * kMaxTileRows, -1.0f);
-        tile(w.data(), packed.data(), stride, nx, n, out.data(), 2);
-        for (int i = 0; i < nx; ++i)
-          EXPECT_TRUE(same_bits(out[size_t(2 * i)], dot(w.data(), xs[size_t(i)].data(), n)))
-              << label(op, n) << " tile nx=" << nx << " row " << i;
-      }
-    }
+    testing::expect_dot_and_tiles_equal_reference<W, X>(
+        std::string(isa_name(GetParam())) + " " + op, dot, ref_dot, tile, kLengths,
+        [&](int64_t n) { return random_blocks<W>(rng, n); },
+        [&](int64_t n) { return quantized<X>(random_floats(rng, n, -4.0f, 4.0f)); });
   }
 };
 
@@ -123,15 +100,8 @@ TEST_P(LegacyQuantVariants, QuantizeRowQ8_1IsBitIdenticalToReference) {
   for (int j = 1; j < 32; ++j) ties[size_t(j)] = (j % 2 ? 1.0f : -1.0f) * (float(j % 9) + 0.5f);
   rows.push_back(ties);
   rows.push_back(std::vector<float>(32, 1e-41f));
-  for (const auto& x : rows) {
-    const int64_t n = static_cast<int64_t>(x.size());
-    std::vector<BlockQ8_1> got(size_t(n / kQK8_0)), want(size_t(n / kQK8_0));
-    k().quantize_row_q8_1(x.data(), got.data(), n);
-    ref().quantize_row_q8_1(x.data(), want.data(), n);
-    for (size_t b = 0; b < got.size(); ++b)
-      ASSERT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(BlockQ8_1)))
-          << isa_name(GetParam()) << " block " << b << " of a row of " << n;
-  }
+  testing::expect_quantized_rows_equal_reference(GetParam(), k().quantize_row_q8_1, ref().quantize_row_q8_1, kQK8_0,
+                                                 rows);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, LegacyQuantVariants, ::testing::ValuesIn(supported_isas()),

@@ -3,6 +3,7 @@
 // or the group split, and rows past the matrix are never written.
 #include <gtest/gtest.h>
 #include "common/isa_param_name.h"
+#include "common/packed_gemm_checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,6 @@ struct Shape {
 // Rows off the 16-row grid, a single block, an odd block count, and a realistic width.
 const Shape kShapes[] = {{37, 96}, {16, 32}, {100, 160}, {48, 2048}};
 constexpr int64_t kMaxBatch = 11;  // past two 4-row tiles and a remainder of 3
-constexpr float kUnwritten = -12345.0f;
 
 // The four packed kernels: (type, block-sum order).
 struct Kind {
@@ -38,7 +38,7 @@ struct Weights {
   WeightType type;
   Shape shape;
   std::vector<uint8_t> gguf;  // rows of GGUF blocks
-  std::vector<uint8_t> packed;
+  std::vector<uint8_t> packed;  // storage of the aligned packed copy
   Matrix matrix;
 };
 
@@ -68,29 +68,12 @@ Weights make_weights(Kind kind, Shape s, std::mt19937& rng, std::function<int()>
   }
   w.matrix = Matrix{t, w.gguf.data(), s.rows, s.cols, w.gguf.size() / size_t(s.rows)};
   w.matrix.block_sum_order = kind.block_sums;
-  // Over-allocated so the 64-byte-aligned start fits inside.
-  w.packed.resize(packed_bytes(w.matrix) + kPackAlign);
-  uint8_t* aligned = w.packed.data() + (kPackAlign - reinterpret_cast<uintptr_t>(w.packed.data()) % kPackAlign) % kPackAlign;
-  pack_groups(w.matrix, aligned, 0, packed_groups(s.rows));
-  w.matrix.packed = aligned;
+  w.matrix = testing::with_packed_copy(w.matrix, w.packed);
   return w;
 }
 
-std::vector<float> make_activations(int64_t n, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.5f);
-  std::vector<float> x(size_t(n * cols));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
-
-// y [n x rows] over groups [g_begin, g_end), activation rows [r0, r0 + n).
-void run(const Weights& w, const std::vector<float>& x, int64_t r0, int64_t n, int64_t g_begin, int64_t g_end,
-         std::vector<float>& y) {
-  const int64_t cols = w.shape.cols, rows = w.shape.rows;
-  std::vector<uint8_t> storage(activation_bytes(w.matrix, n));
-  const PreparedActivations p = prepare_activations(w.matrix, x.data() + r0 * cols, n, cols, storage.data());
-  matmul(w.matrix, p, y.data() + r0 * rows, rows, g_begin * kPackRows, std::min(rows, g_end * kPackRows));
-}
+using testing::random_activations;
+using testing::run_matmul;
 
 // The unpacked dot of output o on its GGUF blocks: the lane-order or block-sum kernels of matmul.h.
 float unpacked_dot(const Weights& w, int64_t o, const BlockQ8_0* x) {
@@ -120,16 +103,8 @@ TEST_P(PackedGemmVariants, EqualsTheReferenceTwinBitForBit) {
   for (Kind kind : kKinds)
     for (Shape s : kShapes) {
       const Weights w = make_weights(kind, s, rng);
-      const auto x = make_activations(kMaxBatch, s.cols, rng);
-      for (int64_t n = 1; n <= kMaxBatch; ++n) {
-        std::vector<float> got(size_t(kMaxBatch * s.rows), kUnwritten), want = got;
-        run(w, x, 0, n, 0, packed_groups(s.rows), got);
-        set_active_isa(Isa::Ref);
-        run(w, x, 0, n, 0, packed_groups(s.rows), want);
-        set_active_isa(GetParam());
-        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-            << name(w) << " batch " << n << " on " << isa_name(GetParam());
-      }
+      const auto x = random_activations(kMaxBatch, s.cols, rng);
+      for (int64_t n = 1; n <= kMaxBatch; ++n) testing::expect_equals_twin(w.matrix, x, n, kMaxBatch, name(w));
     }
 }
 
@@ -138,19 +113,8 @@ TEST_P(PackedGemmVariants, BatchAndGroupSplitDoNotChangeAnyBit) {
   for (Kind kind : kKinds)
     for (Shape s : kShapes) {
       const Weights w = make_weights(kind, s, rng);
-      const auto x = make_activations(kMaxBatch, s.cols, rng);
-      const int64_t groups = packed_groups(s.rows);
-      std::vector<float> whole(size_t(kMaxBatch * s.rows));
-      run(w, x, 0, kMaxBatch, 0, groups, whole);
-      for (int64_t batch : {1, 2, 3, 5}) {
-        std::vector<float> pieces(whole.size(), kUnwritten);
-        for (int64_t r0 = 0; r0 < kMaxBatch; r0 += batch) {
-          const int64_t n = std::min(batch, kMaxBatch - r0);
-          for (int64_t g = 0; g < groups; ++g) run(w, x, r0, n, g, g + 1, pieces);  // one group a thread
-        }
-        EXPECT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * sizeof(float)))
-            << name(w) << " in batches of " << batch;
-      }
+      const auto x = random_activations(kMaxBatch, s.cols, rng);
+      testing::expect_batch_and_group_split_bitwise(w.matrix, x, kMaxBatch, {1, 2, 3, 5}, name(w));
     }
 }
 
@@ -168,15 +132,8 @@ TEST_P(PackedGemmVariants, ExtremeBytesEqualTheReferenceTwin) {
       const Weights w = make_weights(kind, s, rng, bytes);
       std::vector<float> x(size_t(kMaxBatch * s.cols));
       for (size_t i = 0; i < x.size(); ++i) x[i] = i < x.size() / 2 ? 1.5f : (coin(rng) ? 1.5f : -1.5f);
-      for (int64_t n : {int64_t{1}, int64_t{3}, kMaxBatch}) {
-        std::vector<float> got(size_t(kMaxBatch * s.rows), kUnwritten), want = got;
-        run(w, x, 0, n, 0, packed_groups(s.rows), got);
-        set_active_isa(Isa::Ref);
-        run(w, x, 0, n, 0, packed_groups(s.rows), want);
-        set_active_isa(GetParam());
-        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-            << name(w) << " batch " << n << " on " << isa_name(GetParam()) << ": first output " << got[0] << " vs " << want[0];
-      }
+      for (int64_t n : {int64_t{1}, int64_t{3}, kMaxBatch})
+        testing::expect_equals_twin(w.matrix, x, n, kMaxBatch, name(w));
     }
 }
 
@@ -190,9 +147,9 @@ TEST(PackedGemm, ReferenceEqualsTheUnpackedDotsOnTheGgufBlocks) {
     for (Shape s : kShapes) {
       const Weights w = make_weights(kind, s, rng);
       constexpr int64_t kRows = 3;
-      const auto x = make_activations(kRows, s.cols, rng);
+      const auto x = random_activations(kRows, s.cols, rng);
       std::vector<float> y(size_t(kRows * s.rows));
-      run(w, x, 0, kRows, 0, packed_groups(s.rows), y);
+      run_matmul(w.matrix, x, 0, kRows, 0, s.rows, y);
       for (int64_t r = 0; r < kRows; ++r) {
         std::vector<BlockQ8_0> xq(size_t(s.cols / kQK8_0));
         ref_kernels().quantize_row_q8_0(x.data() + r * s.cols, xq.data(), s.cols);
@@ -206,18 +163,7 @@ TEST(PackedGemm, ReferenceEqualsTheUnpackedDotsOnTheGgufBlocks) {
 TEST(PackedGemm, WritesOnlyTheMatrixRowsOfItsGroups) {
   std::mt19937 rng(304);
   const Weights w = make_weights(kKinds[0], {37, 96}, rng);
-  const auto x = make_activations(2, 96, rng);
-  // Output rows of stride 40 > 37: the three columns past the matrix must stay untouched.
-  constexpr int64_t kStride = 40;
-  std::vector<uint8_t> storage(activation_bytes(w.matrix, 2));
-  const PreparedActivations p = prepare_activations(w.matrix, x.data(), 2, 96, storage.data());
-  std::vector<float> y(size_t(2 * kStride), kUnwritten);
-  matmul(w.matrix, p, y.data(), kStride, 16, 37);  // groups 1 and 2 (rows 16..36)
-  for (int64_t r = 0; r < 2; ++r)
-    for (int64_t o = 0; o < kStride; ++o) {
-      const bool inside = o >= 16 && o < 37;
-      EXPECT_EQ(y[size_t(r * kStride + o)] != kUnwritten, inside) << "row " << r << " out " << o;
-    }
+  testing::expect_writes_only_groups_1_and_2(w.matrix, random_activations(2, 96, rng), 2, name(w));
 }
 
 TEST(PackedGemm, PackedBytesMatchTheGgufBytesUpToPadding) {

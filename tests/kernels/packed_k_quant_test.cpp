@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include "common/isa_param_name.h"
 #include "common/k_quant_test_data.h"
+#include "common/packed_gemm_checks.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -26,7 +27,6 @@ struct Shape {
 // Rows off the 16-row grid (and off the 8-row AVX2 units), one super-block, an odd count, a model width.
 const Shape kShapes[] = {{37, 256}, {16, 768}, {100, 512}, {40, 2048}};
 constexpr int64_t kMaxBatch = 11;  // past two 4-row tiles (AVX2), three 3-row tiles (AVX-512), and remainders of 3, 2 and 1
-constexpr float kUnwritten = -12345.0f;
 const WeightType kTypes[] = {WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
 size_t block_bytes(WeightType t) {
@@ -52,12 +52,7 @@ Weights make_weights(WeightType t, Shape s, std::vector<uint8_t> gguf) {
   Weights w;
   w.gguf = std::move(gguf);
   w.plain = Matrix{t, w.gguf.data(), s.rows, s.cols, size_t(s.cols / kQK_K) * block_bytes(t)};
-  w.packed = w.plain;
-  w.packed_storage.resize(packed_bytes(w.plain) + kPackAlign);
-  uint8_t* aligned = w.packed_storage.data() +
-                     (kPackAlign - reinterpret_cast<uintptr_t>(w.packed_storage.data()) % kPackAlign) % kPackAlign;
-  pack_groups(w.plain, aligned, 0, packed_groups(s.rows));
-  w.packed.packed = aligned;
+  w.packed = testing::with_packed_copy(w.plain, w.packed_storage);
   return w;
 }
 
@@ -69,27 +64,11 @@ Weights random_weights(WeightType t, Shape s, std::mt19937& rng) {
   }
 }
 
-std::vector<float> make_activations(int64_t n, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.5f);
-  std::vector<float> x(size_t(n * cols));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
-
-// y [n x rows] of matrix m over outputs [o_begin, o_end), activation rows [r0, r0 + n).
-void run(const Matrix& m, const std::vector<float>& x, int64_t r0, int64_t n, int64_t o_begin, int64_t o_end,
-         std::vector<float>& y) {
-  std::vector<uint8_t> storage(activation_bytes(m, n));
-  const PreparedActivations p = prepare_activations(m, x.data() + r0 * m.cols, n, m.cols, storage.data());
-  matmul(m, p, y.data() + r0 * m.rows, m.rows, o_begin, o_end);
-}
+using testing::random_activations;
+using testing::run_matmul;
 
 std::string name(const Matrix& m) {
   return std::string(weight_type_name(m.type)) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols);
-}
-
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 class PackedKQuantVariants : public ::testing::TestWithParam<Isa> {
@@ -99,17 +78,11 @@ class PackedKQuantVariants : public ::testing::TestWithParam<Isa> {
 
   // The variant's packed results against the twin's and against its own unpacked matmul.
   void expect_equal_everywhere(const Weights& w, const std::vector<float>& x, int64_t n) {
-    const int64_t rows = w.plain.rows;
-    std::vector<float> got(size_t(kMaxBatch * rows), kUnwritten), twin = got, unpacked = got;
-    run(w.packed, x, 0, n, 0, rows, got);
-    run(w.plain, x, 0, n, 0, rows, unpacked);
-    set_active_isa(Isa::Ref);
-    run(w.packed, x, 0, n, 0, rows, twin);
-    set_active_isa(GetParam());
-    EXPECT_TRUE(same_bytes(got, twin)) << name(w.plain) << " batch " << n << " on " << isa_name(GetParam())
-                                       << ": first output " << got[0] << " vs twin " << twin[0];
-    EXPECT_TRUE(same_bytes(got, unpacked)) << name(w.plain) << " batch " << n << " on " << isa_name(GetParam())
-                                           << ": first output " << got[0] << " vs unpacked " << unpacked[0];
+    testing::expect_equals_twin(w.packed, x, n, kMaxBatch, name(w.plain));
+    const std::vector<float> got = testing::all_outputs(w.packed, x, n, kMaxBatch);
+    const std::vector<float> unpacked = testing::all_outputs(w.plain, x, n, kMaxBatch);
+    EXPECT_TRUE(testing::same_bytes(got, unpacked)) << name(w.plain) << " batch " << n << " on " << isa_name(GetParam())
+                                                    << ": first output " << got[0] << " vs unpacked " << unpacked[0];
   }
 };
 
@@ -118,7 +91,7 @@ TEST_P(PackedKQuantVariants, EqualsTheTwinAndTheUnpackedMatmulBitForBit) {
   for (WeightType t : kTypes)
     for (Shape s : kShapes) {
       const Weights w = random_weights(t, s, rng);
-      const auto x = make_activations(kMaxBatch, s.cols, rng);
+      const auto x = random_activations(kMaxBatch, s.cols, rng);
       for (int64_t n = 1; n <= kMaxBatch; ++n) expect_equal_everywhere(w, x, n);
     }
 }
@@ -154,20 +127,9 @@ TEST_P(PackedKQuantVariants, ExtremeBytesEqualTheTwin) {
 TEST_P(PackedKQuantVariants, BatchAndGroupSplitDoNotChangeAnyBit) {
   std::mt19937 rng(403);
   for (WeightType t : kTypes) {
-    const Shape s{100, 512};
-    const Weights w = random_weights(t, s, rng);
-    const auto x = make_activations(kMaxBatch, s.cols, rng);
-    const int64_t groups = packed_groups(s.rows);
-    std::vector<float> whole(size_t(kMaxBatch * s.rows));
-    run(w.packed, x, 0, kMaxBatch, 0, s.rows, whole);
-    for (int64_t batch : {1, 2, 3}) {
-      std::vector<float> pieces(whole.size(), kUnwritten);
-      for (int64_t r0 = 0; r0 < kMaxBatch; r0 += batch)
-        for (int64_t g = 0; g < groups; ++g)  // one group a thread
-          run(w.packed, x, r0, std::min(batch, kMaxBatch - r0), g * kPackRows, std::min(s.rows, (g + 1) * kPackRows),
-              pieces);
-      EXPECT_TRUE(same_bytes(whole, pieces)) << name(w.plain) << " in batches of " << batch;
-    }
+    const Weights w = random_weights(t, {100, 512}, rng);
+    testing::expect_batch_and_group_split_bitwise(w.packed, random_activations(kMaxBatch, 512, rng), kMaxBatch,
+                                                  {1, 2, 3}, name(w.plain));
   }
 }
 
@@ -182,9 +144,9 @@ TEST(PackedKQuant, TwinEqualsTheReferenceDotsOnTheGgufBlocks) {
     for (Shape s : kShapes) {
       const Weights w = random_weights(t, s, rng);
       constexpr int64_t kRows = 2;
-      const auto x = make_activations(kRows, s.cols, rng);
+      const auto x = random_activations(kRows, s.cols, rng);
       std::vector<float> y(size_t(kRows * s.rows));
-      run(w.packed, x, 0, kRows, 0, s.rows, y);
+      run_matmul(w.packed, x, 0, kRows, 0, s.rows, y);
       for (int64_t r = 0; r < kRows; ++r) {
         const auto xq = testing::quantized_q8_k(std::vector<float>(x.begin() + r * s.cols, x.begin() + (r + 1) * s.cols));
         for (int64_t o = 0; o < s.rows; ++o) {
@@ -207,16 +169,7 @@ TEST(PackedKQuant, WritesOnlyTheMatrixRowsOfItsGroups) {
   for (Isa isa : supported_isas()) {
     set_active_isa(isa);
     const Weights w = random_weights(WeightType::Q4_K, {37, 256}, rng);
-    const auto x = make_activations(3, 256, rng);
-    constexpr int64_t kStride = 40;  // three columns past the matrix must stay untouched
-    std::vector<uint8_t> storage(activation_bytes(w.packed, 3));
-    const PreparedActivations p = prepare_activations(w.packed, x.data(), 3, 256, storage.data());
-    std::vector<float> y(size_t(3 * kStride), kUnwritten);
-    matmul(w.packed, p, y.data(), kStride, 16, 37);  // groups 1 and 2 (rows 16..36)
-    for (int64_t r = 0; r < 3; ++r)
-      for (int64_t o = 0; o < kStride; ++o)
-        EXPECT_EQ(y[size_t(r * kStride + o)] != kUnwritten, o >= 16 && o < 37)
-            << isa_name(isa) << " row " << r << " out " << o;
+    testing::expect_writes_only_groups_1_and_2(w.packed, random_activations(3, 256, rng), 3, isa_name(isa));
   }
   set_active_isa(supported_isas().back());
 }

@@ -37,11 +37,7 @@ std::string staggered_prompts(const std::string& dir) {
   return path;
 }
 
-struct JobResult {
-  glacier::testing::GeneratedById outputs;
-  nlohmann::json decode_groups;
-  std::string log;
-};
+using JobResult = glacier::testing::DecodeGroupsJob;
 
 JobResult run_job(const std::string& model, const std::string& name, const std::string& extra) {
   const std::string dir = glacier::testing::scratch_dir("decode-groups-retune");
@@ -50,15 +46,7 @@ JobResult run_job(const std::string& model, const std::string& name, const std::
                                             jsonl + " --out " + h5 + " --threads 1 --bind none --slots " +
                                             std::to_string(kPrompts) + " --inject-latency-ms " +
                                             std::to_string(kInjectedHopMs) + " " + extra);
-  JobResult r;
-  r.log = job.output;
-  EXPECT_EQ(job.exit_code, 0) << job.output;
-  if (job.exit_code != 0) return r;
-  r.outputs = glacier::testing::read_generated(jsonl);
-  EXPECT_EQ(r.outputs.tokens.size(), static_cast<size_t>(kPrompts));
-  const auto attrs = glacier::io::read_root_attributes(h5);
-  r.decode_groups = nlohmann::json::parse(std::get<std::string>(attrs.at("decode_groups")));
-  return r;
+  return glacier::testing::read_decode_groups_job(job, jsonl, h5, static_cast<size_t>(kPrompts));
 }
 
 TEST(DecodeGroupsRetune, TheTailReTunesAndKeepsTheResults) {

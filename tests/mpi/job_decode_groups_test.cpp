@@ -20,11 +20,7 @@ constexpr int kStages = 4;
 constexpr int kSlots = 16;           // 27 prompts: two waves, and groups of 2 to 4 rows
 constexpr double kInjectedHopMs = 2.0;
 
-struct GroupedRun {
-  glacier::testing::GeneratedById outputs;
-  nlohmann::json decode_groups;  // the results file's decode_groups attribute
-  std::string log;
-};
+using GroupedRun = glacier::testing::DecodeGroupsJob;
 
 GroupedRun run_job(const std::string& model, const std::string& name, const std::string& extra) {
   const std::string dir = glacier::testing::scratch_dir("decode-groups");
@@ -33,15 +29,7 @@ GroupedRun run_job(const std::string& model, const std::string& name, const std:
                                             h5 + " --max-tokens 24 --threads 1 --bind none --slots " +
                                             std::to_string(kSlots) + " --inject-latency-ms " +
                                             std::to_string(kInjectedHopMs) + " " + extra);
-  GroupedRun r;
-  r.log = job.output;
-  EXPECT_EQ(job.exit_code, 0) << job.output;
-  if (job.exit_code != 0) return r;
-  r.outputs = glacier::testing::read_generated(jsonl);
-  EXPECT_EQ(r.outputs.tokens.size(), 27u);
-  const auto attrs = glacier::io::read_root_attributes(h5);
-  r.decode_groups = nlohmann::json::parse(std::get<std::string>(attrs.at("decode_groups")));
-  return r;
+  return glacier::testing::read_decode_groups_job(job, jsonl, h5, 27);
 }
 
 void expect_auto_recorded(const GroupedRun& r) {

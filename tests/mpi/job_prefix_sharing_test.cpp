@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -54,16 +53,22 @@ Job run(const std::string& model, const std::string& name, int np, const std::ve
   return glacier::testing::run_lines_job(model, "prefix-" + name, np, lines, extra, kJobTimeLimitS);
 }
 
-// The job's "N taken from the prefix cache" figure (-1 when missing).
-int64_t reused(const std::string& log) {
-  std::smatch m;
-  if (!std::regex_search(log, m, std::regex("prompt tokens computed, (\\d+) taken from the prefix cache"))) return -1;
-  return std::stoll(m[1]);
-}
+using glacier::testing::prefix_cache_tokens;
 
-// The same bytes, with the first differing line named on failure.
-void expect_same_results(const Job& on, const Job& off) {
+struct OnAndOff {
+  Job on, off;
+};
+
+// `lines` with --prefix-sharing off and then with it on (`flags` for both, `on_flags` added to the second;
+// "" leaves the default, on): the same bytes, and the job with sharing took prompt tokens from the cache.
+OnAndOff expect_same_bytes_with_sharing_on_and_off(const std::string& model, const std::string& tag, int np,
+                                                   const std::vector<json>& lines, const std::string& flags,
+                                                   const std::string& on_flags = "") {
+  Job off = run(model, tag + "-off", np, lines, flags + " --prefix-sharing off");
+  Job on = run(model, tag + "-on", np, lines, on_flags.empty() ? flags : flags + " " + on_flags);
   glacier::testing::expect_same_jsonl(on.jsonl, off.jsonl, "sharing on", "sharing off");
+  EXPECT_GT(prefix_cache_tokens(on.log), 0) << on.log;
+  return {std::move(on), std::move(off)};
 }
 
 // The synthetic model of these tests: a small Q8_0 llama (built once per test that needs it).
@@ -85,11 +90,8 @@ TEST_P(JobPrefixSharing, StoriesGenerateIsBitwiseTheSameWithSharingOnAndOff) {
   const std::string tag = "stories-np" + std::to_string(np);
   // 3 ranks: smaller micro-batches, so prefixes and the rest are cut into other chunks.
   const std::string common = np == 1 ? "--slots 10" : "--slots 10 --ubatch 7";
-  const Job off = run(model, tag + "-off", np, lines, common + " --prefix-sharing off");
-  const Job on = run(model, tag + "-on", np, lines, common);  // on is the default
-  expect_same_results(on, off);
-  EXPECT_GT(reused(on.log), 0) << on.log;
-  EXPECT_EQ(reused(off.log), 0) << off.log;
+  const OnAndOff jobs = expect_same_bytes_with_sharing_on_and_off(model, tag, np, lines, common);  // on by default
+  EXPECT_EQ(prefix_cache_tokens(jobs.off.log), 0) << jobs.off.log;
 }
 
 TEST_P(JobPrefixSharing, SyntheticGenerateIsBitwiseTheSameWithSharingOnAndOff) {
@@ -97,10 +99,7 @@ TEST_P(JobPrefixSharing, SyntheticGenerateIsBitwiseTheSameWithSharingOnAndOff) {
   const std::string model = synthetic_model(glacier::testing::scratch_dir("prefix-model-np" + std::to_string(np)));
   const std::vector<json> lines = generate_lines(16, 8);
   const std::string tag = "synthetic-np" + std::to_string(np);
-  const Job off = run(model, tag + "-off", np, lines, "--slots 9 --prefix-sharing off");
-  const Job on = run(model, tag + "-on", np, lines, "--slots 9 --prefix-sharing on");
-  expect_same_results(on, off);
-  EXPECT_GT(reused(on.log), 0) << on.log;
+  expect_same_bytes_with_sharing_on_and_off(model, tag, np, lines, "--slots 9", "--prefix-sharing on");
 }
 
 // Five preambles through two slots: a slot's rows are given up for each new preamble, and a prompt
@@ -110,10 +109,7 @@ TEST_P(JobPrefixSharing, MorePreamblesThanSlotsEvictsAndStaysTheSame) {
   const int np = GetParam();
   const std::vector<json> lines = generate_lines(20, 1);
   const std::string tag = "evict-np" + std::to_string(np);
-  const Job off = run(model, tag + "-off", np, lines, "--slots 2 --prefix-sharing off");
-  const Job on = run(model, tag + "-on", np, lines, "--slots 2");
-  expect_same_results(on, off);
-  EXPECT_GT(reused(on.log), 0) << on.log;
+  expect_same_bytes_with_sharing_on_and_off(model, tag, np, lines, "--slots 2");
 }
 
 TEST_P(JobPrefixSharing, ScoresAreBitwiseTheSameWithSharingOnAndOff) {
@@ -125,10 +121,7 @@ TEST_P(JobPrefixSharing, ScoresAreBitwiseTheSameWithSharingOnAndOff) {
                      {"context", kPreambles[static_cast<size_t>(i / 4) % kPreambles.size()]},
                      {"continuation", kQuestions[static_cast<size_t>(i) % kQuestions.size()]}});
   const std::string tag = "score-np" + std::to_string(np);
-  const Job off = run(model, tag + "-off", np, lines, "--mode score --slots 4 --prefix-sharing off");
-  const Job on = run(model, tag + "-on", np, lines, "--mode score --slots 4");
-  expect_same_results(on, off);
-  EXPECT_GT(reused(on.log), 0) << on.log;
+  expect_same_bytes_with_sharing_on_and_off(model, tag, np, lines, "--mode score --slots 4");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, JobPrefixSharing, ::testing::Values(1, 3),
@@ -141,7 +134,7 @@ TEST(JobPrefixSharingReplicas, EachReplicaSharesItsOwnPrefixesAndTheCountersAddU
   const std::vector<json> lines = generate_lines(24, 1);
   const Job off = run(model, "replicas-off", 1, lines, "--slots 3 --prefix-sharing off");
   const Job on = run(model, "replicas-on", 3, lines, "--slots 3 --replicas 3");
-  expect_same_results(on, off);
+  glacier::testing::expect_same_jsonl(on.jsonl, off.jsonl, "sharing on", "sharing off");
   int64_t prompt_tokens = 0;
   for (const json& row : glacier::testing::read_jsonl(on.dir + "/r.jsonl")) prompt_tokens += static_cast<int64_t>(row["prompt_tokens"].size());
   const glacier::io::TraceCounters c = glacier::io::read_trace_counters(on.dir + "/r.h5");

@@ -6,9 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
-#include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,7 +17,6 @@
 namespace {
 
 using glacier::testing::read_jsonl;
-using glacier::testing::run_glacier;
 using nlohmann::json;
 
 constexpr int kJobTimeLimitS = 60;  // a second or two of work; the limit only stops a hung job
@@ -34,24 +30,9 @@ struct Job {
 };
 
 Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
-        const std::string& extra = "", int expected_exit = 0) {
-  Job j;
-  j.dir = glacier::testing::scratch_dir("prompt-logprobs-" + name);
-  {
-    std::ofstream out(j.dir + "/p.jsonl");
-    for (const json& l : lines) out << l.dump() << "\n";
-  }
-  const auto r = run_glacier(np, "--model " + model + " --prompts " + j.dir + "/p.jsonl --jsonl " + j.dir + "/r.jsonl --out " +
-                                     j.dir + "/r.h5 " + extra,
-                             kJobTimeLimitS);
-  EXPECT_EQ(r.exit_code, expected_exit) << r.output;
-  j.log = r.output;
-  std::ifstream in(j.dir + "/r.jsonl", std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  j.jsonl_text = bytes.str();
-  j.rows = read_jsonl(j.dir + "/r.jsonl");
-  return j;
+        const std::string& extra = "") {
+  auto job = glacier::testing::run_lines_job(model, "prompt-logprobs-" + name, np, lines, extra, kJobTimeLimitS);
+  return {job.dir, std::move(job.jsonl), read_jsonl(job.dir + "/r.jsonl"), std::move(job.log)};
 }
 
 // The alternatives of one prompt token: k of them, best first, ties by the lower id; when the token itself
@@ -151,9 +132,8 @@ TEST(JobPromptLogprobs, ByteIdenticalWithPrefixSharingOnAndOffAndOnTheFirstSampl
   const Job on3 = run(model, "share-on-np3", 3, lines, "--prefix-sharing on");
   const Job each = run(model, "n-prefill-each", 1, lines, "--prefix-sharing on --n-prefill each");
   const Job replicas = run(model, "replicas", 2, lines, "--prefix-sharing on --replicas 2");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(on.log, m, std::regex("(\\d+) taken from the prefix cache"))) << on.log;
-  EXPECT_GT(std::stoll(m[1]), 0) << "the prompts without prompt_logprobs shared their preamble";
+  EXPECT_GT(glacier::testing::prefix_cache_tokens(on.log), 0)
+      << "the prompts without prompt_logprobs shared their preamble: " << on.log;
   EXPECT_EQ(on.jsonl_text, off.jsonl_text);
   EXPECT_EQ(on3.jsonl_text, off.jsonl_text);
   EXPECT_EQ(each.jsonl_text, off.jsonl_text);

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "common/h5py_check.h"
 #include "common/job_runner.h"
 #include "common/process.h"
 #include "common/test_env.h"
@@ -179,23 +180,6 @@ bool wait_until_part_way(BackgroundProcess& job, const std::string& jsonl) {
   return false;
 }
 
-// Row count as h5py sees it (the shortest /results column), or -1 when h5py is not installed.
-long long h5py_row_count(const std::string& h5, std::string& output) {
-  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) return -1;
-  const std::string cmd = "/usr/bin/python3 -c 'import sys, h5py\n"
-                          "with h5py.File(sys.argv[1], \"r\") as f:\n"
-                          "    print(min(len(d) for d in f[\"results\"].values()))' " +
-                          h5 + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return -2;
-  char buf[512];
-  while (fgets(buf, sizeof buf, pipe)) output += buf;
-  const int status = pclose(pipe);
-  if (status != 0) return -2;
-  return std::atoll(output.c_str());
-}
-
-
 std::optional<pid_t> pid_of_rank(const BackgroundProcess& job, int rank) {
   return glacier::testing::pid_of_mpi_rank(job.pid(), rank);
 }
@@ -236,11 +220,7 @@ std::string fault_one_rank(const Paths& p, const Reference& ref, int np, int ran
   EXPECT_GT(left.rows.size(), 0u) << "no rows were flushed before the fault";
   EXPECT_LT(left.rows.size(), size_t{kPromptCount}) << "the fault came too late to test resuming";
   expect_rows_match(left.rows, ref, "after the fault " + p.h5());
-  std::string h5py_output;
-  const long long h5py_rows = h5py_row_count(p.h5(), h5py_output);
-  if (h5py_rows != -1) {
-    EXPECT_EQ(h5py_rows, static_cast<long long>(left.rows.size())) << "h5py: " << h5py_output;
-  }
+  glacier::testing::expect_h5py_row_count(p.h5(), left.rows.size());
   return output;
 }
 
@@ -319,13 +299,7 @@ TEST_P(JobResume, KilledJobLeavesReadablePrefixThenResumeMatchesUninterruptedRun
   EXPECT_EQ(killed.rows.size() % kFlushEvery, 0u) << "only whole flushes of --flush-every rows may be on disk";
   expect_rows_match(killed.rows, ref_, "killed " + p.h5());
   std::printf("np %d: SIGKILL left %zu of %d rows\n", np, killed.rows.size(), kPromptCount);
-  std::string h5py_output;
-  const long long h5py_rows = h5py_row_count(p.h5(), h5py_output);
-  if (h5py_rows == -1) {
-    std::printf("h5py is not installed: the file was checked with read_finished only\n");
-  } else {
-    EXPECT_EQ(h5py_rows, static_cast<long long>(killed.rows.size())) << "h5py: " << h5py_output;
-  }
+  glacier::testing::expect_h5py_row_count(p.h5(), killed.rows.size());
 
   const auto resumed = run_glacier(np, job_args(p, p.h5(), p.jsonl()) + " --resume", kJobTimeLimitS);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;

@@ -4,8 +4,6 @@
 // per continuation (its index in `sample`); the context's rows are shared; a bad list fails its line.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -32,16 +30,9 @@ struct Job {
 
 Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
         const std::string& extra = "") {
-  const std::string dir = glacier::testing::scratch_dir("continuations-" + name);
-  {
-    std::ofstream out(dir + "/p.jsonl");
-    for (const json& l : lines) out << l.dump() << "\n";
-  }
-  const auto r = glacier::testing::run_glacier(np, "--model " + model + " --mode score --prompts " + dir +
-                                                       "/p.jsonl --jsonl " + dir + "/r.jsonl --out " + dir + "/r.h5 " + extra,
-                                               kJobTimeLimitS);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return {glacier::testing::read_jsonl(dir + "/r.jsonl"), r.output, dir};
+  const auto job = glacier::testing::run_lines_job(model, "continuations-" + name, np, lines, "--mode score " + extra,
+                                                   kJobTimeLimitS);
+  return {glacier::testing::read_jsonl(job.dir + "/r.jsonl"), job.log, job.dir};
 }
 
 // "q<c>" or "q<c>-<k>" (built with +=: GCC 12 warns falsely on "literal" + std::string temporaries).
@@ -55,11 +46,7 @@ std::string line_id(size_t c, int k = -1) {
   return id;
 }
 
-int64_t reused(const std::string& log) {
-  std::smatch m;
-  if (!std::regex_search(log, m, std::regex("(\\d+) taken from the prefix cache"))) return -1;
-  return std::stoll(m[1]);
-}
+using glacier::testing::prefix_cache_tokens;
 
 class JobScoreContinuations : public ::testing::TestWithParam<int> {};
 
@@ -111,7 +98,7 @@ TEST_P(JobScoreContinuations, EachContinuationScoresAsItsOwnLine) {
   EXPECT_EQ(bad["status"], "error");
   EXPECT_NE(bad["error"].get<std::string>().find("\"continuations\""), std::string::npos) << bad.dump();
   // The context was computed once a line: its rows went to the other continuations.
-  EXPECT_GT(reused(many.log), 0) << many.log;
+  EXPECT_GT(prefix_cache_tokens(many.log), 0) << many.log;
 
   // HDF5: one row per continuation, its index in `sample`, the same sums.
   const auto file = glacier::io::read_finished(many.dir + "/r.h5");
@@ -139,7 +126,7 @@ TEST_P(JobScoreContinuations, SharingOffGivesTheSameLines) {
   const Job off = run(model, "off-" + tag, np, lines, "--slots 3 --prefix-sharing off");
   ASSERT_EQ(on.rows.size(), off.rows.size());
   for (size_t i = 0; i < on.rows.size(); ++i) EXPECT_EQ(on.rows[i].dump(), off.rows[i].dump());
-  EXPECT_EQ(reused(off.log), 0);
+  EXPECT_EQ(prefix_cache_tokens(off.log), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, JobScoreContinuations, ::testing::Values(1, 3),

@@ -14,6 +14,7 @@
 
 #include "app/job.h"
 #include "app/result_sink.h"
+#include "common/h5py_check.h"
 #include "common/job_runner.h"
 #include "common/process.h"
 #include "common/results_match.h"
@@ -118,18 +119,6 @@ size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-// Row count as h5py sees it (the shortest /results column), or -1 when h5py is not installed.
-long long h5py_row_count(const std::string& h5, std::string& output) {
-  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) return -1;
-  const std::string cmd = "/usr/bin/python3 -c 'import sys, h5py\n"
-                          "with h5py.File(sys.argv[1], \"r\") as f:\n"
-                          "    print(min(len(d) for d in f[\"results\"].values()))' " +
-                          h5 + " 2>&1";
-  const auto run = glacier::testing::run_shell(cmd);
-  output = run.output;
-  return run.exit_code == 0 ? std::atoll(run.output.c_str()) : -2;
-}
-
 TEST(FullDisk, JobEndsWithOneMessageKeepsFlushedRowsAndResumesOnARealDisk) {
   GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
   const std::string dir = glacier::testing::scratch_dir("full-disk");
@@ -166,12 +155,7 @@ TEST(FullDisk, JobEndsWithOneMessageKeepsFlushedRowsAndResumesOnARealDisk) {
   EXPECT_LT(left.rows.size(), size_t{kPromptCount}) << "every result fit on the " << (kDiskBytes >> 10) << " KiB disk";
   EXPECT_EQ(left.rows.size() % kFlushEvery, 0u) << "only whole flushes of --flush-every rows may be on disk";
   glacier::testing::expect_rows_match(left.rows, want, "on the full disk " + full_h5);
-  std::string h5py_output;
-  const long long h5py_rows = h5py_row_count(full_h5, h5py_output);
-  if (h5py_rows == -1)
-    std::printf("h5py is not installed: the file was checked with read_finished only\n");
-  else
-    EXPECT_EQ(h5py_rows, static_cast<long long>(left.rows.size())) << "h5py: " << h5py_output;
+  glacier::testing::expect_h5py_row_count(full_h5, left.rows.size());
   std::printf("the full disk kept %zu of %d rows\n", left.rows.size(), kPromptCount);
 
   // Moved to a real disk (a copy: another file system), the file is resumed there.

@@ -22,6 +22,7 @@
 #include "app/signals.h"
 #include "comm/inprocess_channel.h"
 #include "common/job_runner.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
@@ -44,14 +45,9 @@ constexpr int kUnreadableLine = 5;   // not JSON: an error row from the prompt r
 constexpr int kUnrunnableLine = 11;  // a token id outside the vocabulary: an error row from the request
 
 std::string model_path() {
-  static const std::string path = [] {
-    model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
-    spec.seed = 7;
-    const std::string p = glacier::testing::scratch_dir("driver-model") + "/model.gguf";
-    model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
+  model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
+  spec.seed = 7;
+  return glacier::testing::synthetic_model_once(spec, "driver-model");
 }
 
 // Plain prompts by token ids and by text, sampled ones with two samples each, and the two bad lines.

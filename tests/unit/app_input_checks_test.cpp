@@ -41,27 +41,32 @@ std::string refusal(F check) {
   return "";
 }
 
+// check_prompt_file's refusal of the prompt file under --mode `mode`, or "" when it passes.
+std::string prompt_file_refusal(const std::string& prompts, JobMode mode = JobMode::Generate) {
+  return refusal([&] { glacier::app::check_prompt_file(options(prompts, mode)); });
+}
+
 TEST(InputChecks, PerplexityReadsPlainTextOnly) {
   const std::string jsonl = write_file("ppl.jsonl", "{\"prompt\": \"Once\"}\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(jsonl, JobMode::Perplexity)); }),
+  EXPECT_EQ(prompt_file_refusal(jsonl, JobMode::Perplexity),
             "prompt file " + jsonl + ": --mode perplexity scores a plain text file, found a .jsonl file (its JSON would be "
             "scored as text)");
   const std::string empty = write_file("empty.raw", "");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(empty, JobMode::Perplexity)); }),
+  EXPECT_EQ(prompt_file_refusal(empty, JobMode::Perplexity),
             "prompt file " + empty + ": --mode perplexity needs text to score, found an empty file");
   const std::string missing = empty + ".gone";
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(missing, JobMode::Perplexity)); }),
+  EXPECT_EQ(prompt_file_refusal(missing, JobMode::Perplexity),
             "prompt file " + missing + ": expected a text file, found no file");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(write_file("wiki.raw", "Some text.\n"), JobMode::Perplexity)); }), "");
+  EXPECT_EQ(prompt_file_refusal(write_file("wiki.raw", "Some text.\n"), JobMode::Perplexity), "");
 }
 
 TEST(InputChecks, MissingOrUnreadablePromptFileIsRefused) {
   const std::string missing = glacier::testing::scratch_dir("input_checks") + "/none.jsonl";
-  const std::string message = refusal([&] { glacier::app::check_prompt_file(options(missing)); });
+  const std::string message = prompt_file_refusal(missing);
   EXPECT_NE(message.find("cannot open prompt file " + missing), std::string::npos) << message;
   const std::string dir = glacier::testing::scratch_dir("input_checks_dir") + "/prompts.txt";
   std::filesystem::create_directory(dir);
-  const std::string message_dir = refusal([&] { glacier::app::check_prompt_file(options(dir)); });
+  const std::string message_dir = prompt_file_refusal(dir);
   EXPECT_EQ(message_dir, "prompt file " + dir + ": expected a file, found a directory");
 }
 
@@ -72,18 +77,18 @@ TEST(InputChecks, EmptyPromptFileIsOnlyAWarning) {
 
 TEST(InputChecks, TheFileMustHoldRecordsTheModeCanRun) {
   const std::string text = write_file("plain.txt", "Once upon a time\nTom ran\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(text, JobMode::Score)); }),
+  EXPECT_EQ(prompt_file_refusal(text, JobMode::Score),
             "prompt file " + text + ": --mode score needs records with \"context\" and \"continuation\" or \"continuations\", found none among "
             "its 2 prompts (a .txt file holds plain prompts)");
   const std::string scores = write_file("scores.jsonl", "{\"context\": \"The sky is\", \"continuation\": \" blue\"}\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, JobMode::Generate)); }),
+  EXPECT_EQ(prompt_file_refusal(scores, JobMode::Generate),
             "prompt file " + scores + ": --mode generate needs prompts to continue, found only \"context\"/\"continuation(s)\" "
             "records among its 1 prompt: pass --mode score");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(scores, JobMode::Score)); }), "");
+  EXPECT_EQ(prompt_file_refusal(scores, JobMode::Score), "");
   // One runnable record is enough: the others fail their own lines.
   const std::string mixed = write_file("mixed.jsonl", "{\"prompt\": \"x\"}\n{\"context\": \"a\", \"continuation\": \"b\"}\n");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(mixed, JobMode::Score)); }), "");
-  EXPECT_EQ(refusal([&] { glacier::app::check_prompt_file(options(mixed, JobMode::Generate)); }), "");
+  EXPECT_EQ(prompt_file_refusal(mixed, JobMode::Score), "");
+  EXPECT_EQ(prompt_file_refusal(mixed, JobMode::Generate), "");
 }
 
 TEST(InputChecks, MessagesNeedAChatTemplateBeforeTheModelLoads) {

@@ -13,11 +13,14 @@
 #include <vector>
 
 #include "app/model_digest.h"
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "util/error.h"
 
 namespace glacier::app {
 namespace {
+
+using glacier::testing::expect_input_error;
 
 namespace fs = std::filesystem;
 
@@ -146,12 +149,7 @@ TEST(AppModelDigest, AComputationReportsItsProgressAndACacheHitDoesNot) {
 TEST(AppModelDigest, MissingModelIsAnInputErrorNamingIt) {
   const std::string dir = glacier::testing::scratch_dir("model_digest_missing");
   const std::string model = dir + "/nope.gguf";
-  try {
-    cached_sha256_file(model, dir + "/model-sha256");
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(model), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { cached_sha256_file(model, dir + "/model-sha256"); }, {model});
 }
 
 // Sets an environment variable for one scope and puts the old value back.

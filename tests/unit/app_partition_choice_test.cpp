@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "app/trace_speeds.h"
+#include "common/planning_shapes.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
 #include "io/hdf5_trace.h"
@@ -22,24 +23,7 @@ using glacier::planning::format_layer_split;
 
 constexpr uint64_t kRoomy = uint64_t{1} << 40;  // a memory cap none of these tiny models comes near
 
-// Four layers of 10 weight bytes and a head of 20; the rest only matters for the memory model.
-MemoryShape four_layer_model() {
-  MemoryShape s;
-  s.cfg.n_layer = 4;
-  s.cfg.n_embd = 8;
-  s.cfg.n_head = 1;
-  s.cfg.n_head_kv = 1;
-  s.cfg.head_dim = 8;
-  s.cfg.n_ff = 16;
-  s.cfg.n_vocab = 32;
-  s.bytes.per_layer = {10, 10, 10, 10};
-  s.bytes.embedding = 20;
-  s.bytes.head = 20;
-  s.min_slots = 1;
-  s.n_ctx = 16;
-  s.ubatch = 4;
-  return s;
-}
+using glacier::testing::four_layer_model;
 
 // An earlier run on 2 ranks with split 0:2,2:4: rank 0 held 20 bytes of work, rank 1 20 + the head's 20.
 // Rank 0 computed 100 tokens in 2 s, rank 1 the same tokens in 12 s; other phases do not count.

@@ -5,12 +5,15 @@
 #include <cmath>
 
 #include "app/perplexity.h"
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "io/hdf5_perplexity.h"
 #include "io/hdf5_results.h"
 #include "util/error.h"
 
 namespace {
+
+using glacier::testing::expect_input_error;
 
 // The sums are of three small doubles: exact up to the last bit or two.
 constexpr double kExact = 1e-12;
@@ -92,12 +95,7 @@ TEST(PerplexityFile, GroupRoundTripsThroughAResultsFile) {
 TEST(PerplexityFile, MissingGroupIsRefusedNamingIt) {
   const std::string path = glacier::testing::scratch_dir("app_perplexity_none") + "/r.h5";
   { glacier::io::ResultsFile f(path, glacier::io::ResultsFile::Mode::Create); }
-  try {
-    glacier::io::read_perplexity(path);
-    FAIL() << "read a file without /perplexity";
-  } catch (const glacier::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("/perplexity"), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { glacier::io::read_perplexity(path); }, {"/perplexity"});
 }
 
 }  // namespace

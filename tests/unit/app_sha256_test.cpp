@@ -10,11 +10,14 @@
 #include <string>
 
 #include "app/sha256.h"
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "util/error.h"
 
 namespace glacier::app {
 namespace {
+
+using glacier::testing::expect_input_error;
 
 // Published digests (FIPS 180-2 appendix B and the NIST example values).
 constexpr const char* kAbc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
@@ -76,12 +79,7 @@ TEST(AppSha256, FilesAcrossChunkBoundariesMatchSha256sum) {
 
 TEST(AppSha256, MissingFileIsAnInputErrorNamingIt) {
   const std::string path = glacier::testing::scratch_dir("sha256missing") + "/nope.gguf";
-  try {
-    sha256_file(path);
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { sha256_file(path); }, {path});
 }
 
 }  // namespace

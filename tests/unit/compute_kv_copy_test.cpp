@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/stage_harness.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "compute/kv_cache.h"
 #include "compute/sampler.h"
@@ -68,14 +69,9 @@ TEST(KvCopy, CopiesExactlyThePrefixOfEveryLayer) {
 }
 
 std::string tiny_model() {
-  static const std::string path = [] {
-    model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
-    spec.seed = 23;
-    const std::string p = glacier::testing::scratch_dir("kv-copy") + "/model.gguf";
-    model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
+  model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
+  spec.seed = 23;
+  return glacier::testing::synthetic_model_once(spec, "kv-copy");
 }
 
 std::vector<int32_t> prompt_tokens(int32_t n, int32_t n_vocab) {

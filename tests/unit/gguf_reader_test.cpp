@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
@@ -204,12 +205,7 @@ TEST(GgufReader, PrefetchLeavesDataIntact) {
 
 TEST(GgufReader, MissingFileNamesPath) {
   const std::string path = "/nonexistent-dir/none.gguf";
-  try {
-    File::open(path);
-    FAIL() << "opened a missing file";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-  }
+  glacier::testing::expect_input_error([&] { File::open(path); }, {path});
 }
 
 class GgufGetters : public ::testing::Test {
@@ -226,22 +222,13 @@ class GgufGetters : public ::testing::Test {
     f_ = File::open(path_);
   }
 
-  // Runs `fn`, expects an InputError and returns its message.
+  // fn must throw an InputError whose message starts with the file's path and names every fragment.
   template <typename Fn>
-  std::string error_of(Fn fn) {
-    try {
-      fn();
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "no InputError";
-    return "";
-  }
-
-  void expect_mentions(const std::string& msg, std::initializer_list<const char*> fragments) {
+  void expect_refusal(Fn fn, std::initializer_list<std::string_view> fragments,
+                      std::source_location where = std::source_location::current()) {
+    const std::string msg = glacier::testing::input_error_message(fn, where);
     EXPECT_EQ(msg.rfind(path_, 0), 0u) << "message should start with the path: " << msg;
-    for (const char* frag : fragments)
-      EXPECT_NE(msg.find(frag), std::string::npos) << "'" << frag << "' not in: " << msg;
+    glacier::testing::expect_mentions(msg, fragments, where);
   }
 
   std::string path_;
@@ -287,44 +274,44 @@ TEST_F(GgufGetters, StringsBoolsAndArrays) {
 }
 
 TEST_F(GgufGetters, WrongTypeNamesKeyAndBothTypes) {
-  expect_mentions(error_of([&] { f_->get_string("t.u32"); }), {"'t.u32'", "expected string", "found uint32"});
-  expect_mentions(error_of([&] { f_->get_uint("t.str"); }), {"'t.str'", "unsigned integer", "found string"});
-  expect_mentions(error_of([&] { f_->get_uint("t.i32"); }),
-                  {"'t.i32'", "unsigned integer", "int32 -2000000000"});
-  expect_mentions(error_of([&] { f_->get_int("t.u64"); }),
-                  {"'t.u64'", "integer", "uint64 18446744073709551615"});
-  expect_mentions(error_of([&] { f_->get_int("t.f32"); }), {"'t.f32'", "integer", "found float32"});
-  expect_mentions(error_of([&] { f_->get_float("t.str"); }), {"'t.str'", "float", "found string"});
-  expect_mentions(error_of([&] { f_->get_bool("t.u8"); }), {"'t.u8'", "expected bool", "found uint8"});
-  expect_mentions(error_of([&] { f_->find_string("t.nested"); }),
-                  {"'t.nested'", "expected string", "found array of array"});
-  expect_mentions(error_of([&] { f_->find_uint("t.f64"); }),
-                  {"'t.f64'", "unsigned integer", "found float64"});
-  expect_mentions(error_of([&] { f_->find_float("t.true"); }), {"'t.true'", "float", "found bool"});
-  expect_mentions(error_of([&] { f_->find_bool("t.str"); }), {"'t.str'", "expected bool", "found string"});
-  expect_mentions(error_of([&] { f_->get_string_array("t.f32_arr"); }),
-                  {"'t.f32_arr'", "expected array of string", "found array of float32"});
-  expect_mentions(error_of([&] { f_->get_string_array("t.str"); }),
-                  {"'t.str'", "expected array of string", "found string"});
-  expect_mentions(error_of([&] { f_->get_float_array("t.str_arr"); }),
-                  {"'t.str_arr'", "expected array of float32", "found array of string"});
-  expect_mentions(error_of([&] { f_->get_int_array("t.f32_arr"); }),
-                  {"'t.f32_arr'", "expected array of int32", "found array of float32"});
-  expect_mentions(error_of([&] { f_->get_int_array("t.u32_arr_big"); }),
-                  {"'t.u32_arr_big'", "element 0", "int32"});
+  expect_refusal([&] { f_->get_string("t.u32"); }, {"'t.u32'", "expected string", "found uint32"});
+  expect_refusal([&] { f_->get_uint("t.str"); }, {"'t.str'", "unsigned integer", "found string"});
+  expect_refusal([&] { f_->get_uint("t.i32"); },
+                 {"'t.i32'", "unsigned integer", "int32 -2000000000"});
+  expect_refusal([&] { f_->get_int("t.u64"); },
+                 {"'t.u64'", "integer", "uint64 18446744073709551615"});
+  expect_refusal([&] { f_->get_int("t.f32"); }, {"'t.f32'", "integer", "found float32"});
+  expect_refusal([&] { f_->get_float("t.str"); }, {"'t.str'", "float", "found string"});
+  expect_refusal([&] { f_->get_bool("t.u8"); }, {"'t.u8'", "expected bool", "found uint8"});
+  expect_refusal([&] { f_->find_string("t.nested"); },
+                 {"'t.nested'", "expected string", "found array of array"});
+  expect_refusal([&] { f_->find_uint("t.f64"); },
+                 {"'t.f64'", "unsigned integer", "found float64"});
+  expect_refusal([&] { f_->find_float("t.true"); }, {"'t.true'", "float", "found bool"});
+  expect_refusal([&] { f_->find_bool("t.str"); }, {"'t.str'", "expected bool", "found string"});
+  expect_refusal([&] { f_->get_string_array("t.f32_arr"); },
+                 {"'t.f32_arr'", "expected array of string", "found array of float32"});
+  expect_refusal([&] { f_->get_string_array("t.str"); },
+                 {"'t.str'", "expected array of string", "found string"});
+  expect_refusal([&] { f_->get_float_array("t.str_arr"); },
+                 {"'t.str_arr'", "expected array of float32", "found array of string"});
+  expect_refusal([&] { f_->get_int_array("t.f32_arr"); },
+                 {"'t.f32_arr'", "expected array of int32", "found array of float32"});
+  expect_refusal([&] { f_->get_int_array("t.u32_arr_big"); },
+                 {"'t.u32_arr_big'", "element 0", "int32"});
 }
 
 TEST_F(GgufGetters, MissingKeyNamesKeyAndExpectedType) {
-  expect_mentions(error_of([&] { f_->get_string("llama.nothing"); }),
-                  {"'llama.nothing'", "missing", "string"});
-  expect_mentions(error_of([&] { f_->get_uint("llama.block_count"); }),
-                  {"'llama.block_count'", "missing", "unsigned integer"});
-  expect_mentions(error_of([&] { f_->get_int("x.int"); }), {"'x.int'", "missing", "integer"});
-  expect_mentions(error_of([&] { f_->get_float("x.f"); }), {"'x.f'", "missing", "float"});
-  expect_mentions(error_of([&] { f_->get_bool("x.b"); }), {"'x.b'", "missing", "bool"});
-  expect_mentions(error_of([&] { f_->get_string_array("x.sa"); }), {"'x.sa'", "missing", "array of string"});
-  expect_mentions(error_of([&] { f_->get_float_array("x.fa"); }), {"'x.fa'", "missing", "array of float32"});
-  expect_mentions(error_of([&] { f_->get_int_array("x.ia"); }), {"'x.ia'", "missing", "array of int32"});
+  expect_refusal([&] { f_->get_string("llama.nothing"); },
+                 {"'llama.nothing'", "missing", "string"});
+  expect_refusal([&] { f_->get_uint("llama.block_count"); },
+                 {"'llama.block_count'", "missing", "unsigned integer"});
+  expect_refusal([&] { f_->get_int("x.int"); }, {"'x.int'", "missing", "integer"});
+  expect_refusal([&] { f_->get_float("x.f"); }, {"'x.f'", "missing", "float"});
+  expect_refusal([&] { f_->get_bool("x.b"); }, {"'x.b'", "missing", "bool"});
+  expect_refusal([&] { f_->get_string_array("x.sa"); }, {"'x.sa'", "missing", "array of string"});
+  expect_refusal([&] { f_->get_float_array("x.fa"); }, {"'x.fa'", "missing", "array of float32"});
+  expect_refusal([&] { f_->get_int_array("x.ia"); }, {"'x.ia'", "missing", "array of int32"});
 }
 
 // The block geometry of every type GGUF defines, as published in the format's documentation.

@@ -3,7 +3,6 @@
 // and UTF-8 string columns that agree with the JSONL while text_bytes keeps the exact text.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <limits>
 
 #include "common/h5py_check.h"
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "io/hdf5_results.h"
 #include "io/jsonl_writer.h"
@@ -23,6 +23,8 @@
 
 namespace glacier::io {
 namespace {
+
+using glacier::testing::expect_input_error;
 
 // Row i of a deterministic, varied result set: empty vectors and strings at some rows, a score every
 // third row, invalid UTF-8 in text (kept exactly by text_bytes).
@@ -178,12 +180,7 @@ TEST(IoHdf5Results, BadPathsAreInputErrorsNamingThePath) {
   EXPECT_THROW(check_writable(missing), InputError);
   EXPECT_THROW(check_writable(dir), InputError);  // a directory, not a file
   EXPECT_NO_THROW(check_writable(dir + "/r.h5"));
-  try {
-    ResultsFile file(missing, ResultsFile::Mode::Create);
-    ADD_FAILURE() << "creating a file in a missing directory should throw";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { ResultsFile file(missing, ResultsFile::Mode::Create); }, {missing});
   EXPECT_THROW(ResultsFile(dir + "/absent.h5", ResultsFile::Mode::Resume), InputError);
   EXPECT_THROW(read_finished(dir + "/absent.h5"), InputError);
   const std::string not_hdf5 = dir + "/text.h5";
@@ -309,12 +306,15 @@ TEST(IoHdf5Results, TheSampleColumnRoundTripsAndAFormatTwoFileIsRefused) {
   const std::string to_format_two = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
                                     "del f['results/sample']; f.attrs['glacier_results_format']=2\" " + path;
   ASSERT_EQ(std::system(to_format_two.c_str()), 0) << to_format_two;
-  try {
-    read_finished(path);
-    ADD_FAILURE() << "a format-2 file was read back";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("expected results format 4, found 2"), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { read_finished(path); }, {"expected results format 4, found 2"});
+}
+
+// Reading an old-format file back, and resuming it, are both refused naming the path and both formats.
+void expect_old_format_refused(const std::string& path, int found_format,
+                               std::source_location where = std::source_location::current()) {
+  const std::string formats = "expected results format 4, found " + std::to_string(found_format);
+  expect_input_error([&] { read_finished(path); }, {formats, path}, where);
+  expect_input_error([&] { ResultsFile file(path, ResultsFile::Mode::Resume); }, {formats, path}, where);
 }
 
 // A file of results format 1 (no text_bytes column) stays readable and can be resumed: the column is
@@ -331,17 +331,7 @@ TEST(IoHdf5Results, AFormatOneFileIsRefusedNamingTheFormats) {
   const std::string to_format_one = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
                                     "del f['results/prompt_digest']; f.attrs['glacier_results_format']=1\" " + path;
   ASSERT_EQ(std::system(to_format_one.c_str()), 0) << to_format_one;
-  for (auto open : {std::function<void()>([&] { read_finished(path); }),
-                    std::function<void()>([&] { ResultsFile file(path, ResultsFile::Mode::Resume); })}) {
-    try {
-      open();
-      ADD_FAILURE() << "a format-1 file was read back";
-    } catch (const InputError& e) {
-      const std::string message = e.what();
-      EXPECT_NE(message.find("expected results format 4, found 1"), std::string::npos) << message;
-      EXPECT_NE(message.find(path), std::string::npos) << message;
-    }
-  }
+  expect_old_format_refused(path, 1);
 }
 
 // Format 2 had no top-logprob columns: a format-3 reader refuses it, naming both formats, on read and
@@ -353,17 +343,7 @@ TEST(IoHdf5Results, AFormatTwoFileIsRefusedNamingTheFormats) {
     for (int i = 0; i < 3; ++i) file.append(make_result(i));
     file.set_attribute("glacier_results_format", int64_t{2});
   }
-  for (auto open : {std::function<void()>([&] { read_finished(path); }),
-                    std::function<void()>([&] { ResultsFile file(path, ResultsFile::Mode::Resume); })}) {
-    try {
-      open();
-      ADD_FAILURE() << "a format-2 file was read back";
-    } catch (const InputError& e) {
-      const std::string message = e.what();
-      EXPECT_NE(message.find("expected results format 4, found 2"), std::string::npos) << message;
-      EXPECT_NE(message.find(path), std::string::npos) << message;
-    }
-  }
+  expect_old_format_refused(path, 2);
 }
 
 // Rows that asked for 0, 1 and 3 alternatives in a file 3 wide: on disk each token has 3 slots, the

@@ -21,6 +21,14 @@ std::string write_file(const std::string& name, const std::string& contents) {
   return path;
 }
 
+// Every record read without an error, in `format`.
+void expect_all_read(const std::vector<PromptRecord>& records, PromptFormat format) {
+  for (const auto& r : records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.format, format);
+  }
+}
+
 TEST(IoPromptReader, TextFileOnePromptPerLineWithLineNumberIds) {
   std::string path = write_file("p.txt", "\xEF\xBB\xBFHello world\r\n\n   \nSecond prompt\nthird");
   auto records = read_prompts(path);
@@ -33,10 +41,7 @@ TEST(IoPromptReader, TextFileOnePromptPerLineWithLineNumberIds) {
   EXPECT_EQ(records[1].index, 1);
   EXPECT_EQ(*records[2].prompt, "third");  // no final newline
   EXPECT_EQ(records[2].line, 5);
-  for (const auto& r : records) {
-    EXPECT_TRUE(r.ok) << r.error;
-    EXPECT_EQ(r.format, PromptFormat::Text);
-  }
+  expect_all_read(records, PromptFormat::Text);
 }
 
 TEST(IoPromptReader, TextLineWithInvalidUtf8IsAnErrorRecord) {
@@ -66,10 +71,7 @@ TEST(IoPromptReader, PlainJsonlWithAllFields) {
       "\n");
   auto records = read_prompts(path);
   ASSERT_EQ(records.size(), 5u);
-  for (const auto& r : records) {
-    EXPECT_TRUE(r.ok) << r.error;
-    EXPECT_EQ(r.format, PromptFormat::Jsonl);
-  }
+  expect_all_read(records, PromptFormat::Jsonl);
   const auto& a = records[0];
   EXPECT_EQ(a.id, "a");
   EXPECT_EQ(*a.prompt, "Once");
@@ -110,10 +112,7 @@ TEST(IoPromptReader, OpenAiBatchCompletionAndChatLines) {
       "\n");
   auto records = read_prompts(path);
   ASSERT_EQ(records.size(), 3u);
-  for (const auto& r : records) {
-    EXPECT_TRUE(r.ok) << r.error;
-    EXPECT_EQ(r.format, PromptFormat::OpenAiBatch);
-  }
+  expect_all_read(records, PromptFormat::OpenAiBatch);
   EXPECT_EQ(records[0].id, "req-1");
   EXPECT_EQ(*records[0].custom_id, "req-1");
   EXPECT_EQ(*records[0].prompt, "Say hi");

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "io/chrome_trace.h"
 #include "io/hdf5_results.h"
@@ -17,6 +18,8 @@
 
 namespace glacier::io {
 namespace {
+
+using glacier::testing::expect_input_error;
 
 // Fractions below come from sums of a few binary-inexact decimals: allow rounding of a few ulps.
 constexpr double kFractionTolerance = 1e-12;
@@ -111,13 +114,7 @@ TEST(IoTrace, SerialWriteCreatesAMissingFileAndEmptyTablesWork) {
 TEST(IoTrace, ReadingAFileWithoutTraceIsAnInputError) {
   const std::string path = glacier::testing::scratch_dir("io_trace_none") + "/results.h5";
   { ResultsFile results(path, ResultsFile::Mode::Create); }
-  try {
-    read_trace(path);
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("/trace"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { read_trace(path); }, {"/trace", path});
 }
 
 TEST(IoTrace, ChromeTraceEventsInMicroseconds) {
@@ -211,13 +208,7 @@ TEST(IoTrace, ChromeTraceFlowsFollowEachForwardHop) {
 TEST(IoTrace, ChromeTraceLayoutRefusesHostsThatAreNotWholeReplicas) {
   const std::map<std::string, AttributeValue> attrs = {{"layer_split", std::string("0:3,3:5")},
                                                        {"hosts", std::string("a,a,b")}};
-  try {
-    trace_layout(attrs, {{2, 0, TracePhase::Send, 0, 1, 1, 1}}, "r.h5");
-    FAIL() << "accepted 3 hosts for 2-stage replicas";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("hosts"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("r.h5"), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { trace_layout(attrs, {{2, 0, TracePhase::Send, 0, 1, 1, 1}}, "r.h5"); }, {"hosts", "r.h5"});
 }
 
 }  // namespace

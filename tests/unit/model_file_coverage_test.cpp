@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gguf_copy.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
@@ -40,10 +41,8 @@ using Edit = void (*)(gguf::Writer&);
 std::string edited_copy(const std::string& name, Edit edit) {
   auto f = gguf::File::open(base_model());
   gguf::Writer w;
-  for (const auto& [key, value] : f->metadata()) w.set(key, value);
-  for (const gguf::TensorInfo& t : f->tensors())
-    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
-                 std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  glacier::testing::copy_keys(*f, w);
+  glacier::testing::copy_tensors(*f, w);
   edit(w);
   const std::string path = scratch() + "/" + name;
   w.write(path);
@@ -140,10 +139,8 @@ TEST(ModelFileCoverage, RopeFreqsOnAnotherArchitectureIsRefused) {
   GLACIER_REQUIRE_SHARED(qwen2, "models/synthetic/synth-qwen2-f32.gguf");
   auto f = gguf::File::open(qwen2);
   gguf::Writer w;
-  for (const auto& [key, value] : f->metadata()) w.set(key, value);
-  for (const gguf::TensorInfo& t : f->tensors())
-    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
-                 std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  glacier::testing::copy_keys(*f, w);
+  glacier::testing::copy_tensors(*f, w);
   w.add_tensor("rope_freqs.weight", gguf::TensorType::F32, {16}, f32_bytes(16, 2.0f));
   const std::string path = scratch() + "/qwen2_rope_freqs.gguf";
   w.write(path);

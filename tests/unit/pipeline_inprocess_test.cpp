@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "comm/inprocess_channel.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
@@ -30,16 +31,11 @@ constexpr int32_t kCtx = 256;
 constexpr int32_t kSlots = 6;
 
 std::string make_model() {
-  static const std::string path = [] {
-    model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
-    spec.n_layer = 5;
-    spec.weight_type = kernels::WeightType::Q8_0;
-    spec.seed = 11;
-    const std::string p = glacier::testing::scratch_dir("inproc") + "/model.gguf";
-    model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
+  model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
+  spec.n_layer = 5;
+  spec.weight_type = kernels::WeightType::Q8_0;
+  spec.seed = 11;
+  return glacier::testing::synthetic_model_once(spec, "inproc");
 }
 
 // repetitive: prompts that repeat a few tokens, so prompt lookup has drafts to offer.

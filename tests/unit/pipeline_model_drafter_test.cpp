@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/stage_harness.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "model/synthetic_model.h"
 #include "pipeline/local_ring.h"
@@ -23,14 +24,9 @@ constexpr int32_t kCtx = 64;
 constexpr int32_t kUbatch = 5;  // shorter than the histories: the drafter feeds them in several chunks
 
 std::string model_path() {
-  static const std::string path = [] {
-    glacier::model::SyntheticModelSpec spec = glacier::model::synthetic_preset("tiny");
-    spec.seed = 23;
-    const std::string p = glacier::testing::scratch_dir("model-drafter") + "/draft.gguf";
-    glacier::model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
+  glacier::model::SyntheticModelSpec spec = glacier::model::synthetic_preset("tiny");
+  spec.seed = 23;
+  return glacier::testing::synthetic_model_once(spec, "model-drafter");
 }
 
 // A drafter on a fresh stage of the model.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "comm/inprocess_channel.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "compute/top_logprobs.h"
 #include "compute/transformer_stage.h"
@@ -187,16 +188,11 @@ constexpr int kStages = 3;
 constexpr int kWorldBase = 10;  // as if this were a later replica: reports must name world ranks
 
 std::string make_model() {
-  static const std::string path = [] {
-    model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
-    spec.n_layer = 3;
-    spec.weight_type = kernels::WeightType::Q8_0;
-    spec.seed = 5;
-    const std::string p = glacier::testing::scratch_dir("wire_integrity") + "/model.gguf";
-    model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
+  model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
+  spec.n_layer = 3;
+  spec.weight_type = kernels::WeightType::Q8_0;
+  spec.seed = 5;
+  return glacier::testing::synthetic_model_once(spec, "wire_integrity");
 }
 
 // Forwards to the real ring and notes the micro-batch ids in submission order (every stage handles

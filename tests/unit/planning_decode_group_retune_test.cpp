@@ -9,6 +9,7 @@
 namespace {
 
 using glacier::planning::DecodeGroupInputs;
+using glacier::planning::DecodeGroupRetune;
 using glacier::planning::DecodeGroupRetuner;
 using glacier::planning::StageStepCosts;
 
@@ -28,6 +29,13 @@ DecodeGroupInputs hop_bound_pair() {
   return in;
 }
 
+// One recorded re-choice: at `at_live` live sequences, from `from` groups to `to`.
+void expect_retune(const DecodeGroupRetune& got, int at_live, int from, int to) {
+  EXPECT_EQ(got.at_live, at_live);
+  EXPECT_EQ(got.from, from);
+  EXPECT_EQ(got.to, to);
+}
+
 TEST(DecodeGroupRetune, KeepsTheStartUpChoiceUntilTheLiveCountHalves) {
   DecodeGroupRetuner r(hop_bound_pair(), 4);
   EXPECT_EQ(r.groups_for(16), 4);
@@ -36,9 +44,7 @@ TEST(DecodeGroupRetune, KeepsTheStartUpChoiceUntilTheLiveCountHalves) {
   EXPECT_TRUE(r.retunes().empty());
   EXPECT_EQ(r.groups_for(8), 8);
   ASSERT_EQ(r.retunes().size(), 1u);
-  EXPECT_EQ(r.retunes()[0].at_live, 8);
-  EXPECT_EQ(r.retunes()[0].from, 4);
-  EXPECT_EQ(r.retunes()[0].to, 8);
+  expect_retune(r.retunes()[0], 8, 4, 8);
 }
 
 TEST(DecodeGroupRetune, FollowsTheTailDownAndTheNextWaveUp) {
@@ -50,14 +56,9 @@ TEST(DecodeGroupRetune, FollowsTheTailDownAndTheNextWaveUp) {
   EXPECT_EQ(r.groups_for(4), 4);   // doubled: re-chosen for 4
   EXPECT_EQ(r.groups_for(16), 4);  // doubled twice over: re-chosen for 16, the same 4, not recorded
   ASSERT_EQ(r.retunes().size(), 4u);
-  EXPECT_EQ(r.retunes()[1].at_live, 4);
-  EXPECT_EQ(r.retunes()[1].from, 8);
-  EXPECT_EQ(r.retunes()[1].to, 4);
-  EXPECT_EQ(r.retunes()[2].at_live, 2);
-  EXPECT_EQ(r.retunes()[2].to, 2);
-  EXPECT_EQ(r.retunes()[3].at_live, 4);
-  EXPECT_EQ(r.retunes()[3].from, 2);
-  EXPECT_EQ(r.retunes()[3].to, 4);
+  expect_retune(r.retunes()[1], 4, 8, 4);
+  expect_retune(r.retunes()[2], 2, 4, 2);
+  expect_retune(r.retunes()[3], 4, 2, 4);
 }
 
 TEST(DecodeGroupRetune, AWobblingCountDoesNotFlap) {

@@ -3,6 +3,7 @@
 // divide, more stages than layers, a model that does not fit, options a shard set cannot honour).
 #include <gtest/gtest.h>
 
+#include "common/planning_shapes.h"
 #include "compute/kv_cache.h"
 #include "planning/layout.h"
 #include "planning/partition.h"
@@ -15,26 +16,14 @@ using glacier::model::LayerRange;
 using glacier::planning::format_layer_split;
 using namespace glacier::planning;
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kGiB = uint64_t{1} << 30;
+using glacier::testing::kGiB;
+using glacier::testing::kMiB;
 
 // Eight layers of 1 GiB (the last two of 2 GiB), a 256 MiB embedding and head; KV and buffers are a
 // few MiB at most, so a rank's need is its weights to within kSmall.
 constexpr uint64_t kSmall = 64 * kMiB;
 MemoryShape uneven_model() {
-  glacier::model::ModelConfig cfg;
-  cfg.n_layer = 8;
-  cfg.n_embd = 64;
-  cfg.n_head = 1;
-  cfg.n_head_kv = 1;
-  cfg.head_dim = 64;
-  cfg.n_ff = 128;
-  cfg.n_vocab = 1000;
-  glacier::model::WeightBytes bytes;
-  bytes.per_layer = {kGiB, kGiB, kGiB, kGiB, kGiB, kGiB, 2 * kGiB, 2 * kGiB};
-  bytes.embedding = 256 * kMiB;
-  bytes.head = 256 * kMiB;
-  return memory_shape(cfg, bytes, /*n_ctx=*/128, /*ubatch=*/16, /*slots_option=*/0, /*decode_groups_option=*/0);
+  return glacier::testing::eight_layer_model({kGiB, kGiB, kGiB, kGiB, kGiB, kGiB, 2 * kGiB, 2 * kGiB});
 }
 
 // `ranks` ranks, each alone on a host far larger than the model.

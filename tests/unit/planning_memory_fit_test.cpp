@@ -2,6 +2,7 @@
 // refused with the smallest pipeline that would fit, and a fitting layout passes.
 #include <gtest/gtest.h>
 
+#include "common/planning_shapes.h"
 #include "planning/memory_fit.h"
 #include "compute/kv_cache.h"
 
@@ -12,25 +13,12 @@ using glacier::planning::MemoryShape;
 using glacier::planning::rank_memory_need;
 using glacier::model::LayerRange;
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kGiB = uint64_t{1} << 30;
+using glacier::testing::kGiB;
+using glacier::testing::kMiB;
 
 // Eight equal layers of 1 GiB, a 256 MiB embedding and head, a small KV and buffers.
 MemoryShape eight_gib_model() {
-  MemoryShape s;
-  s.cfg.n_layer = 8;
-  s.cfg.n_embd = 64;
-  s.cfg.n_head = 1;
-  s.cfg.n_head_kv = 1;
-  s.cfg.head_dim = 64;
-  s.cfg.n_ff = 128;
-  s.cfg.n_vocab = 1000;
-  s.bytes.per_layer.assign(8, kGiB);
-  s.bytes.embedding = 256 * kMiB;
-  s.bytes.head = 256 * kMiB;
-  s.min_slots = 1;
-  s.n_ctx = 128;
-  s.ubatch = 16;
+  MemoryShape s = glacier::testing::eight_layer_model(std::vector<uint64_t>(8, kGiB));
   s.ring_bytes_per_micro_batch = 64 * 1024;  // a stand-in: the app asks the wire (pipeline::max_forward_bytes + back)
   return s;
 }

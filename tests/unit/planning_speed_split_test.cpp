@@ -3,6 +3,7 @@
 // and reports rather than throws when no split fits.
 #include <gtest/gtest.h>
 
+#include "common/planning_shapes.h"
 #include "planning/partition.h"
 #include "planning/speed_split.h"
 
@@ -16,21 +17,7 @@ constexpr uint64_t kRoomy = uint64_t{1} << 40;  // a memory cap none of these ti
 constexpr double kExact = 0.0;
 
 // Four layers of 10 weight bytes and a head of 20 (work on the last stage).
-MemoryShape four_layer_model() {
-  glacier::model::ModelConfig cfg;
-  cfg.n_layer = 4;
-  cfg.n_embd = 8;
-  cfg.n_head = 1;
-  cfg.n_head_kv = 1;
-  cfg.head_dim = 8;
-  cfg.n_ff = 16;
-  cfg.n_vocab = 32;
-  glacier::model::WeightBytes bytes;
-  bytes.per_layer = {10, 10, 10, 10};
-  bytes.embedding = 20;
-  bytes.head = 20;
-  return memory_shape(cfg, bytes, 16, 4, 0, 0);
-}
+using glacier::testing::four_layer_model;
 
 TEST(PlanningSpeedSplit, EqualRanksBalanceLayersAgainstTheHead) {
   // Cut after k layers: 10k and 10(4 - k) + 20; k = 3 gives 30 and 30.

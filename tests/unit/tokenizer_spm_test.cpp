@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "common/input_error.h"
 #include "common/test_env.h"
+#include "common/tokenizer_reference.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/tokenizer.h"
@@ -75,29 +77,12 @@ gguf::Writer vocab_writer() {
   return w;
 }
 
-std::string write_file(const gguf::Writer& w, const std::string& name) {
-  const std::string path = testing::scratch_dir("tokenizer_spm_" + name) + "/vocab.gguf";
-  w.write(path);
-  return path;
-}
-
 std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
-  const auto file = gguf::File::open(write_file(w, name));
-  return Tokenizer::from_gguf(*file);
+  return testing::open_tokenizer(testing::write_vocab_file(w, "tokenizer_spm_" + name));
 }
 
-// The InputError message from loading the vocabulary (empty when it loads).
-std::string load_error(const gguf::Writer& w, const std::string& name, std::string* path = nullptr) {
-  const std::string p = write_file(w, name);
-  if (path) *path = p;
-  const auto file = gguf::File::open(p);
-  try {
-    Tokenizer::from_gguf(*file);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::expect_mentions;
+using testing::vocab_refusal;
 
 class SpmTokenizerTest : public ::testing::Test {
  protected:
@@ -219,38 +204,31 @@ TEST(SpmTokenizerErrors, ScoresLengthMismatch) {
   gguf::Writer w = vocab_writer();
   w.set_f32_array("tokenizer.ggml.scores", {0.0f, 1.0f, 2.0f});
   std::string path;
-  const std::string msg = load_error(w, "scores", &path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  EXPECT_NE(msg.find("tokenizer.ggml.scores"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(kTokens.size()) + " elements"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("found 3 elements"), std::string::npos) << msg;
+  const std::string msg = vocab_refusal(w, "tokenizer_spm_scores", &path);
+  expect_mentions(msg, {path, "tokenizer.ggml.scores",
+                        std::to_string(kTokens.size()) + " elements", "found 3 elements"});
 }
 
 TEST(SpmTokenizerErrors, TokenTypeLengthMismatch) {
   gguf::Writer w = vocab_writer();
   w.set_i32_array("tokenizer.ggml.token_type", {1, 1});
-  const std::string msg = load_error(w, "types");
-  EXPECT_NE(msg.find("tokenizer.ggml.token_type"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("found 2 elements"), std::string::npos) << msg;
+  const std::string msg = vocab_refusal(w, "tokenizer_spm_types");
+  expect_mentions(msg, {"tokenizer.ggml.token_type", "found 2 elements"});
 }
 
 TEST(SpmTokenizerErrors, UnsupportedModelNamesSupportedOnes) {
   gguf::Writer w = vocab_writer();
   w.set_string("tokenizer.ggml.model", "bert");
   std::string path;
-  const std::string msg = load_error(w, "model", &path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  EXPECT_NE(msg.find("tokenizer.ggml.model"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("\"bert\""), std::string::npos) << msg;
-  EXPECT_NE(msg.find("\"llama\""), std::string::npos) << msg;
+  const std::string msg = vocab_refusal(w, "tokenizer_spm_model", &path);
+  expect_mentions(msg, {path, "tokenizer.ggml.model", "\"bert\"", "\"llama\""});
 }
 
 TEST(SpmTokenizerErrors, SpecialIdOutOfRange) {
   gguf::Writer w = vocab_writer();
   w.set_u32("tokenizer.ggml.bos_token_id", 500);
-  const std::string msg = load_error(w, "bos");
-  EXPECT_NE(msg.find("tokenizer.ggml.bos_token_id"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("500"), std::string::npos) << msg;
+  const std::string msg = vocab_refusal(w, "tokenizer_spm_bos");
+  expect_mentions(msg, {"tokenizer.ggml.bos_token_id", "500"});
 }
 
 TEST(SpmTokenizerErrors, MalformedByteToken) {
@@ -258,9 +236,8 @@ TEST(SpmTokenizerErrors, MalformedByteToken) {
   tokens[3].text = "<0xZZ>";
   gguf::Writer w = vocab_writer();
   w.set_string_array("tokenizer.ggml.tokens", texts_of(tokens));
-  const std::string msg = load_error(w, "bytetok");
-  EXPECT_NE(msg.find("tokenizer.ggml.tokens"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("<0xZZ>"), std::string::npos) << msg;
+  const std::string msg = vocab_refusal(w, "tokenizer_spm_bytetok");
+  expect_mentions(msg, {"tokenizer.ggml.tokens", "<0xZZ>"});
 }
 
 TEST(SpmTokenizerErrors, TokenTypeOutOfRange) {
@@ -268,16 +245,15 @@ TEST(SpmTokenizerErrors, TokenTypeOutOfRange) {
   types[7] = 9;
   gguf::Writer w = vocab_writer();
   w.set_i32_array("tokenizer.ggml.token_type", types);
-  const std::string msg = load_error(w, "typeval");
-  EXPECT_NE(msg.find("tokenizer.ggml.token_type"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("element 7"), std::string::npos) << msg;
+  const std::string msg = vocab_refusal(w, "tokenizer_spm_typeval");
+  expect_mentions(msg, {"tokenizer.ggml.token_type", "element 7"});
 }
 
 TEST(SpmTokenizerErrors, MissingTokens) {
   gguf::Writer w;
   w.set_string("tokenizer.ggml.model", "llama");
-  const std::string msg = load_error(w, "notokens");
-  EXPECT_NE(msg.find("tokenizer.ggml.tokens"), std::string::npos) << msg;
+  const std::string msg = vocab_refusal(w, "tokenizer_spm_notokens");
+  expect_mentions(msg, {"tokenizer.ggml.tokens"});
 }
 
 }  // namespace

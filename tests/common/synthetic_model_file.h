@@ -1,0 +1,14 @@
+// Test helper: a synthetic model written once per test process (write_synthetic_model into a scratch
+// directory), so the tests of one binary share the file instead of writing it again each.
+#pragma once
+#include <string>
+
+#include "model/synthetic_model.h"
+
+namespace glacier::testing {
+
+// The path of <scratch_name>/model.gguf, written from spec the first time this process asks for
+// scratch_name; later calls with that name return the same file (a name stands for one spec).
+std::string synthetic_model_once(const model::SyntheticModelSpec& spec, const std::string& scratch_name);
+
+}  // namespace glacier::testing
