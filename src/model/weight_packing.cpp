@@ -1,8 +1,10 @@
-// Weight packing at load: collects the shard's matrices, packs each into its own aligned buffer, then
-// releases the original tensors' pages (only those no unpacked matrix still reads).
+// Weight packing at load: collects the shard's matrices, packs each into its own aligned buffer, and
+// releases an original tensor's pages as soon as its last matrix is packed (never while an unpacked
+// matrix still reads it), so the rank never holds much more than its weights once.
 #include "model/weight_packing.h"
 
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "gguf/gguf_file.h"
@@ -37,11 +39,12 @@ const gguf::TensorInfo* tensor_holding(const ShardWeights& w, const void* data) 
 }  // namespace
 
 void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool* pool, const LoadProgress& progress) {
-  std::set<const gguf::TensorInfo*> packed_tensors, still_read;
+  // Every matrix of a tensor (a stacked expert tensor holds one per expert) is packed before its pages go:
+  // releasing them only after the whole shard was packed held the shard's weights twice at the peak.
+  std::set<const gguf::TensorInfo*> still_read;
+  std::map<const gguf::TensorInfo*, int> unpacked;  // packable matrices of each tensor not packed yet
   if (shard.has_embedding) still_read.insert(tensor_holding(shard, shard.token_embd.data));
   uint64_t total = 0, done = 0;
-  for (kernels::Matrix* m : shard_matrices(shard))
-    if (m->data && kernels::packable(m->type)) total += tensor_holding(shard, m->data)->n_bytes;
   for (kernels::Matrix* m : shard_matrices(shard)) {
     if (!m->data) continue;
     const gguf::TensorInfo* source = tensor_holding(shard, m->data);
@@ -49,6 +52,12 @@ void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool*
       still_read.insert(source);
       continue;
     }
+    ++unpacked[source];
+    total += static_cast<uint64_t>(m->rows) * m->row_bytes;
+  }
+  for (kernels::Matrix* m : shard_matrices(shard)) {
+    if (!m->data || !kernels::packable(m->type)) continue;
+    const gguf::TensorInfo* source = tensor_holding(shard, m->data);
     const size_t bytes = kernels::packed_bytes(*m);
     auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(kernels::kPackAlign, bytes));
     if (!buffer) throw std::bad_alloc();
@@ -60,12 +69,10 @@ void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool*
       kernels::pack_groups(*m, buffer, 0, groups);
     }
     m->packed = buffer;
-    packed_tensors.insert(source);
-    done += source->n_bytes;
+    if (source && --unpacked[source] == 0 && !still_read.count(source)) file.release(*source);
+    done += static_cast<uint64_t>(m->rows) * m->row_bytes;
     if (progress) progress(done, total, "packed");
   }
-  for (const gguf::TensorInfo* t : packed_tensors)
-    if (t && !still_read.count(t)) file.release(*t);
 }
 
 }  // namespace glacier::model
