@@ -1236,8 +1236,8 @@ def cluster(args):
 # src/compute/moe_ffn.cpp). The ranks of a stage form a group: member j holds the routed experts e with
 # e % E == j of the stage's MoE layers; attention, the router, the shared experts and dense layers are held
 # and computed by every member, the embedding and the head by the leader (the member on the ring). A
-# micro-batch: the leader hands its layer input to the E - 1 members (an f32 forward message each, left in
-# flight while it runs the layers); every member runs the stage's layers, and at each MoE layer sends the
+# micro-batch: the leader hands its layer input to the E - 1 members (an f32 forward message each, and
+# waits for the sends to leave); every member runs the stage's layers, and at each MoE layer sends the
 # outputs of the (token, chosen expert) slots it computed, n_embd floats a slot, to every other member and
 # waits for theirs. So a layer lasts as long as its most loaded member plus the exchange: for one token,
 # k of X experts over E members load the busiest member with more than k / E of them (4 of 16 over 2:
@@ -1638,8 +1638,8 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
     """(seconds of routed-expert compute, seconds of waiting) one micro-batch of n tokens adds to a stage's
     replicated compute, means over the routing samples. moe_layers: the stage's MoE layers (0 = the first
     MoE layer). The busiest member's experts are compute (all members' cores work); the rest is waiting:
-    the leader's hand-off (E - 1 forward messages sent one after another, in flight while the leader
-    starts its layers), the members seeing it (input_lag late: they poll), and at each MoE layer the exchange: member i sends its slots'
+    the leader's hand-off (E - 1 forward messages sent one after another, then it starts), the members
+    seeing it (input_lag late: they poll), and at each MoE layer the exchange: member i sends its slots'
     outputs to the others in member order, each taking latency + position x bytes / bandwidth to arrive,
     and member j waits for each other member's in turn (its wait polls, restarting at each message), then
     for its own sends to have left. The replicated compute drops out: every member does the same."""
@@ -1648,7 +1648,7 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
     fwd = HEADER_BYTES_PER_MB + n * moe.n_embd * 4.0                         # the hand-off is always f32
     per_msg = fwd / link.bandwidth_Bps
     if not moe_layers:  # a stage of dense layers only: the members follow, nothing to gather
-        return 0.0, 0.0
+        return 0.0, (E - 1) * per_msg
     X, S = moe.n_expert, routing.samples
     loads = routing.loads(n)[:, moe_layers, :]                               # (S, layers, X)
     table = np.asarray([0.0] + [tau(m) for m in range(1, int(loads.max()) + 1)]) * moe.expert_bytes_each()
@@ -1658,7 +1658,8 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
         return busiest, 0.0
     slots = loads.reshape(S, len(moe_layers), X // E, E).sum(axis=2)
     out_bytes = slots * moe.n_embd * 4.0                                     # a slot's output, f32
-    start = np.zeros((S, E))                                                 # the leader starts at once
+    start = np.zeros((S, E))
+    start[:, 0] = (E - 1) * per_msg                                          # the leader waits for its sends
     for j in range(1, E):
         start[:, j] = link.latency_s + j * per_msg + input_lag
     member = np.arange(E)
