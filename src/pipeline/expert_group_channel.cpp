@@ -1,7 +1,6 @@
-// Expert group over a channel. The leader's hand-off sends stay in flight while it runs the layers (the
-// members pull the input meanwhile); it waits for them only before it reuses their buffer. A member polls
-// for the next micro-batch with backoff (the leader may idle for long between micro-batches, longer than
-// a stall timeout, which a plain wait would report as a stall).
+// Expert group over a channel. The leader waits for its sends before returning so its buffer can be
+// reused; a member polls for the next micro-batch with backoff (the leader may idle for long between
+// micro-batches, longer than a stall timeout, which a plain wait would report as a stall).
 #include "pipeline/expert_group_channel.h"
 
 #include <string>
@@ -18,29 +17,22 @@ ChannelExpertGroup::ChannelExpertGroup(comm::Channel& group, int32_t max_tokens,
   requests_.reserve(static_cast<size_t>(2 * group.size()));
 }
 
-void ChannelExpertGroup::hand_off() {
-  for (int r = 1; r < group_.size(); ++r)
-    hand_offs_.push_back(group_.isend(buf_.data(), buf_.size(), r, comm::tags::kExpertInput));
-}
-
-void ChannelExpertGroup::finish_hand_offs() {
-  for (comm::Request& r : hand_offs_) group_.wait(r);
-  hand_offs_.clear();
-}
-
 void ChannelExpertGroup::share_input(const compute::MicroBatch& mb, const float* x, int32_t n_embd) {
   GLACIER_ASSERT(leader(), "only the expert group's leader shares its input");
-  finish_hand_offs();  // the previous micro-batch's sends still read buf_
   encode_forward(mb, x, n_embd, WireCodec::F32, buf_);
-  hand_off();
+  requests_.clear();
+  for (int r = 1; r < group_.size(); ++r)
+    requests_.push_back(group_.isend(buf_.data(), buf_.size(), r, comm::tags::kExpertInput));
+  for (comm::Request& r : requests_) group_.wait(r);
 }
 
 void ChannelExpertGroup::release_members() {
   GLACIER_ASSERT(leader(), "only the expert group's leader releases the members");
-  finish_hand_offs();
   buf_ = encode_shutdown();
-  hand_off();
-  finish_hand_offs();  // the phase ends with no send in flight
+  requests_.clear();
+  for (int r = 1; r < group_.size(); ++r)
+    requests_.push_back(group_.isend(buf_.data(), buf_.size(), r, comm::tags::kExpertInput));
+  for (comm::Request& r : requests_) group_.wait(r);
 }
 
 int64_t ChannelExpertGroup::follow_leader(compute::TransformerStage& stage, TraceLog* trace) {

@@ -1,6 +1,6 @@
 // An expert group (compute/expert_group.h) over a comm channel holding just its members, the leader at
-// rank 0: the leader hands each micro-batch to the others as a forward message (f32, so bit for bit)
-// without waiting for the sends, and the members exchange their expert outputs point to point.
+// rank 0: the leader hands each micro-batch to the others as a forward message (f32, so bit for bit),
+// and the members exchange their expert outputs point to point.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -22,9 +22,8 @@ class ChannelExpertGroup : public compute::ExpertGroup {
   void share_input(const compute::MicroBatch& mb, const float* x, int32_t n_embd) override;
   void gather_expert_outputs(const float* mine, const std::vector<size_t>& counts, float* all) override;
 
-  // Leader: ends the other members' follow_leader() once every earlier hand-off is sent. Called at the end
-  // of each phase in which the leader runs layers (the start-up timing of decode steps, then the ring),
-  // while the members follow.
+  // Leader: ends the other members' follow_leader(). Called at the end of each phase in which the leader
+  // runs layers (the start-up timing of decode steps, then the ring), while the members follow.
   void release_members();
   // A member other than the leader: runs every micro-batch the leader shares on `stage` (whose expert
   // group this is) until release_members(); returns how many it ran. With a trace, each micro-batch's wait
@@ -32,14 +31,10 @@ class ChannelExpertGroup : public compute::ExpertGroup {
   int64_t follow_leader(compute::TransformerStage& stage, TraceLog* trace = nullptr);
 
  private:
-  void hand_off();          // leader: buf_ to every other member, sends left in flight in hand_offs_
-  void finish_hand_offs();  // leader: waits for them (before buf_ changes)
-
   comm::Channel& group_;
   std::vector<uint8_t> buf_;  // the leader's message out, or a member's message in
   std::vector<float> x_;      // a member's layer input
-  std::vector<comm::Request> hand_offs_;  // the leader's sends of buf_ still in flight
-  std::vector<comm::Request> requests_;   // the exchange of expert outputs
+  std::vector<comm::Request> requests_;
   std::vector<size_t> expected_;  // bytes of each posted receive, in requests_' order
 };
 
