@@ -34,10 +34,14 @@ bool have_python_modules(const std::string& modules) {
 
 bool have_h5py() { return have_python_modules("h5py"); }
 
-H5pyCheck run_python_check(const std::string& script, const std::vector<std::string>& args) {
-  std::string cmd = std::string(kPython) + " " + GLACIER_SOURCE_DIR + "/tests/common/" + script;
+H5pyCheck run_python_script(const std::string& path, const std::vector<std::string>& args) {
+  std::string cmd = std::string(kPython) + " " + path;
   for (const auto& a : args) cmd += " '" + a + "'";
   return run_captured(cmd + " 2>&1");
+}
+
+H5pyCheck run_python_check(const std::string& script, const std::vector<std::string>& args) {
+  return run_python_script(std::string(GLACIER_SOURCE_DIR) + "/tests/common/" + script, args);
 }
 
 H5pyCheck check_results_utf8(const std::string& h5, const std::string& jsonl) {

@@ -21,7 +21,9 @@ struct H5pyCheck {
 // text_bytes agrees with text, and the JSONL (when given) holds the same strings.
 H5pyCheck check_results_utf8(const std::string& h5, const std::string& jsonl = "");
 
-// tests/common/<script> ARGS... under /usr/bin/python3 (each argument single-quoted), output captured.
+// The script at `path` ARGS... under /usr/bin/python3 (each argument single-quoted), output captured.
+H5pyCheck run_python_script(const std::string& path, const std::vector<std::string>& args);
+// run_python_script of tests/common/<script>.
 H5pyCheck run_python_check(const std::string& script, const std::vector<std::string>& args);
 
 // The rows h5py sees in a results file (its shortest /results column) are `rows`. Without h5py it says
