@@ -119,6 +119,22 @@ void expect_moments(const std::vector<float>& v, double mean, double std, const 
   EXPECT_NEAR(m.std, std, kStandardErrors * std / std::sqrt(2.0 * n)) << what;
 }
 
+// The model at `path` runs: finite logits at every prompt position, spread out (random weights still give a
+// spread; a zero or constant head would not), and 8 greedy tokens inside the vocabulary.
+void expect_forward_pass_runs(const std::string& path, int32_t n_vocab) {
+  testing::EngineHarness h(path, 128, 2, 64, 1);
+  const std::vector<int32_t> prompt = h.tok->encode("Once upon a time, there was a little girl", true, false);
+  const std::vector<float> logits = h.all_logits(prompt);
+  ASSERT_EQ(logits.size(), prompt.size() * static_cast<size_t>(n_vocab));
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  const std::vector<float> last(logits.end() - n_vocab, logits.end());
+  EXPECT_GT(moments(last).std, 0.1);
+  const auto gen = h.greedy({"The dog saw a big red ball"}, 8);
+  ASSERT_EQ(gen.size(), 1u);
+  EXPECT_EQ(gen[0].size(), 8u);
+  for (int32_t id : gen[0]) EXPECT_TRUE(id >= 0 && id < n_vocab) << id;
+}
+
 TEST(SyntheticModel, SameSpecGivesSameBytesWhateverTheThreadCount) {
   const std::string dir = testing::scratch_dir("synthetic_same_bytes");
   SyntheticModelSpec one = tiny(WeightType::Q8_0, 7);
@@ -194,19 +210,7 @@ TEST_P(SyntheticModelTypes, LoadsAndRunsAForwardPassWithFiniteLogits) {
   const auto tok = Tokenizer::from_gguf(*file);
   EXPECT_EQ(tok->n_vocab(), cfg.n_vocab);
 
-  testing::EngineHarness h(path, 128, 2, 64, 1);
-  const std::vector<int32_t> prompt = h.tok->encode("Once upon a time, there was a little girl", true, false);
-  const std::vector<float> logits = h.all_logits(prompt);
-  ASSERT_EQ(logits.size(), prompt.size() * static_cast<size_t>(cfg.n_vocab));
-  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
-  // Random weights still give a spread of logits (a zero or constant head would not).
-  const std::vector<float> last(logits.end() - cfg.n_vocab, logits.end());
-  EXPECT_GT(moments(last).std, 0.1);
-
-  const auto gen = h.greedy({"The dog saw a big red ball"}, 8);
-  ASSERT_EQ(gen.size(), 1u);
-  EXPECT_EQ(gen[0].size(), 8u);
-  for (int32_t id : gen[0]) EXPECT_TRUE(id >= 0 && id < cfg.n_vocab) << id;
+  expect_forward_pass_runs(path, cfg.n_vocab);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, SyntheticModelTypes,
@@ -303,17 +307,7 @@ TEST_P(SyntheticQwen3Moe, LoadsAndRunsAForwardPassWithFiniteLogitsAndTheSameByte
   EXPECT_EQ(cfg.n_expert_used, 2);
   EXPECT_EQ(cfg.n_ff_expert, 32);
 
-  testing::EngineHarness h(path, 128, 2, 64, 1);
-  const std::vector<int32_t> prompt = h.tok->encode("Once upon a time, there was a little girl", true, false);
-  const std::vector<float> logits = h.all_logits(prompt);
-  ASSERT_EQ(logits.size(), prompt.size() * static_cast<size_t>(cfg.n_vocab));
-  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
-  const std::vector<float> last(logits.end() - cfg.n_vocab, logits.end());
-  EXPECT_GT(moments(last).std, 0.1);
-  const auto gen = h.greedy({"The dog saw a big red ball"}, 8);
-  ASSERT_EQ(gen.size(), 1u);
-  EXPECT_EQ(gen[0].size(), 8u);
-  for (int32_t id : gen[0]) EXPECT_TRUE(id >= 0 && id < cfg.n_vocab) << id;
+  expect_forward_pass_runs(path, cfg.n_vocab);
 }
 
 // A K-quant mix on qwen3moe: llama-quantize's per-tensor rules by name (k_quant_mix_test.cpp has the table), here
