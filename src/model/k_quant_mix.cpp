@@ -130,7 +130,7 @@ kernels::WeightType k_quant_mix_type(KQuantMix mix, const std::string& name, con
     if (shape.arch == "llama" && !eight_experts && shape.n_layer == 80 && shape.n_head != shape.n_head_kv &&
         (t == WeightType::Q3_K || t == WeightType::Q4_K))
       t = WeightType::Q5_K;
-    if (eight_experts) t = WeightType::Q8_0;  // "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
+    if (eight_experts) t = WeightType::Q8_0;  // with 8 experts the attention is small next to them: Q8_0 costs little
   } else if (has(name, "attn_k.weight")) {
     if (eight_experts) t = WeightType::Q8_0;
   } else if (has(name, "ffn_down")) {
