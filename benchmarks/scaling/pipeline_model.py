@@ -1858,6 +1858,9 @@ def experts(args):
     if pp and N > moe.n_layer:
         raise SystemExit(f"pipeline_model experts: --calibrate-pp: expected a PP-only layout of --ranks ({N}) stages, "
                          f"which needs at least {N} layers; the model has {moe.n_layer}")
+    ep_slots = args.slots if args.ep_slots is None else args.ep_slots
+    if not 1 <= ep_slots <= args.slots:
+        raise SystemExit(f"pipeline_model experts: --ep-slots: expected 1..--slots ({args.slots}), found {ep_slots}")
     print(f"MoE shape: {moe.describe()}")
     if pp:
         bw, ops = calibrate_rank_speed(moe, N, pp, ctx, args)
@@ -1877,21 +1880,25 @@ def experts(args):
           + ("; products priced by --tau-knots" if knots else f"; products priced by node_tau's {args.tau_form} form")
           + f"; one sequence of "
           f"{args.prompt_tokens} prompt + {args.single_tokens} new tokens; {args.batch} sequences x "
-          f"{args.batch_tokens} new; {args.slots} slots, ubatch {args.ubatch}, decode groups = stages")
+          f"{args.batch_tokens} new; {args.slots} slots"
+          + (f" ({ep_slots} in the expert-parallel layouts, --ep-slots: the excess sequences wait for a free one)"
+             if ep_slots != args.slots else "") + f", ubatch {args.ubatch}, decode groups = stages")
     rows = []
     for P, E in layouts(N, moe):
         layout = ExpertLayout(moe, P, E, node, link, routing, group_link)
+        slots = ep_slots if E > 1 else args.slots
         rates = {}
         for seqs in (1, args.batch):
             prompts = decode_prompts(seqs, args.prompt_tokens, new_tokens(seqs))
-            span = predict_expert_job(layout, prompts, args.slots, args.ubatch, lambda s, j: 0, {0: args.cores})
+            span = predict_expert_job(layout, prompts, slots, args.ubatch, lambda s, j: 0, {0: args.cores})
             rates[seqs] = sum(g for _, g in prompts) / span
         held = rank_weight_bytes(moe, P, E)
-        kv = max(kv_bytes_of_stage(moe, P, s, args.slots, args.ctx) for s in range(P))
+        kv = max(kv_bytes_of_stage(moe, P, s, slots, args.ctx) for s in range(P))
         rows.append((P, E, held, kv, rates))
     scale, unit = (2**20, "MiB") if max(b for r in rows for *_, b in r[2]) >= 10 * 2**20 else (2**10, "KiB")
     print()
-    print(f"| stages x expert-parallel | weights a rank, {unit} (world rank order) | KV cache a rank, MiB ({args.slots} x "
+    print(f"| stages x expert-parallel | weights a rank, {unit} (world rank order) | KV cache a rank, MiB ("
+          + (f"{args.slots} or --ep-slots {ep_slots}" if ep_slots != args.slots else f"{args.slots}") + f" x "
           f"{args.ctx} positions) | 1 sequence, tok/s | {args.batch} sequences, tok/s |")
     print("|---|---|---:|---:|---:|")
     base = next((r[4] for r in rows if r[1] == 1), None)  # PP only: N stages (none when N exceeds the layers)
@@ -2184,6 +2191,13 @@ def main():
     x.add_argument("--measured-ep", metavar="SEQS:TOK_S,...",
                    help="measured generated tok/s of the P x --measured-ep-e layout, shown against its prediction")
     x.add_argument("--measured-ep-e", type=int, default=2, help="E of the layout --measured-ep measured")
+    # glacier fits its KV slots to the memory a rank has left, and every member of an expert group keeps its
+    # whole stage's KV cache: on one host the expert-parallel run may get fewer slots than the PP-only one
+    # (qwen3moe q8_0 on the Zen 5 VM: 29-30 against 32), and the sequences beyond them wait, then decode
+    # alone at a few rows (a tail of 2-row micro-batches in the 32-sequence trace: 1.25 of its 9.6 s).
+    x.add_argument("--ep-slots", type=int,
+                   help="KV slots of the expert-parallel layouts (E > 1) as the measured run's log gives them "
+                        "('rank 0: N KV slots'); default --slots")
     x.add_argument("--ctx", type=int, default=2048, help="positions a slot's KV cache holds (the memory column)")
     x.add_argument("--check", action="store_true", help="check the entry's arithmetic (memory split, E = 1 against "
                    "the PP-only model, the routing draws; with --gguf, the file's tensor sizes too) and exit 1 on a failure")
