@@ -96,10 +96,10 @@ std::string write_vocab_file(const gguf::Writer& w, const std::string& scratch_n
 }
 
 std::string vocab_refusal(const gguf::Writer& w, const std::string& scratch_name, std::string* path,
-                          std::source_location where) {
+                          const char* caller_file, int caller_line) {
   const std::string file = write_vocab_file(w, scratch_name);
   if (path) *path = file;
-  return input_error_message([&] { open_tokenizer(file); }, where);
+  return input_error_message([&] { open_tokenizer(file); }, caller_file, caller_line);
 }
 
 void expect_matches_tokenize_reference(const std::string& json_path, const std::string& vocab_path,

@@ -3,7 +3,6 @@
 // against llama.cpp's test-tokenizer-0 case files.
 #pragma once
 #include <memory>
-#include <source_location>
 #include <string>
 
 #include "gguf/gguf_writer.h"
@@ -29,7 +28,7 @@ std::string write_vocab_file(const gguf::Writer& w, const std::string& scratch_n
 // What the InputError of loading the tokenizer of w (written as write_vocab_file does) says; a test
 // failure at the caller's line and "" when it loads. The file's path goes to *path when given.
 std::string vocab_refusal(const gguf::Writer& w, const std::string& scratch_name, std::string* path = nullptr,
-                          std::source_location where = std::source_location::current());
+                          const char* caller_file = __builtin_FILE(), int caller_line = __builtin_LINE());
 
 // Every entry of a reference tokenize JSON: ids with and without special tokens and with special
 // parsing, the pieces, and the detokenized text.

@@ -311,10 +311,10 @@ TEST(IoHdf5Results, TheSampleColumnRoundTripsAndAFormatTwoFileIsRefused) {
 
 // Reading an old-format file back, and resuming it, are both refused naming the path and both formats.
 void expect_old_format_refused(const std::string& path, int found_format,
-                               std::source_location where = std::source_location::current()) {
+                               const char* caller_file = __builtin_FILE(), int caller_line = __builtin_LINE()) {
   const std::string formats = "expected results format 4, found " + std::to_string(found_format);
-  expect_input_error([&] { read_finished(path); }, {formats, path}, where);
-  expect_input_error([&] { ResultsFile file(path, ResultsFile::Mode::Resume); }, {formats, path}, where);
+  expect_input_error([&] { read_finished(path); }, {formats, path}, caller_file, caller_line);
+  expect_input_error([&] { ResultsFile file(path, ResultsFile::Mode::Resume); }, {formats, path}, caller_file, caller_line);
 }
 
 // A file of results format 1 (no text_bytes column) stays readable and can be resumed: the column is
