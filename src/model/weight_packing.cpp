@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "gguf/gguf_file.h"
 #include "kernels/packed_gemm.h"
@@ -44,6 +46,7 @@ void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool*
   std::set<const gguf::TensorInfo*> still_read;
   std::map<const gguf::TensorInfo*, int> unpacked;  // packable matrices of each tensor not packed yet
   if (shard.has_embedding) still_read.insert(tensor_holding(shard, shard.token_embd.data));
+  std::vector<std::pair<kernels::Matrix*, const gguf::TensorInfo*>> to_pack;  // each with the tensor it views
   uint64_t total = 0, done = 0;
   for (kernels::Matrix* m : shard_matrices(shard)) {
     if (!m->data) continue;
@@ -53,11 +56,10 @@ void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool*
       continue;
     }
     ++unpacked[source];
+    to_pack.emplace_back(m, source);
     total += static_cast<uint64_t>(m->rows) * m->row_bytes;
   }
-  for (kernels::Matrix* m : shard_matrices(shard)) {
-    if (!m->data || !kernels::packable(m->type)) continue;
-    const gguf::TensorInfo* source = tensor_holding(shard, m->data);
+  for (const auto& [m, source] : to_pack) {
     const size_t bytes = kernels::packed_bytes(*m);
     auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(kernels::kPackAlign, bytes));
     if (!buffer) throw std::bad_alloc();
