@@ -59,7 +59,10 @@ void pack_shard_weights(const gguf::File& file, ShardWeights& shard, ThreadPool*
     to_pack.emplace_back(m, source);
     total += static_cast<uint64_t>(m->rows) * m->row_bytes;
   }
-  for (const auto& [m, source] : to_pack) {
+  for (const auto& entry : to_pack) {
+    // Named copies, not structured bindings: clang 14 cannot capture a binding in the lambda below.
+    kernels::Matrix* const m = entry.first;
+    const auto* const source = entry.second;
     const size_t bytes = kernels::packed_bytes(*m);
     auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(kernels::kPackAlign, bytes));
     if (!buffer) throw std::bad_alloc();
