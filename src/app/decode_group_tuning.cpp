@@ -95,12 +95,19 @@ planning::DecodeGroupPlan plan_decode_groups(const JobOptions& o, comm::Channel&
 }
 
 void retune_between_waves(pipeline::Scheduler& sched, planning::DecodeGroupRetuner& r) {
-  sched.set_decode_groups_policy([&r](int32_t live) {
-    const int32_t before = r.groups();
-    const int32_t now = r.groups_for(live);
-    if (now != before)
-      GLACIER_LOG_INFO("decode groups re-tuned for %d live sequences: %d -> %d", live, before, now);
-    return now;
+  sched.set_decode_groups_policy([&r](const pipeline::Scheduler::DecodeGroupsQuery& q) {
+    const size_t known = r.retunes().size();
+    const int32_t use = r.groups_for(planning::DecodeProgress{q.live, q.decode_steps_sent, q.prompt_tokens_sent, now_seconds()});
+    for (size_t i = known; i < r.retunes().size(); ++i) {
+      const planning::DecodeGroupRetune& t = r.retunes()[i];
+      if (t.measured) {
+        GLACIER_LOG_INFO("decode groups re-tuned by measurement at %d live sequences: %d -> %d (%.4g -> %.4g decode steps/s)",
+                         t.at_live, t.from, t.to, t.from_rate, t.to_rate);
+      } else {
+        GLACIER_LOG_INFO("decode groups re-tuned for %d live sequences: %d -> %d", t.at_live, t.from, t.to);
+      }
+    }
+    return use;
   });
 }
 

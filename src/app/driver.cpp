@@ -119,7 +119,7 @@ class Lead {
       throw;
     }
     const double seconds = now_seconds() - t0;
-    if (retuner_) sink_.record_attribute("decode_groups", planning::with_retunes(s_.groups, retuner_->retunes()).dump());
+    if (retuner_) sink_.record_attribute("decode_groups", planning::with_retunes(s_.groups, retuner_->retunes(), retuner_->trials()).dump());
     sink_.finish();
     progress_.update(sink_.done(), tally_.generated_tokens);
     progress_.finish();

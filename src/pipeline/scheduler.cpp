@@ -315,7 +315,8 @@ bool Scheduler::build(compute::MicroBatch& mb) {
         a.n_fed >= static_cast<int32_t>(a.req.tokens.size()) - 1)
       ++decoding;
   }
-  if (decode_groups_policy_) opts_.decode_groups = std::max(1, decode_groups_policy_(generating));
+  if (decode_groups_policy_)
+    opts_.decode_groups = std::max(1, decode_groups_policy_({generating, decode_steps_sent_, prompt_tokens_computed_}));
   const int32_t decode_cap = std::max(1, (decoding + opts_.decode_groups - 1) / opts_.decode_groups);
   int32_t decode_taken = 0;
   // The drafting row of this micro-batch: its lookups' summed time, drawn from the first one's start,
@@ -428,7 +429,10 @@ bool Scheduler::build(compute::MicroBatch& mb) {
     a.n_fed += c.n_tokens;
     a.chunks_in_flight++;
     budget -= c.n_tokens;
-    if (is_decode_step) ++decode_taken;
+    if (is_decode_step) {
+      ++decode_taken;
+      ++decode_steps_sent_;
+    }
   }
   if (mb.chunks.empty() && mb.copies.empty()) return false;
   mb.id = next_mb_id_++;

@@ -116,10 +116,15 @@ class Scheduler {
   void request_drain() { draining_ = true; }
   // Polled once per scheduling round: when it returns true, the scheduler drains (SIGTERM handling).
   void set_drain_check(std::function<bool()> check) { drain_check_ = std::move(check); }
-  // Asked before each micro-batch is built, with the admitted generate sequences then (prefilling ones
-  // too, so that a wave's start does not read as few decoding): the decode groups for it (--decode-groups
-  // auto re-tuning between waves). A micro-batch's grouping is fixed when it is built.
-  void set_decode_groups_policy(std::function<int32_t(int32_t live)> policy) { decode_groups_policy_ = std::move(policy); }
+  // What the decode-groups policy is told before each micro-batch is built.
+  struct DecodeGroupsQuery {
+    int32_t live = 0;  // admitted generate sequences, prefilling ones too (a wave's start is not few decoding)
+    int64_t decode_steps_sent = 0;   // decode steps in the micro-batches sent so far
+    int64_t prompt_tokens_sent = 0;  // prompt tokens in them (prompt_tokens_computed)
+  };
+  // Asked before each micro-batch is built: the decode groups for it (--decode-groups auto re-tuning
+  // between waves and its measured trials). A micro-batch's grouping is fixed when it is built.
+  void set_decode_groups_policy(std::function<int32_t(const DecodeGroupsQuery&)> policy) { decode_groups_policy_ = std::move(policy); }
   bool drained_early() const { return draining_ && !waiting_.empty(); }
   // Sequences queued and not yet admitted (a driver that feeds the scheduler as it goes tops this up).
   size_t queued() const { return waiting_.size(); }
@@ -206,7 +211,8 @@ class Scheduler {
   int64_t next_mb_id_ = 0;
   bool draining_ = false;
   std::function<bool()> drain_check_;
-  std::function<int32_t(int32_t)> decode_groups_policy_;
+  std::function<int32_t(const DecodeGroupsQuery&)> decode_groups_policy_;
+  int64_t decode_steps_sent_ = 0;
 };
 
 }  // namespace glacier::pipeline

@@ -113,11 +113,22 @@ std::optional<planning::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& 
   return planning::DecodeGroupRetuner(model_inputs(plan), plan.groups);
 }
 
-nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<planning::DecodeGroupRetune>& retunes) {
+nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<planning::DecodeGroupRetune>& retunes,
+                            const std::vector<planning::DecodeGroupTrial>& trials) {
   nlohmann::json j = plan.to_json();
   nlohmann::json list = nlohmann::json::array();
-  for (const planning::DecodeGroupRetune& r : retunes) list.push_back({{"at_live", r.at_live}, {"from", r.from}, {"to", r.to}});
+  for (const planning::DecodeGroupRetune& r : retunes) {
+    nlohmann::json e = {{"at_live", r.at_live}, {"from", r.from}, {"to", r.to}, {"why", r.measured ? "measured" : "live"}};
+    if (r.measured) {
+      e["from_steps_per_s"] = r.from_rate;
+      e["to_steps_per_s"] = r.to_rate;
+    }
+    list.push_back(e);
+  }
   j["retunes"] = list;
+  nlohmann::json windows = nlohmann::json::array();
+  for (const planning::DecodeGroupTrial& t : trials) windows.push_back({{"groups", t.groups}, {"steps_per_s", t.steps_per_second}});
+  j["trials"] = windows;
   return j;
 }
 

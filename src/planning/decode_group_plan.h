@@ -60,7 +60,10 @@ void choose_from_timings(DecodeGroupPlan& plan, double hop_seconds, std::vector<
 // start-up step-cost lines: the stages' own compute times stay on their ranks (the driver's trace holds
 // only its own stage's), and gathering them would cost messages in the run.
 std::optional<planning::DecodeGroupRetuner> make_retuner(const DecodeGroupPlan& plan);
-// The plan's results attribute with the re-choices the run made, as `retunes` [{at_live, from, to}].
-nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<planning::DecodeGroupRetune>& retunes);
+// The plan's results attribute with the re-choices the run made, as `retunes` [{at_live, from, to, why
+// ("live" or "measured", with from_steps_per_s and to_steps_per_s)}], and its trial windows as `trials`
+// [{groups, steps_per_s}].
+nlohmann::json with_retunes(const DecodeGroupPlan& plan, const std::vector<planning::DecodeGroupRetune>& retunes,
+                            const std::vector<planning::DecodeGroupTrial>& trials);
 
 }  // namespace glacier::planning

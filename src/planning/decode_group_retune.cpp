@@ -1,6 +1,8 @@
-// The re-tune rule of --decode-groups auto: re-chooses on a factor-of-two move of the live count.
+// The re-tune rule of --decode-groups auto: re-chooses on a factor-of-two move of the live count and runs
+// the measured trials around each choice.
 #include "planning/decode_group_retune.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace glacier::planning {
@@ -25,6 +27,35 @@ int32_t DecodeGroupRetuner::groups_for(int32_t live) {
     groups_ = to;
   }
   return groups_;
+}
+
+void DecodeGroupRetuner::start_trials(const DecodeProgress& p) {
+  const int32_t live = std::max(p.live, 1);
+  const int32_t highest = std::max(1, std::min(live, in_.max_groups));
+  const int32_t lowest = std::min(in_.n_stages, highest);
+  trials_.emplace(groups_, lowest, highest, std::max(1, in_.n_stages / 2), p);
+  trials_logged_ = 0;
+}
+
+int32_t DecodeGroupRetuner::groups_for(const DecodeProgress& p) {
+  const int32_t chosen_at = chosen_at_;
+  groups_for(p.live);
+  if (!trials_ || chosen_at_ != chosen_at) start_trials(p);
+  const bool was_settled = trials_->settled();
+  const int32_t use = trials_->observe(p);
+  const std::vector<DecodeGroupTrial>& t = trials_->trials();
+  trial_log_.insert(trial_log_.end(), t.begin() + static_cast<std::ptrdiff_t>(trials_logged_), t.end());
+  trials_logged_ = t.size();
+  if (!was_settled && trials_->settled() && trials_->best_groups() != groups_) {
+    double from_rate = 0.0, to_rate = 0.0;  // the first window is the starting count's
+    for (const DecodeGroupTrial& w : t) {
+      if (w.groups == groups_ && from_rate == 0.0) from_rate = w.steps_per_second;
+      if (w.groups == trials_->best_groups()) to_rate = std::max(to_rate, w.steps_per_second);
+    }
+    retunes_.push_back({std::max(p.live, 1), groups_, trials_->best_groups(), true, from_rate, to_rate});
+    groups_ = trials_->best_groups();
+  }
+  return use;
 }
 
 }  // namespace glacier::planning

@@ -89,11 +89,15 @@ TEST(PlanningDecodeGroups, AutoChoosesFromTheTimingsAsWorkedOutByHand) {
   std::optional<glacier::planning::DecodeGroupRetuner> retuner = make_retuner(plan);
   ASSERT_TRUE(retuner.has_value()) << "auto that measured re-tunes between waves";
   EXPECT_EQ(retuner->groups(), 4) << "starting from the start-up choice";
-  const nlohmann::json none = with_retunes(plan, {});
+  const nlohmann::json none = with_retunes(plan, {}, {});
   EXPECT_EQ(none["retunes"], nlohmann::json::array());
-  const nlohmann::json one = with_retunes(plan, {{3, 4, 2}});
-  EXPECT_EQ(one["retunes"].dump(), R"([{"at_live":3,"from":4,"to":2}])");
-  EXPECT_EQ(one["groups"], 4);
+  EXPECT_EQ(none["trials"], nlohmann::json::array());
+  const nlohmann::json two = with_retunes(plan, {{3, 4, 2}, {3, 2, 3, true, 100.0, 150.0}}, {{2, 100.0}, {3, 150.0}});
+  EXPECT_EQ(two["retunes"].dump(),
+            R"([{"at_live":3,"from":4,"to":2,"why":"live"},)"
+            R"({"at_live":3,"from":2,"from_steps_per_s":100.0,"to":3,"to_steps_per_s":150.0,"why":"measured"}])");
+  EXPECT_EQ(two["trials"].dump(), R"([{"groups":2,"steps_per_s":100.0},{"groups":3,"steps_per_s":150.0}])");
+  EXPECT_EQ(two["groups"], 4);
 }
 
 // A slow hop no longer pays for more groups when the step itself dominates: steps of 10 ms a row and

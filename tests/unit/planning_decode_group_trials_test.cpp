@@ -1,0 +1,154 @@
+// --decode-groups auto's measured trials (DecodeGroupTrials, and DecodeGroupRetuner around them): a
+// simulated run whose decode rate depends on the group count, fed as the scheduler would feed it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "planning/decode_group_retune.h"
+#include "planning/decode_group_trials.h"
+
+namespace {
+
+using glacier::planning::DecodeGroupInputs;
+using glacier::planning::DecodeGroupRetuner;
+using glacier::planning::DecodeGroupTrials;
+using glacier::planning::DecodeProgress;
+using glacier::planning::StageStepCosts;
+
+// A run of `live` sequences whose decode steps go out at rate[G] a second at G groups: each micro-batch
+// holds ceil(live / G) decode steps and takes their share of the time.
+class SimulatedRun {
+ public:
+  SimulatedRun(int live, std::map<int, double> rate) : rate_(std::move(rate)) { p_.live = live; }
+  // Asks `choose` for the groups of the next micro-batch, then sends it.
+  template <class Choose>
+  int step(Choose&& choose) {
+    const int groups = choose(p_);
+    const int rows = (p_.live + groups - 1) / groups;
+    p_.decode_steps += rows;
+    p_.seconds += rows / rate_.at(groups);
+    return groups;
+  }
+  DecodeProgress& progress() { return p_; }
+
+ private:
+  std::map<int, double> rate_;
+  DecodeProgress p_;
+};
+
+// Runs micro-batches until `trials` settle (or a bound, which fails the test).
+void run_until_settled(DecodeGroupTrials& trials, SimulatedRun& run) {
+  for (int i = 0; i < 100000 && !trials.settled(); ++i) run.step([&](const DecodeProgress& p) { return trials.observe(p); });
+  ASSERT_TRUE(trials.settled());
+}
+
+std::vector<int> tried_counts(const DecodeGroupTrials& t) {
+  std::vector<int> g;
+  for (const auto& w : t.trials()) g.push_back(w.groups);
+  return g;
+}
+
+TEST(DecodeGroupTrials, ClimbsWhileEachStepUpGains) {
+  SimulatedRun run(64, {{4, 1000.0}, {6, 1300.0}, {8, 1400.0}});
+  DecodeGroupTrials t(4, 4, 8, 2, run.progress());
+  run_until_settled(t, run);
+  EXPECT_EQ(t.groups(), 8);
+  EXPECT_EQ(tried_counts(t), (std::vector<int>{4, 6, 8}));
+  EXPECT_NEAR(t.trials()[1].steps_per_second, 1300.0, 1e-6);
+}
+
+TEST(DecodeGroupTrials, KeepsTheStartWhenNeitherNeighbourGains) {
+  SimulatedRun run(64, {{4, 1000.0}, {6, 1100.0}, {8, 1000.0}});
+  DecodeGroupTrials t(6, 4, 8, 2, run.progress());
+  run_until_settled(t, run);
+  EXPECT_EQ(t.groups(), 6);
+  EXPECT_EQ(tried_counts(t), (std::vector<int>{6, 8, 4}));
+}
+
+TEST(DecodeGroupTrials, TriesFewerWhenTheFirstStepUpLoses) {
+  SimulatedRun run(64, {{4, 1200.0}, {6, 1000.0}, {8, 900.0}});
+  DecodeGroupTrials t(6, 4, 8, 2, run.progress());
+  run_until_settled(t, run);
+  EXPECT_EQ(t.groups(), 4);
+  EXPECT_EQ(t.best_groups(), 4);
+}
+
+TEST(DecodeGroupTrials, AGainWithinTheNoiseBarIsNotKept) {
+  const double just_below = 1000.0 * (1.0 + glacier::planning::kTrialGain) - 1.0;
+  SimulatedRun run(64, {{4, 1000.0}, {6, just_below}});
+  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
+  run_until_settled(t, run);
+  EXPECT_EQ(t.groups(), 4);
+}
+
+TEST(DecodeGroupTrials, AWindowOpensAfterAWarmUpRoundAndSpansItsRounds) {
+  SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
+  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
+  // kTrialWarmUpRounds rounds of 64 steps, then kTrialWindowRounds more before the first measurement.
+  const int rounds = glacier::planning::kTrialWarmUpRounds + glacier::planning::kTrialWindowRounds;
+  for (int mb = 0; mb < rounds * 4; ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  EXPECT_TRUE(t.trials().empty());
+  run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  ASSERT_EQ(t.trials().size(), 1u);
+  EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6);
+  EXPECT_EQ(t.groups(), 6);  // the next micro-batch tries one step up
+}
+
+TEST(DecodeGroupTrials, PrefillInAWindowReopensIt) {
+  SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
+  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
+  for (int mb = 0; mb < 8; ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  // A new prompt's prefill (more than kTrialMaxPrefillShare of the window's steps) and a slow stretch.
+  run.progress().prompt_tokens += 200;
+  run.progress().seconds += 5.0;
+  for (int mb = 0; mb < 200 && t.trials().empty(); ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  ASSERT_EQ(t.trials().size(), 1u);
+  EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6) << "the window with the prefill was discarded";
+}
+
+TEST(DecodeGroupTrials, ARangeOfOneCountTriesNothing) {
+  SimulatedRun run(4, {{4, 1000.0}});
+  DecodeGroupTrials t(4, 4, 4, 2, run.progress());
+  EXPECT_TRUE(t.settled());
+  EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 4);
+  EXPECT_THROW(DecodeGroupTrials(4, 4, 8, 0, run.progress()), std::invalid_argument);
+  EXPECT_THROW(DecodeGroupTrials(4, 6, 5, 1, run.progress()), std::invalid_argument);
+}
+
+// Two stages whose step takes b units for b rows and a hop of 4 (the retune test's pair): the rule
+// chooses 4 groups for 16 live sequences, 8 for 8.
+DecodeGroupInputs hop_bound_pair() {
+  DecodeGroupInputs in;
+  in.n_stages = 2;
+  in.slots = 16;
+  in.max_groups = 8;
+  in.hop_seconds = 4.0;
+  in.stages.assign(2, StageStepCosts{{1, 2}, {1.0, 2.0}});
+  return in;
+}
+
+TEST(DecodeGroupRetunerTrials, RecordsAMeasuredWinAndRestartsAtANewLiveCount) {
+  DecodeGroupRetuner r(hop_bound_pair(), 4);
+  SimulatedRun run(16, {{2, 500.0}, {3, 600.0}, {4, 1000.0}, {5, 1500.0}, {6, 1500.0}, {7, 1500.0}, {8, 1500.0}});
+  for (int i = 0; i < 1000 && r.retunes().empty(); ++i) run.step([&](const DecodeProgress& p) { return r.groups_for(p); });
+  ASSERT_EQ(r.retunes().size(), 1u);
+  const auto& win = r.retunes()[0];
+  EXPECT_TRUE(win.measured);
+  EXPECT_EQ(win.from, 4);
+  EXPECT_EQ(win.to, 5);  // 6 is not 3% above 5
+  EXPECT_NEAR(win.from_rate, 1000.0, 1e-6);
+  EXPECT_NEAR(win.to_rate, 1500.0, 1e-6);
+  EXPECT_EQ(r.groups(), 5);
+  EXPECT_GE(r.trials().size(), 3u);
+  // Half the live sequences: the rule's re-choice (8 for 8), recorded from the measured 5.
+  run.progress().live = 8;
+  EXPECT_EQ(run.step([&](const DecodeProgress& p) { return r.groups_for(p); }), 8);
+  ASSERT_EQ(r.retunes().size(), 2u);
+  EXPECT_FALSE(r.retunes()[1].measured);
+  EXPECT_EQ(r.retunes()[1].from, 5);
+  EXPECT_EQ(r.retunes()[1].to, 8);
+}
+
+}  // namespace
