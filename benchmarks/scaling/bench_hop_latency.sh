@@ -9,8 +9,9 @@ MODEL=${2:-}
 LATENCIES_MS=${LATENCIES_MS:-"0 1"}
 # slots:decode-groups. 4:0 = one sequence a stage (latency exposed); 32:0 = the default cap, a decode group
 # a stage; 64:0 = more sequences a group; 64:8 = two groups a stage, so one computes while the other
-# crosses the links; 64:auto = what --decode-groups auto (the default) chooses at start-up (the CSV's
-# chosen_groups). Each run's CSV row also has the 1-minute load average before it (a shared machine).
+# crosses the links; 64:auto = --decode-groups auto (the default); the CSV's chosen_groups is its
+# start-up choice, or "start>kept" when its measured trials kept another. Each run's CSV row also has
+# the 1-minute load average before it (a shared machine).
 CONFIGS=${CONFIGS:-"4:0 32:0 64:0 64:8"}
 PROMPTS=${PROMPTS:-64}
 MAX_TOKENS=${MAX_TOKENS:-64}
@@ -53,8 +54,11 @@ run_job() {  # latency_ms slots decode_groups -> "generated_tok_per_s seconds ch
   else
     timeout -k 10 $RUN_LIMIT_S mpirun --oversubscribe --bind-to none -np "$HOSTS" "${job[@]}" > "$log" 2>&1
   fi || { echo "bench_hop_latency: job failed (latency $latency ms, slots $slots, decode groups $groups):" >&2; cat "$log" >&2; exit 1; }
-  local chosen
+  local chosen measured
   chosen=$(sed -n 's/^rank 0: \([0-9]*\) decode groups (.*/\1/p' "$log" | head -1)
+  # auto's first measured change, if its trials kept another count: "start>kept".
+  measured=$(sed -n 's/^rank 0: decode groups re-tuned by measurement at [0-9]* live sequences: [0-9]* -> \([0-9]*\) .*/\1/p' "$log" | head -1)
+  [ -n "$measured" ] && chosen="$chosen>$measured"
   echo "$(sed -n 's/^done: .* generated tokens in \([0-9.]*\) s: .* \([0-9.]*\) generated tok\/s.*/\2 \1/p' "$log") ${chosen:--}"
 }
 

@@ -1094,7 +1094,8 @@ def predict_hop(args):
     for row in read_csv(args.hop_csv):
         groups = row.get("decode_groups", "0")
         if groups == "auto":
-            chosen[(int(row["slots"]), float(row["latency_ms"]))].append(int(row["chosen_groups"]))
+            # "start>kept" when the run's measured trials kept another count: the model predicts the start
+            chosen[(int(row["slots"]), float(row["latency_ms"]))].append(int(row["chosen_groups"].split(">")[0]))
         else:
             groups = int(groups) or HOP_STAGES  # 0: one a stage
         rates[(int(row["slots"]), groups, float(row["latency_ms"]))].append(float(row["generated_tok_per_s"]))

@@ -47,12 +47,7 @@ int32_t DecodeGroupRetuner::groups_for(const DecodeProgress& p) {
   trial_log_.insert(trial_log_.end(), t.begin() + static_cast<std::ptrdiff_t>(trials_logged_), t.end());
   trials_logged_ = t.size();
   if (!was_settled && trials_->settled() && trials_->best_groups() != groups_) {
-    double from_rate = 0.0, to_rate = 0.0;  // the first window is the starting count's
-    for (const DecodeGroupTrial& w : t) {
-      if (w.groups == groups_ && from_rate == 0.0) from_rate = w.steps_per_second;
-      if (w.groups == trials_->best_groups()) to_rate = std::max(to_rate, w.steps_per_second);
-    }
-    retunes_.push_back({std::max(p.live, 1), groups_, trials_->best_groups(), true, from_rate, to_rate});
+    retunes_.push_back({std::max(p.live, 1), groups_, trials_->best_groups(), true, trials_->start_rate(), trials_->best_rate()});
     groups_ = trials_->best_groups();
   }
   return use;

@@ -1,8 +1,9 @@
-// The measured trials of --decode-groups auto: windows of decode rounds at each count, a climb up from
-// the model's choice and, when no step up gained, a climb down.
+// The measured trials of --decode-groups auto: comparisons of four windows (incumbent, candidate twice,
+// incumbent), a climb up from the model's choice and, when the first step up loses, a climb down.
 #include "planning/decode_group_trials.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace glacier::planning {
@@ -13,17 +14,36 @@ DecodeGroupTrials::DecodeGroupTrials(int32_t groups, int32_t lowest, int32_t hig
   if (groups < 1 || step < 1 || lowest < 1 || highest < lowest)
     throw std::invalid_argument("decode group trials: expected groups, a step and a range of at least 1");
   best_ = {groups, 0.0};
-  if (groups < lowest || groups > highest || (groups == lowest && groups == highest)) {
+  if (groups < lowest || groups > highest) {
     direction_ = Direction::kDone;
     return;
   }
-  switch_to(groups, now);
+  next_comparison(now);
 }
 
-void DecodeGroupTrials::switch_to(int32_t groups, const DecodeProgress& p) {
-  current_ = groups;
+void DecodeGroupTrials::next_comparison(const DecodeProgress& p) {
+  while (direction_ != Direction::kDone) {
+    const int32_t next = direction_ == Direction::kUp ? best_.groups + step_ : best_.groups - step_;
+    if (next >= lowest_ && next <= highest_) {
+      candidate_ = next;
+      window_ = 0;
+      begin_window(best_.groups, p);
+      return;
+    }
+    direction_ = direction_ == Direction::kUp && !moved_ ? Direction::kDown : Direction::kDone;
+  }
+  current_ = best_.groups;
   open_ = false;
-  opens_at_ = p.decode_steps + static_cast<int64_t>(kTrialWarmUpRounds) * std::max(p.live, 1);
+}
+
+void DecodeGroupTrials::begin_window(int32_t groups, const DecodeProgress& p) {
+  if (groups != current_) {  // micro-batches of the other grouping are still in the ring: a warm-up first
+    current_ = groups;
+    open_ = false;
+    opens_at_ = p.decode_steps + static_cast<int64_t>(kTrialWarmUpRounds) * std::max(p.live, 1);
+  } else {  // the same count as the window just measured: the next window starts now
+    open_window(p);
+  }
 }
 
 void DecodeGroupTrials::open_window(const DecodeProgress& p) {
@@ -41,39 +61,42 @@ int32_t DecodeGroupTrials::observe(const DecodeProgress& p) {
     return current_;
   }
   const int64_t steps = p.decode_steps - steps0_;
-  if (static_cast<double>(p.prompt_tokens - prompt0_) > kTrialMaxPrefillShare * static_cast<double>(std::max<int64_t>(steps, window_live_))) {
+  if (static_cast<double>(p.prompt_tokens - prompt0_) >
+      kTrialMaxPrefillShare * static_cast<double>(std::max<int64_t>(steps, window_live_))) {
     open_window(p);
     return current_;
   }
   if (steps < static_cast<int64_t>(kTrialWindowRounds) * window_live_ || p.seconds <= t0_) return current_;
-  decide(static_cast<double>(steps) / (p.seconds - t0_), p);
+  window_done(static_cast<double>(steps) / (p.seconds - t0_), p);
   return current_;
 }
 
-void DecodeGroupTrials::decide(double rate, const DecodeProgress& p) {
+void DecodeGroupTrials::window_done(double rate, const DecodeProgress& p) {
   trials_.push_back({current_, rate});
-  if (!measured_any_) {
-    measured_any_ = true;
-    best_ = {current_, rate};
-  } else if (rate > best_.steps_per_second * (1.0 + kTrialGain)) {
-    best_ = {current_, rate};
+  rates_[window_++] = rate;
+  if (window_ == 4) {
+    decide(p);
+    return;
+  }
+  begin_window(window_ == 3 ? best_.groups : candidate_, p);
+}
+
+void DecodeGroupTrials::decide(const DecodeProgress& p) {
+  // Windows about evenly spaced: a steady drift of d a window moves the incumbent's pair by 3d and the
+  // candidate's by d, and cancels from the means. What the two pairs disagree on beyond that is scatter.
+  const double incumbent = 0.5 * (rates_[0] + rates_[3]), candidate = 0.5 * (rates_[1] + rates_[2]);
+  const double spread = std::fabs((rates_[3] - rates_[0]) / 3.0 - (rates_[2] - rates_[1])) / incumbent;
+  if (start_rate_ == 0.0) start_rate_ = incumbent;
+  if (best_.steps_per_second == 0.0) best_.steps_per_second = incumbent;
+  if (candidate > incumbent * (1.0 + std::max(kTrialGain, spread))) {
+    best_ = {candidate_, candidate};
     moved_ = true;
   } else if (direction_ == Direction::kUp && !moved_) {
-    direction_ = Direction::kDown;  // up lost at the first step: try fewer
+    direction_ = Direction::kDown;  // the first step up lost: try fewer
   } else {
     direction_ = Direction::kDone;
   }
-  // The next count in the direction from the best so far, if the range has one.
-  while (direction_ != Direction::kDone) {
-    const int32_t next = direction_ == Direction::kUp ? best_.groups + step_ : best_.groups - step_;
-    if (next >= lowest_ && next <= highest_) {
-      switch_to(next, p);
-      return;
-    }
-    direction_ = direction_ == Direction::kUp && !moved_ ? Direction::kDown : Direction::kDone;
-  }
-  current_ = best_.groups;
-  open_ = false;
+  next_comparison(p);
 }
 
 }  // namespace glacier::planning

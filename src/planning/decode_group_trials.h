@@ -20,12 +20,19 @@ struct DecodeProgress {
 // a group beyond one a stage absorbs them (a stage computes a queued group while another crosses a link),
 // so a choice can be off by 20% where the model sees a tie. The run's own rate settles it.
 //
+// A comparison measures four windows, the incumbent count, the candidate twice, the incumbent again: the
+// rate drifts within a wave (each step attends to a longer context: a 256-token wave of the hop
+// benchmark decodes half as fast at its end), and this order cancels a steady drift. The candidate wins
+// only for a gain above kTrialGain and above the windows' scatter (how far the drift the incumbent's
+// pair shows and the candidate's pair's disagree), so on a host whose windows scatter (a 2-core VM
+// shared with other jobs: 15% from one window to the next) the model's choice mostly stands, and a
+// quiet cluster node can move for a few percent.
+//
 // Rounds after a change before its window opens: micro-batches grouped the old way are still in the ring.
 constexpr int kTrialWarmUpRounds = 1;
 // Rounds (decode steps of every live sequence) a window spans.
-constexpr int kTrialWindowRounds = 6;
-// A trial is kept only for a rate this much above the best so far: windows of a few rounds of one run
-// measure the same setting a few percent apart on a shared host, so a smaller gain may be noise.
+constexpr int kTrialWindowRounds = 4;
+// The least gain a candidate must show: below it, a move is not worth its measurement's doubt.
 constexpr double kTrialGain = 0.03;
 // A window in which more prompt tokens than this share of its decode steps were prefilled measures
 // prefill too: it is discarded and reopened.
@@ -45,29 +52,40 @@ class DecodeGroupTrials {
   int32_t observe(const DecodeProgress& p);
   int32_t groups() const { return current_; }
   bool settled() const { return direction_ == Direction::kDone; }
-  // The best count measured (the starting one until a trial beats it by kTrialGain).
+  // The best count measured (the starting one until a candidate beats it), and its rate in the
+  // comparison it won (or the starting count's in the first comparison).
   int32_t best_groups() const { return best_.groups; }
+  double best_rate() const { return best_.steps_per_second; }
+  // The starting count's rate in the first comparison (0 before it ends).
+  double start_rate() const { return start_rate_; }
   // Every window measured, in order.
   const std::vector<DecodeGroupTrial>& trials() const { return trials_; }
 
  private:
   enum class Direction { kUp, kDown, kDone };
-  void switch_to(int32_t groups, const DecodeProgress& p);
+  // Window k (0..3) of a comparison measures pattern_[k]: incumbent, candidate, candidate, incumbent.
+  void begin_window(int32_t groups, const DecodeProgress& p);
   void open_window(const DecodeProgress& p);
-  void decide(double rate, const DecodeProgress& p);
+  void window_done(double rate, const DecodeProgress& p);
+  void decide(const DecodeProgress& p);
+  // Starts the next comparison from best_ in direction_, or settles when the range has no candidate.
+  void next_comparison(const DecodeProgress& p);
 
   int32_t lowest_, highest_, step_;
   int32_t current_;
   Direction direction_ = Direction::kUp;
-  bool moved_ = false;  // a trial has beaten the starting count
+  bool moved_ = false;  // a candidate has beaten the starting count
   DecodeGroupTrial best_;
-  bool measured_any_ = false;
-  // The window: opens once decode_steps reach opens_at, then spans `rounds` rounds of `live` sequences.
+  int32_t candidate_ = 0;
+  int window_ = 0;       // of the comparison, 0..3
+  double rates_[4] = {};
+  // The window: opens once decode_steps reach opens_at, then spans kTrialWindowRounds rounds of `live`.
   int64_t opens_at_ = 0;
   bool open_ = false;
   int32_t window_live_ = 0;
   int64_t steps0_ = 0, prompt0_ = 0;
   double t0_ = 0.0;
+  double start_rate_ = 0.0;
   std::vector<DecodeGroupTrial> trials_;
 };
 

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
+#include <vector>
 #include <stdexcept>
 
 #include "planning/decode_group_retune.h"
@@ -18,23 +20,34 @@ using glacier::planning::DecodeProgress;
 using glacier::planning::StageStepCosts;
 
 // A run of `live` sequences whose decode steps go out at rate[G] a second at G groups: each micro-batch
-// holds ceil(live / G) decode steps and takes their share of the time.
+// holds ceil(live / G) decode steps and takes their share of the time. `drift` lowers every rate by
+// that fraction for each window's worth of steps already sent (longer contexts), and `host`, when
+// set, gives a factor for each micro-batch's time (a shared host's slow and fast spells).
 class SimulatedRun {
  public:
-  SimulatedRun(int live, std::map<int, double> rate) : rate_(std::move(rate)) { p_.live = live; }
+  SimulatedRun(int live, std::map<int, double> rate, double drift = 0.0, std::function<double()> host = {})
+      : rate_(std::move(rate)), drift_(drift), host_(std::move(host)) {
+    p_.live = live;
+  }
   // Asks `choose` for the groups of the next micro-batch, then sends it.
   template <class Choose>
   int step(Choose&& choose) {
     const int groups = choose(p_);
     const int rows = (p_.live + groups - 1) / groups;
+    const double windows_sent =
+        static_cast<double>(p_.decode_steps) / (glacier::planning::kTrialWindowRounds * p_.live);
+    const double rate = rate_.at(groups) * (1.0 - drift_ * windows_sent);
+    const double factor = host_ ? host_() : 1.0;
     p_.decode_steps += rows;
-    p_.seconds += rows / rate_.at(groups);
+    p_.seconds += rows / rate * factor;
     return groups;
   }
   DecodeProgress& progress() { return p_; }
 
  private:
   std::map<int, double> rate_;
+  double drift_;
+  std::function<double()> host_;
   DecodeProgress p_;
 };
 
@@ -55,8 +68,11 @@ TEST(DecodeGroupTrials, ClimbsWhileEachStepUpGains) {
   DecodeGroupTrials t(4, 4, 8, 2, run.progress());
   run_until_settled(t, run);
   EXPECT_EQ(t.groups(), 8);
-  EXPECT_EQ(tried_counts(t), (std::vector<int>{4, 6, 8}));
+  // Each comparison: the incumbent, the candidate twice, the incumbent again.
+  EXPECT_EQ(tried_counts(t), (std::vector<int>{4, 6, 6, 4, 6, 8, 8, 6}));
   EXPECT_NEAR(t.trials()[1].steps_per_second, 1300.0, 1e-6);
+  EXPECT_NEAR(t.start_rate(), 1000.0, 1e-6);
+  EXPECT_NEAR(t.best_rate(), 1400.0, 1e-6);
 }
 
 TEST(DecodeGroupTrials, KeepsTheStartWhenNeitherNeighbourGains) {
@@ -64,7 +80,7 @@ TEST(DecodeGroupTrials, KeepsTheStartWhenNeitherNeighbourGains) {
   DecodeGroupTrials t(6, 4, 8, 2, run.progress());
   run_until_settled(t, run);
   EXPECT_EQ(t.groups(), 6);
-  EXPECT_EQ(tried_counts(t), (std::vector<int>{6, 8, 4}));
+  EXPECT_EQ(tried_counts(t), (std::vector<int>{6, 8, 8, 6, 6, 4, 4, 6}));
 }
 
 TEST(DecodeGroupTrials, TriesFewerWhenTheFirstStepUpLoses) {
@@ -83,17 +99,49 @@ TEST(DecodeGroupTrials, AGainWithinTheNoiseBarIsNotKept) {
   EXPECT_EQ(t.groups(), 4);
 }
 
-TEST(DecodeGroupTrials, AWindowOpensAfterAWarmUpRoundAndSpansItsRounds) {
+// A wave whose rate falls 3% a window: measured one after the other, a candidate 6% faster would read
+// as about 3% (and lose to the bar); the incumbent's windows on both sides of it cancel the drift.
+TEST(DecodeGroupTrials, ASteadyDriftCancels) {
+  SimulatedRun faster(64, {{4, 1000.0}, {6, 1060.0}}, 0.03);
+  DecodeGroupTrials gains(4, 4, 6, 2, faster.progress());
+  run_until_settled(gains, faster);
+  EXPECT_EQ(gains.groups(), 6);
+  SimulatedRun same(64, {{4, 1000.0}, {6, 1000.0}}, 0.03);
+  DecodeGroupTrials ties(4, 4, 6, 2, same.progress());
+  run_until_settled(ties, same);
+  EXPECT_EQ(ties.groups(), 4);
+}
+
+// The host runs 25% faster during the candidate's first window only: the candidate's two windows then
+// disagree with the drift the incumbent's show (none), by more than its 6% gain, so it does not win.
+TEST(DecodeGroupTrials, AFastSpellOfTheHostDoesNotWin) {
+  const DecodeGroupTrials* trials = nullptr;
+  SimulatedRun run(64, {{4, 1000.0}, {6, 1060.0}}, 0.0, [&] { return trials->trials().size() == 1 ? 0.8 : 1.0; });
+  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
+  trials = &t;
+  run_until_settled(t, run);
+  ASSERT_EQ(t.trials().size(), 4u);
+  EXPECT_GT(t.trials()[1].steps_per_second, 1.2 * t.trials()[0].steps_per_second) << "the spell is measured";
+  EXPECT_EQ(t.groups(), 4);
+}
+
+TEST(DecodeGroupTrials, WindowsSpanTheirRoundsAndAChangeWarmsUpFirst) {
   SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
   DecodeGroupTrials t(4, 4, 6, 2, run.progress());
-  // kTrialWarmUpRounds rounds of 64 steps, then kTrialWindowRounds more before the first measurement.
-  const int rounds = glacier::planning::kTrialWarmUpRounds + glacier::planning::kTrialWindowRounds;
-  for (int mb = 0; mb < rounds * 4; ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  // The first window (the starting count, already in use) opens at once and spans kTrialWindowRounds
+  // rounds of 64 steps, 16 micro-batches of 16 a round.
+  const int first = glacier::planning::kTrialWindowRounds * 4;
+  for (int mb = 0; mb < first; ++mb) EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 4);
   EXPECT_TRUE(t.trials().empty());
-  run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 6);
   ASSERT_EQ(t.trials().size(), 1u);
   EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6);
-  EXPECT_EQ(t.groups(), 6);  // the next micro-batch tries one step up
+  // The candidate's window opens only after kTrialWarmUpRounds rounds at its count.
+  const int64_t switched_at = run.progress().decode_steps - 11;  // its first micro-batch held 11 rows
+  while (t.trials().size() < 2) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  const int64_t window_steps = static_cast<int64_t>(glacier::planning::kTrialWindowRounds) * 64;
+  EXPECT_GE(run.progress().decode_steps - switched_at,
+            window_steps + static_cast<int64_t>(glacier::planning::kTrialWarmUpRounds) * 64);
 }
 
 TEST(DecodeGroupTrials, PrefillInAWindowReopensIt) {
