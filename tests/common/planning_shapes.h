@@ -1,9 +1,11 @@
-// Hand-made model shapes for the planning tests (memory fit, layout, layer splits): small configs whose
-// weight bytes are round figures, so the expected splits and needs can be worked out by hand.
+// Hand-made model shapes for the planning tests (memory fit, layout, layer splits, decode groups): small
+// configs whose weight bytes and step times are round figures, so the expected splits, needs and choices
+// can be worked out by hand.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "planning/decode_group_choice.h"
 #include "planning/memory_fit.h"
 
 namespace glacier::testing {
@@ -45,6 +47,22 @@ inline planning::MemoryShape eight_layer_model(const std::vector<uint64_t>& laye
   bytes.embedding = 256 * kMiB;
   bytes.head = 256 * kMiB;
   return planning::memory_shape(cfg, bytes, /*n_ctx=*/128, /*ubatch=*/16, /*slots_option=*/0, /*decode_groups_option=*/0);
+}
+
+// Two stages whose step takes b units for b rows, a hop of 4 units, 16 slots, up to 8 groups. A round
+// at G groups of b = ceil(live / G) rows is max(2b + 2 x 4, formed x b):
+//   live 16: G=2 24, G=3 20, G=4..8 16          -> 4 groups (the start-up choice)
+//   live 8:  G=2 16, G=3 14, G=4..7 12, G=8 10  -> 8
+//   live 4:  G=2 12, G=3 12, G=4 10             -> 4 (at most live groups)
+//   live 2:  one row a group at the fewest, 2   -> 2
+inline planning::DecodeGroupInputs hop_bound_pair() {
+  planning::DecodeGroupInputs in;
+  in.n_stages = 2;
+  in.slots = 16;
+  in.max_groups = 8;
+  in.hop_seconds = 4.0;
+  in.stages.assign(2, planning::StageStepCosts{{1, 2}, {1.0, 2.0}});
+  return in;
 }
 
 }  // namespace glacier::testing

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "common/planning_shapes.h"
 #include "planning/decode_group_retune.h"
 
 namespace {
@@ -11,23 +12,7 @@ namespace {
 using glacier::planning::DecodeGroupInputs;
 using glacier::planning::DecodeGroupRetune;
 using glacier::planning::DecodeGroupRetuner;
-using glacier::planning::StageStepCosts;
-
-// Two stages whose step takes b units for b rows, a hop of 4 units, 16 slots, up to 8 groups. A round
-// at G groups of b = ceil(live / G) rows is max(2b + 2 x 4, formed x b):
-//   live 16: G=2 24, G=3 20, G=4..8 16          -> 4 groups (the start-up choice)
-//   live 8:  G=2 16, G=3 14, G=4..7 12, G=8 10  -> 8
-//   live 4:  G=2 12, G=3 12, G=4 10             -> 4 (at most live groups)
-//   live 2:  one row a group at the fewest, 2   -> 2
-DecodeGroupInputs hop_bound_pair() {
-  DecodeGroupInputs in;
-  in.n_stages = 2;
-  in.slots = 16;
-  in.max_groups = 8;
-  in.hop_seconds = 4.0;
-  in.stages.assign(2, StageStepCosts{{1, 2}, {1.0, 2.0}});
-  return in;
-}
+using glacier::testing::hop_bound_pair;
 
 // One recorded re-choice: at `at_live` live sequences, from `from` groups to `to`.
 void expect_retune(const DecodeGroupRetune& got, int at_live, int from, int to) {

@@ -5,19 +5,19 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <vector>
 #include <stdexcept>
+#include <vector>
 
+#include "common/planning_shapes.h"
 #include "planning/decode_group_retune.h"
 #include "planning/decode_group_trials.h"
 
 namespace {
 
-using glacier::planning::DecodeGroupInputs;
 using glacier::planning::DecodeGroupRetuner;
 using glacier::planning::DecodeGroupTrials;
 using glacier::planning::DecodeProgress;
-using glacier::planning::StageStepCosts;
+using glacier::testing::hop_bound_pair;
 
 // A run of `live` sequences whose decode steps go out at rate[G] a second at G groups: each micro-batch
 // holds ceil(live / G) decode steps and takes their share of the time. `drift` lowers every rate by
@@ -165,18 +165,8 @@ TEST(DecodeGroupTrials, ARangeOfOneCountTriesNothing) {
   EXPECT_THROW(DecodeGroupTrials(4, 6, 5, 1, run.progress()), std::invalid_argument);
 }
 
-// Two stages whose step takes b units for b rows and a hop of 4 (the retune test's pair): the rule
-// chooses 4 groups for 16 live sequences, 8 for 8.
-DecodeGroupInputs hop_bound_pair() {
-  DecodeGroupInputs in;
-  in.n_stages = 2;
-  in.slots = 16;
-  in.max_groups = 8;
-  in.hop_seconds = 4.0;
-  in.stages.assign(2, StageStepCosts{{1, 2}, {1.0, 2.0}});
-  return in;
-}
-
+// The retuner runs the trials around the rule's choices (hop_bound_pair: 4 groups for 16 live sequences,
+// 8 for 8), and records a trial's win as a measured re-tune.
 TEST(DecodeGroupRetunerTrials, RecordsAMeasuredWinAndRestartsAtANewLiveCount) {
   DecodeGroupRetuner r(hop_bound_pair(), 4);
   SimulatedRun run(16, {{2, 500.0}, {3, 600.0}, {4, 1000.0}, {5, 1500.0}, {6, 1500.0}, {7, 1500.0}, {8, 1500.0}});
