@@ -3,6 +3,7 @@
 #include "planning/decode_group_retune.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 
 namespace glacier::planning {
@@ -30,14 +31,14 @@ int32_t DecodeGroupRetuner::groups_for(int32_t live) {
 }
 
 void DecodeGroupRetuner::start_trials(const DecodeProgress& p) {
-  const int32_t live = std::max(p.live, 1);
-  const int32_t highest = std::max(1, std::min(live, in_.max_groups));
+  const int32_t highest = std::max(1, std::min(p.live, in_.max_groups));
   const int32_t lowest = std::min(in_.n_stages, highest);
   trials_.emplace(groups_, lowest, highest, std::max(1, in_.n_stages / 2), p);
   trials_logged_ = 0;
 }
 
 int32_t DecodeGroupRetuner::groups_for(const DecodeProgress& p) {
+  if (p.live < 1) return groups_;  // nothing admitted yet: trials start with the first sequences
   const int32_t chosen_at = chosen_at_;
   groups_for(p.live);
   if (!trials_ || chosen_at_ != chosen_at) start_trials(p);
@@ -47,7 +48,7 @@ int32_t DecodeGroupRetuner::groups_for(const DecodeProgress& p) {
   trial_log_.insert(trial_log_.end(), t.begin() + static_cast<std::ptrdiff_t>(trials_logged_), t.end());
   trials_logged_ = t.size();
   if (!was_settled && trials_->settled() && trials_->best_groups() != groups_) {
-    retunes_.push_back({std::max(p.live, 1), groups_, trials_->best_groups(), true, trials_->start_rate(), trials_->best_rate()});
+    retunes_.push_back({p.live, groups_, trials_->best_groups(), true, trials_->start_rate(), trials_->best_rate()});
     groups_ = trials_->best_groups();
   }
   return use;

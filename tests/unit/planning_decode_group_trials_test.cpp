@@ -169,6 +169,9 @@ TEST(DecodeGroupTrials, ARangeOfOneCountTriesNothing) {
 // 8 for 8), and records a trial's win as a measured re-tune.
 TEST(DecodeGroupRetunerTrials, RecordsAMeasuredWinAndRestartsAtANewLiveCount) {
   DecodeGroupRetuner r(hop_bound_pair(), 4);
+  // Before anything is admitted the start-up choice holds and no trial starts.
+  EXPECT_EQ(r.groups_for(DecodeProgress{}), 4);
+  EXPECT_TRUE(r.trials().empty());
   SimulatedRun run(16, {{2, 500.0}, {3, 600.0}, {4, 1000.0}, {5, 1500.0}, {6, 1500.0}, {7, 1500.0}, {8, 1500.0}});
   for (int i = 0; i < 1000 && r.retunes().empty(); ++i) run.step([&](const DecodeProgress& p) { return r.groups_for(p); });
   ASSERT_EQ(r.retunes().size(), 1u);
