@@ -87,7 +87,6 @@ void DecodeGroupTrials::decide(const DecodeProgress& p) {
   const double incumbent = 0.5 * (rates_[0] + rates_[3]), candidate = 0.5 * (rates_[1] + rates_[2]);
   const double spread = std::fabs((rates_[3] - rates_[0]) / 3.0 - (rates_[2] - rates_[1])) / incumbent;
   if (start_rate_ == 0.0) start_rate_ = incumbent;
-  if (best_.steps_per_second == 0.0) best_.steps_per_second = incumbent;
   if (candidate > incumbent * (1.0 + std::max(kTrialGain, spread))) {
     best_ = {candidate_, candidate};
     moved_ = true;

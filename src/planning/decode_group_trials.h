@@ -53,7 +53,7 @@ class DecodeGroupTrials {
   int32_t groups() const { return current_; }
   bool settled() const { return direction_ == Direction::kDone; }
   // The best count measured (the starting one until a candidate beats it), and its rate in the
-  // comparison it won (or the starting count's in the first comparison).
+  // comparison it won (0 while the starting count holds).
   int32_t best_groups() const { return best_.groups; }
   double best_rate() const { return best_.steps_per_second; }
   // The starting count's rate in the first comparison (0 before it ends).
@@ -63,7 +63,7 @@ class DecodeGroupTrials {
 
  private:
   enum class Direction { kUp, kDown, kDone };
-  // Window k (0..3) of a comparison measures pattern_[k]: incumbent, candidate, candidate, incumbent.
+  // Window k (0..3) of a comparison measures the incumbent, the candidate, the candidate, the incumbent.
   void begin_window(int32_t groups, const DecodeProgress& p);
   void open_window(const DecodeProgress& p);
   void window_done(double rate, const DecodeProgress& p);
