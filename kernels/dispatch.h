@@ -57,8 +57,8 @@ struct DotKernels {
   DotTileFn q4_0_q8_0_tile;
   DotTileFn q4_0_q8_0_block_sums_tile;
   DotTileFn q8_0_q8_0_block_sums_tile;
-  // K-quant weights against Q8_K activations (n a multiple of 256), in ggml-cpu's x86 order: per
-  // super-block exact integer sums in 8 lanes fused into one float accumulator, the mins term apart.
+  // K-quant weights against Q8_K activations (n a multiple of 256): per super-block one exact integer
+  // fused into one float accumulator, then the mins' (ref/dot_k_quant_ref.cpp).
   float (*q4_k_q8_k)(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
   float (*q5_k_q8_k)(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
   float (*q6_k_q8_k)(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);

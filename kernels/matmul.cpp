@@ -188,12 +188,8 @@ size_t activation_bytes(const Matrix& w, int64_t n_rows) {
 
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage) {
   if (!w.packed) return prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
-  if (packable_k_quant(w.type)) {  // Q8_K rows, their quants permuted for Q4_K/Q5_K (packed_k_quant.h)
+  if (packable_k_quant(w.type)) {  // plain Q8_K rows (packed_k_quant.h)
     PreparedActivations p = prepare_activations(w.type, x, n_rows, w.cols, ldx, storage);
-    if (packed_k_quant_permutes_activations(w.type))
-      for (int64_t r = 0; r < n_rows; ++r)
-        permute_k4_activations(reinterpret_cast<BlockQ8_K*>(static_cast<uint8_t*>(storage) + r * p.row_bytes),
-                               w.cols / kQK_K);
     p.packed = true;
     return p;
   }

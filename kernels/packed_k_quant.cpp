@@ -32,8 +32,9 @@ const Block* row_blocks(const Matrix& m, int64_t row) {
                       : nullptr;
 }
 
-// Q4_K and Q5_K: one super-block b of group g. Byte t of quad q of chunk c holds in its low nibble
-// element 4q + t % 2 and in its high nibble element 4q + 2 + t % 2 of sub-block 2c + t / 2.
+// Q4_K and Q5_K: one super-block b of group g. Byte t of quad q of sub-block s holds in its low nibble
+// element 32s + 4q + t and in its high nibble element 32s + 16 + 4q + t; bit s of qh vector (h, q), byte
+// t, is the fifth bit of element 32s + 16h + 4q + t.
 template <class Block, int (*Level)(const Block&, int)>
 void pack_k4_super_block(const Matrix& m, int64_t g, int64_t b, const KQuantPackedLayout& lay, uint8_t* out) {
   constexpr bool kHasQh = std::is_same_v<Block, BlockQ5_K>;
@@ -41,22 +42,22 @@ void pack_k4_super_block(const Matrix& m, int64_t g, int64_t b, const KQuantPack
     const Block* row = row_blocks<Block>(m, g * kPackRows + l);
     if (!row) continue;  // all zero: levels, scales, mins and both factors
     const Block& blk = row[b];
-    for (int c = 0; c < 4; ++c)
-      for (int q = 0; q < kQuadsPerChunk; ++q)
+    for (int s = 0; s < 8; ++s)
+      for (int q = 0; q < kK4QuadsPerSubBlock; ++q)
         for (int t = 0; t < kQuadBytes; ++t) {
-          const int first = 64 * c + 32 * (t / 2) + kQuadBytes * q + t % 2;  // natural index, low nibble
-          const int low = Level(blk, first), high = Level(blk, first + 2);
-          out[lay.qs + (c * kQuadsPerChunk + q) * kVector + l * kQuadBytes + t] =
-              static_cast<uint8_t>((low & 0x0f) | ((high & 0x0f) << 4));
+          const size_t byte = l * kQuadBytes + t;
+          const int first = 32 * s + kQuadBytes * q + t;  // natural index of the low nibble's element
+          const int low = Level(blk, first), high = Level(blk, first + 16);
+          out[lay.qs + (s * kK4QuadsPerSubBlock + q) * kVector + byte] = static_cast<uint8_t>((low & 0x0f) | ((high & 0x0f) << 4));
           if constexpr (kHasQh) {
-            const int bits = ((low >> 4) << (2 * c)) | ((high >> 4) << (2 * c + 1));
-            out[lay.qh + q * kVector + l * kQuadBytes + t] |= static_cast<uint8_t>(bits);
+            out[lay.qh + q * kVector + byte] |= static_cast<uint8_t>((low >> 4) << s);
+            out[lay.qh + (kK4QuadsPerSubBlock + q) * kVector + byte] |= static_cast<uint8_t>((high >> 4) << s);
           }
         }
     for (int s = 0; s < 8; ++s) {
       int scale, min;
       k4_scale_min(blk.scales, s, scale, min);
-      out[lay.scales + (s / 2) * 2 * kPackRows + 2 * l + s % 2] = static_cast<uint8_t>(scale);
+      out[lay.scales + s * kPackRows + l] = static_cast<uint8_t>(scale);
       out[lay.mins + (s / 2) * 2 * kPackRows + 2 * l + s % 2] = static_cast<uint8_t>(min);
     }
     reinterpret_cast<uint16_t*>(out + lay.d)[l] = blk.d;
@@ -136,21 +137,6 @@ void pack_k_quant_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t
         default: pack_q6_k_super_block(m, g, b, lay, out); break;
       }
     }
-  }
-}
-
-bool packed_k_quant_permutes_activations(WeightType t) { return t == WeightType::Q4_K || t == WeightType::Q5_K; }
-
-int k4_activation_position(int i) {
-  const int c = i / 64, half = (i % 64) / 32, q = (i % 32) / kQuadBytes, e = i % kQuadBytes;
-  return 64 * c + 2 * kQuadBytes * q + kQuadBytes * (e / 2) + 2 * half + e % 2;
-}
-
-void permute_k4_activations(BlockQ8_K* x, int64_t n_blocks) {
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    int8_t natural[kQK_K];
-    std::memcpy(natural, x[b].qs, sizeof natural);
-    for (int i = 0; i < kQK_K; ++i) x[b].qs[k4_activation_position(i)] = natural[i];
   }
 }
 

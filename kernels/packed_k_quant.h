@@ -2,7 +2,7 @@
 // rows: 16 weight rows interleaved four bytes at a time (as packed_gemm.h does for Q8_0/Q4_0), so one
 // loaded vector serves several activation rows and one broadcast activation quad serves 16 weight rows.
 // The results are bitwise those of the row-by-row K-quant dots (ref/dot_k_quant_ref.cpp): per super-block
-// the same exact integer lane sums, fused into the same float accumulators in the same order.
+// the same exact integer, fused into the one float accumulator in the same order.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,13 +19,12 @@ bool packable_k_quant(WeightType t);  // Q4_K, Q5_K, Q6_K
 // super-block after another, each a multiple of 64 bytes. A "quad vector" is 64 bytes: for lane l (row
 // 16g + l), four consecutive bytes of that row's field. Offsets inside one super-block:
 // Q4_K (2368 bytes) and Q5_K (2880):
-//   qs     4 chunks c x 8 quad vectors q: byte t of a lane holds element 4q + t % 2 (low nibble) and
-//          element 4q + 2 + t % 2 (high nibble) of sub-block 2c + t / 2, so that one maddubs of the low
-//          nibbles and one of the high ones against the permuted activations (below) add up to the int16
-//          pair (quad q of sub-block 2c, quad q of sub-block 2c + 1) of the row dots' lane q
-//   qh     Q5_K only, 8 quad vectors q: bit 2c of byte t is the fifth bit of the low-nibble element of
-//          byte t of chunk c, bit 2c + 1 that of its high-nibble element
-//   scales 4 pairs c x 16 rows x 2 bytes: the (6-bit) scales of sub-blocks 2c and 2c + 1
+//   qs     8 sub-blocks s x 4 quad vectors q: byte t of a lane holds element 4q + t of sub-block s in its
+//          low nibble and element 16 + 4q + t in its high nibble, so each nibble vector is one quad of
+//          one sub-block, against a plain Q8_K activation quad
+//   qh     Q5_K only, 2 halves h x 4 quad vectors q: bit s of byte t is the fifth bit of element
+//          16h + 4q + t of sub-block s
+//   scales 8 sub-blocks x 16 rows, a byte each (the 6-bit scales)
 //   mins   4 pairs k x 16 rows x 2 bytes: the mins of sub-blocks 2k and 2k + 1
 //   d      16 fp16, then dmin 16 fp16
 // Q6_K (3392 bytes):
@@ -39,18 +38,13 @@ struct KQuantPackedLayout {
 KQuantPackedLayout k_quant_packed_layout(WeightType t);
 size_t k_quant_packed_group_bytes(WeightType t, int64_t cols);
 
-// Activations of packed Q4_K/Q5_K matrices: Q8_K rows (bsums as usual) whose quants are permuted within
-// each 64-element chunk c: for quad q, the 8 bytes at 64c + 8q are elements 4q, 4q + 1 of sub-block 2c,
-// the same of 2c + 1, then 4q + 2, 4q + 3 of 2c and of 2c + 1. Q6_K takes plain Q8_K rows.
-bool packed_k_quant_permutes_activations(WeightType t);
-int k4_activation_position(int i);  // where natural element i (0..255) of a super-block sits
-void permute_k4_activations(BlockQ8_K* x, int64_t n_blocks);
+constexpr int kK4QuadsPerSubBlock = 4;  // quad vectors of nibbles per 32-element sub-block
 
 // Writes groups [g_begin, g_end) of m's packed form into dst (kPackAlign-aligned, packed_bytes(m) long).
 void pack_k_quant_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g_end);
 
 // The packed GEMM of a variant: y[r * ldy + o] for groups [g_begin, g_end) against n_rows BlockQ8_K rows
-// (x_row_bytes apart, permuted for Q4_K/Q5_K), each output bitwise the row-by-row dot of DotKernels::q*_k_q8_k.
+// (x_row_bytes apart), each output bitwise the row-by-row dot of DotKernels::q*_k_q8_k.
 PackedGemmFn packed_k_quant_gemm(Isa isa, WeightType t);
 
 // The scalar twins and the SIMD variants (avx2 without and with AVX-VNNI; avx512 with VNNI, which the

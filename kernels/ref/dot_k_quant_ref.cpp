@@ -1,8 +1,9 @@
-// K-quant dots in ggml-cpu's x86 (AVX2) arithmetic order: per super-block, lane l (0..7) holds the
-// exact integer sum over elements with (i mod 32) in [4l, 4l + 4) of scale * q * q8; the lanes are
-// fused into an 8-lane float accumulator with d = q8.d * fp16(w.d) and summed by hsum8 at the end.
-// The mins term of Q4_K/Q5_K comes from the Q8_K block sums and is accumulated apart (4 lanes for
-// Q4_K, one scalar for Q5_K), as there; Q2_K's goes into the 8 lanes before its levels.
+// K-quant dots. Q4_K, Q5_K and Q6_K (the types packed at load) take one exact integer per super-block,
+// the sum of scale * q * q8 over its 256 elements, fused into one float accumulator with
+// d = q8.d * fp16(w.d), then Q4_K/Q5_K's mins term (mins times the Q8_K block sums, one integer) with
+// dmin = -q8.d * fp16(w.dmin): so a GEMM may sum a sub-block's products in any order and apply its
+// scale once. Q2_K, Q3_K and IQ4_XS keep ggml-cpu's AVX2 order: per super-block, lane l (0..7) holds the
+// integer sum over elements with (i mod 32) in [4l, 4l + 4), fused into 8 float lanes summed by hsum8.
 #include "kernels/ref/dot_k_quant_ref.h"
 
 #include <cmath>
@@ -70,42 +71,42 @@ void scaled_lanes_16(const Block& w, const BlockQ8_K& x, int (*level)(const Bloc
   }
 }
 
+int32_t lanes_total(const int32_t (&lanes)[8]) {
+  int32_t total = 0;
+  for (int32_t l : lanes) total += l;
+  return total;
+}
+
+// Q4_K (Level q4_k_level) and Q5_K: per super-block the levels' integer, then the mins' (exact: at
+// most 8 * 63 * 32 * 31 * 127 and 8 * 63 * 32 * 127, far inside int32).
+template <class Block, int (*Level)(const Block&, int)>
+float dot_k4_ref(const Block* w, const BlockQ8_K* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = x[b].d * fp16_to_f32(w[b].d);
+    const float dmin = -x[b].d * fp16_to_f32(w[b].dmin);
+    int32_t lanes[8], mins[4];
+    scaled_lanes_k4<Block, Level>(w[b], x[b], lanes);
+    mins_lanes(w[b].scales, x[b], mins);
+    acc = std::fma(d, static_cast<float>(lanes_total(lanes)), acc);
+    acc = std::fma(dmin, static_cast<float>((mins[0] + mins[1]) + (mins[2] + mins[3])), acc);
+  }
+  return acc;
+}
+
 }  // namespace
 
 float dot_q4_k_q8_k_ref(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n) {
-  float acc[8] = {};
-  float acc_m[4] = {};
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float d = x[b].d * fp16_to_f32(w[b].d);
-    const float dmin = -x[b].d * fp16_to_f32(w[b].dmin);
-    int32_t mins[4];
-    mins_lanes(w[b].scales, x[b], mins);
-    for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, static_cast<float>(mins[k]), acc_m[k]);
-    int32_t lanes[8];
-    scaled_lanes_k4<BlockQ4_K, q4_k_level>(w[b], x[b], lanes);
-    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
-  }
-  return hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+  return dot_k4_ref<BlockQ4_K, q4_k_level>(w, x, n);
 }
 
 float dot_q5_k_q8_k_ref(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n) {
-  float acc[8] = {};
-  float summs = 0.0f;
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float d = x[b].d * fp16_to_f32(w[b].d);
-    const float dmin = -x[b].d * fp16_to_f32(w[b].dmin);
-    int32_t mins[4];
-    mins_lanes(w[b].scales, x[b], mins);
-    const int32_t mins_total = (mins[0] + mins[1]) + (mins[2] + mins[3]);
-    summs = std::fma(dmin, static_cast<float>(mins_total), summs);
-    int32_t lanes[8];
-    scaled_lanes_k4<BlockQ5_K, q5_k_level>(w[b], x[b], lanes);
-    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
-  }
-  return hsum8(acc) + summs;
+  return dot_k4_ref<BlockQ5_K, q5_k_level>(w, x, n);
 }
 
-// Q3_K and Q6_K: the lanes of scaled_lanes_16 fused into the accumulator with d = x.d * fp16(w.d).
+namespace {
+
+// Q3_K: the lanes of scaled_lanes_16 fused into the accumulator with d = x.d * fp16(w.d).
 template <class Block>
 float dot_sub16_ref(const Block* w, const BlockQ8_K* x, int64_t n, int (*level)(const Block&, int),
                     int (*scale)(const Block&, int)) {
@@ -119,10 +120,17 @@ float dot_sub16_ref(const Block* w, const BlockQ8_K* x, int64_t n, int (*level)(
   return hsum8(acc);
 }
 
-int q6_k_scale(const BlockQ6_K& b, int s) { return b.scales[s]; }
+}  // namespace
 
+// Q6_K: the super-block's integer (at most 256 * 128 * 32 * 127 in magnitude) fused with d = x.d * fp16(w.d).
 float dot_q6_k_q8_k_ref(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
-  return dot_sub16_ref(w, x, n, q6_k_level, q6_k_scale);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    int32_t lanes[8];
+    scaled_lanes_16(w[b], x[b], q6_k_level, [&](int s) { return int32_t{w[b].scales[s]}; }, lanes);
+    acc = std::fma(x[b].d * fp16_to_f32(w[b].d), static_cast<float>(lanes_total(lanes)), acc);
+  }
+  return acc;
 }
 
 float dot_q3_k_q8_k_ref(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n) {

@@ -1,6 +1,6 @@
 // Scalar twins of the packed K-quant GEMM (packed_k_quant.h): one output at a time from the packed bytes,
-// in the arithmetic of ref/dot_k_quant_ref.cpp (the same integer lanes, the same float fusing order), so
-// every packed variant equals the row-by-row dots bit for bit.
+// in the arithmetic of ref/dot_k_quant_ref.cpp (the same integer per super-block, the same float fusing
+// order), so every packed variant equals the row-by-row dots bit for bit.
 #include <cmath>
 
 #include "kernels/packed_k_quant.h"
@@ -16,17 +16,17 @@ constexpr int kVector = kPackRows * kQuadBytes;
 // Byte k of quad q of lane l in the 8 quad vectors starting at v.
 uint8_t quad_byte(const uint8_t* v, int q, int l, int k) { return v[q * kVector + l * kQuadBytes + k]; }
 
-// Element i (0..255) of lane l in a packed super-block sb: the level as the dots see it. Its byte in
-// chunk c, quad q: t = 2 * (sub-block % 2) + e % 2 for element e of the quad, high nibble for e >= 2.
+// Element i (0..255) of lane l in a packed super-block sb: the level as the dots see it. Its byte is t = i % 4
+// of quad (i % 16) / 4 of sub-block i / 32, high nibble for (i % 32) >= 16.
 int q4_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
-  const int c = i / 64, half = (i % 64) / 32, q = (i % 32) / kQuadBytes, e = i % kQuadBytes;
-  const uint8_t byte = quad_byte(sb + lay.qs + c * 8 * kVector, q, l, 2 * half + e % 2);
-  return e >= 2 ? byte >> 4 : byte & 0x0f;
+  const int s = i / 32, high = (i % 32) / 16, q = (i % 16) / kQuadBytes, t = i % kQuadBytes;
+  const uint8_t byte = quad_byte(sb + lay.qs + s * kK4QuadsPerSubBlock * kVector, q, l, t);
+  return high ? byte >> 4 : byte & 0x0f;
 }
 int q5_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
-  const int c = i / 64, half = (i % 64) / 32, q = (i % 32) / kQuadBytes, e = i % kQuadBytes;
-  const uint8_t bits = quad_byte(sb + lay.qh, q, l, 2 * half + e % 2);
-  return q4_k_level(sb, lay, l, i) | (((bits >> (2 * c + (e >= 2))) & 1) << 4);
+  const int s = i / 32, high = (i % 32) / 16, q = (i % 16) / kQuadBytes, t = i % kQuadBytes;
+  const uint8_t bits = quad_byte(sb + lay.qh + high * kK4QuadsPerSubBlock * kVector, q, l, t);
+  return q4_k_level(sb, lay, l, i) | (((bits >> s) & 1) << 4);
 }
 int q6_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
   const int h = i / 128, quarter = (i % 128) / 32, e = i % 32;
@@ -39,70 +39,41 @@ float factor(const uint8_t* sb, size_t offset, int l) {
   return fp16_to_f32(reinterpret_cast<const uint16_t*>(sb + offset)[l]);
 }
 
-float hsum8(const float (&acc)[8]) {
-  float t4[4];
-  for (int l = 0; l < 4; ++l) t4[l] = acc[4 + l] + acc[l];
-  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
-
 int32_t sub_block_sum(const BlockQ8_K& x, int s) { return int32_t{x.bsums[2 * s]} + int32_t{x.bsums[2 * s + 1]}; }
 
-// dot_q4_k_q8_k_ref (kScalarMins false) and dot_q5_k_q8_k_ref (true) on lane l of a packed group.
-template <int (*Level)(const uint8_t*, const KQuantPackedLayout&, int, int), bool kScalarMins>
+// dot_q4_k_q8_k_ref and dot_q5_k_q8_k_ref on lane l of a packed group.
+template <int (*Level)(const uint8_t*, const KQuantPackedLayout&, int, int)>
 float k4_output(const uint8_t* group, const KQuantPackedLayout& lay, int64_t nsb, int l, const BlockQ8_K* x) {
-  float acc[8] = {}, acc_m[4] = {}, summs = 0.0f;
+  float acc = 0.0f;
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * lay.super_block_bytes;
-    const float d = x[b].d * factor(sb, lay.d, l);
-    const float dmin = -x[b].d * factor(sb, lay.dmin, l);
-    int32_t mins[4];
-    for (int k = 0; k < 4; ++k) {
-      const uint8_t* pair = sb + lay.mins + k * 2 * kPackRows + 2 * l;  // mins of sub-blocks 2k, 2k + 1
-      mins[k] = pair[0] * sub_block_sum(x[b], 2 * k) + pair[1] * sub_block_sum(x[b], 2 * k + 1);
-    }
-    if (kScalarMins) {
-      summs = std::fma(dmin, static_cast<float>((mins[0] + mins[1]) + (mins[2] + mins[3])), summs);
-    } else {
-      for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, static_cast<float>(mins[k]), acc_m[k]);
-    }
-    int32_t lanes[8] = {};
+    int32_t levels = 0, mins = 0;
     for (int s = 0; s < 8; ++s) {
-      const int32_t scale = sb[lay.scales + (s / 2) * 2 * kPackRows + 2 * l + s % 2];
-      for (int q = 0; q < 8; ++q) {
-        int32_t quad = 0;
-        for (int e = 0; e < kQuadBytes; ++e) {
-          const int i = 32 * s + kQuadBytes * q + e;  // the activations are permuted (packed_k_quant.h)
-          quad += Level(sb, lay, l, i) * int32_t{x[b].qs[k4_activation_position(i)]};
-        }
-        lanes[q] += scale * quad;
-      }
+      int32_t sum = 0;
+      for (int e = 0; e < 32; ++e) sum += Level(sb, lay, l, 32 * s + e) * int32_t{x[b].qs[32 * s + e]};
+      levels += sb[lay.scales + s * kPackRows + l] * sum;
+      mins += sb[lay.mins + (s / 2) * 2 * kPackRows + 2 * l + s % 2] * sub_block_sum(x[b], s);
     }
-    for (int q = 0; q < 8; ++q) acc[q] = std::fma(d, static_cast<float>(lanes[q]), acc[q]);
+    acc = std::fma(x[b].d * factor(sb, lay.d, l), static_cast<float>(levels), acc);
+    acc = std::fma(-x[b].d * factor(sb, lay.dmin, l), static_cast<float>(mins), acc);
   }
-  return hsum8(acc) + (kScalarMins ? summs : (acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+  return acc;
 }
 
-// dot_q6_k_q8_k_ref on lane l: in 32-element chunk c, lanes 0-3 carry sub-block 2c, lanes 4-7 2c + 1.
+// dot_q6_k_q8_k_ref on lane l.
 float q6_k_output(const uint8_t* group, const KQuantPackedLayout& lay, int64_t nsb, int l, const BlockQ8_K* x) {
-  float acc[8] = {};
+  float acc = 0.0f;
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * lay.super_block_bytes;
-    const float d = x[b].d * factor(sb, lay.d, l);
-    int32_t lanes[8] = {};
+    int32_t levels = 0;
     for (int s = 0; s < 16; ++s) {
-      const int32_t scale = static_cast<int8_t>(sb[lay.scales + s * kPackRows + l]);
-      for (int q = 4 * (s % 2); q < 4 * (s % 2) + 4; ++q) {
-        int32_t quad = 0;
-        for (int e = 0; e < kQuadBytes; ++e) {
-          const int i = 32 * (s / 2) + kQuadBytes * q + e;
-          quad += q6_k_level(sb, lay, l, i) * int32_t{x[b].qs[i]};
-        }
-        lanes[q] += scale * quad;
-      }
+      int32_t sum = 0;
+      for (int e = 0; e < 16; ++e) sum += q6_k_level(sb, lay, l, 16 * s + e) * int32_t{x[b].qs[16 * s + e]};
+      levels += static_cast<int8_t>(sb[lay.scales + s * kPackRows + l]) * sum;
     }
-    for (int q = 0; q < 8; ++q) acc[q] = std::fma(d, static_cast<float>(lanes[q]), acc[q]);
+    acc = std::fma(x[b].d * factor(sb, lay.d, l), static_cast<float>(levels), acc);
   }
-  return hsum8(acc);
+  return acc;
 }
 
 template <WeightType T>
@@ -117,8 +88,8 @@ void packed_k_gemm_ref(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_b
       const auto* xr = reinterpret_cast<const BlockQ8_K*>(x + r * x_row_bytes);
       for (int l = 0; l < kPackRows && g * kPackRows + l < rows; ++l) {
         float out;
-        if constexpr (T == WeightType::Q4_K) out = k4_output<q4_k_level, false>(group, lay, nsb, l, xr);
-        else if constexpr (T == WeightType::Q5_K) out = k4_output<q5_k_level, true>(group, lay, nsb, l, xr);
+        if constexpr (T == WeightType::Q4_K) out = k4_output<q4_k_level>(group, lay, nsb, l, xr);
+        else if constexpr (T == WeightType::Q5_K) out = k4_output<q5_k_level>(group, lay, nsb, l, xr);
         else out = q6_k_output(group, lay, nsb, l, xr);
         y[r * ldy + g * kPackRows + l] = out;
       }

@@ -1,5 +1,6 @@
-// K-quant (Q2_K..Q6_K, IQ4_XS) x Q8_K dots and Q8_K row quantization in 256-bit AVX2 registers, in ggml-cpu's AVX2 order
-// (see ref/dot_k_quant_ref.cpp). Included by the AVX2 and the AVX-512 variant: everything sits in an
+// K-quant (Q2_K..Q6_K, IQ4_XS) x Q8_K dots and Q8_K row quantization in 256-bit AVX2 registers, in the
+// arithmetic of ref/dot_k_quant_ref.cpp (one integer a super-block for Q4_K..Q6_K, ggml-cpu's AVX2 lanes
+// for the others). Included by the AVX2 and the AVX-512 variant: everything sits in an
 // anonymous namespace, so each translation unit keeps its own copy built with its own flags.
 #pragma once
 #include <immintrin.h>
@@ -24,10 +25,14 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline float hsum4(__m128 v) {
-  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-  v = _mm_add_ss(v, _mm_movehdup_ps(v));
-  return _mm_cvtss_f32(v);
+// Exact integer sums of 4 and 8 lanes.
+inline int32_t hsum_epi32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+  return _mm_cvtsi128_si32(v);
+}
+inline int32_t hsum_epi32(__m256i v) {
+  return hsum_epi32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
 // Decoded Q4_K/Q5_K super-block: 8 vectors of 32 unsigned levels (one per sub-block), each sub-block's
@@ -94,44 +99,30 @@ inline __m256i scaled_lanes(const K4Block& k, const BlockQ8_K& x) {
   return sumi;
 }
 
-template <class Block, bool kScalarMins>
+// Per super-block the levels' integer, then the mins', each fused into one float accumulator.
+template <class Block>
 struct K4Dot {
   using W = Block;
   using X = BlockQ8_K;
   template <int R>
   static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    __m256 acc[R];
-    __m128 acc_m[R];  // Q4_K: mins in 4 lanes
-    float summs[R];   // Q5_K: mins in one scalar
-    for (int r = 0; r < R; ++r) {
-      acc[r] = _mm256_setzero_ps();
-      acc_m[r] = _mm_setzero_ps();
-      summs[r] = 0.0f;
-    }
+    float acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     for (int64_t b = 0; b < n / kQK_K; ++b) {
       const K4Block k = decode(w[b]);
       const float wd = _cvtsh_ss(w[b].d), wdmin = _cvtsh_ss(w[b].dmin);
       for (int r = 0; r < R; ++r) {
         const BlockQ8_K& xb = x[r][b];
-        const float d = xb.d * wd;
-        const float dmin = -xb.d * wdmin;
-        const __m128i mins = mins_products(k.mins, xb);
-        if constexpr (kScalarMins) {
-          const __m128i pairs = _mm_hadd_epi32(mins, _mm_setzero_si128());
-          const int32_t total = _mm_cvtsi128_si32(_mm_hadd_epi32(pairs, _mm_setzero_si128()));
-          summs[r] = std::fma(dmin, static_cast<float>(total), summs[r]);
-        } else {
-          acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m[r]);
-        }
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(scaled_lanes(k, xb)), acc[r]);
+        acc[r] = std::fma(xb.d * wd, static_cast<float>(hsum_epi32(scaled_lanes(k, xb))), acc[r]);
+        acc[r] = std::fma(-xb.d * wdmin, static_cast<float>(hsum_epi32(mins_products(k.mins, xb))), acc[r]);
       }
     }
-    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + (kScalarMins ? summs[r] : hsum4(acc_m[r]));
+    for (int r = 0; r < R; ++r) out[r] = acc[r];
   }
 };
 
-using Q4KDot = K4Dot<BlockQ4_K, false>;
-using Q5KDot = K4Dot<BlockQ5_K, true>;
+using Q4KDot = K4Dot<BlockQ4_K>;
+using Q5KDot = K4Dot<BlockQ5_K>;
 
 // Decoded super-block of 16-element sub-blocks (Q2_K, Q3_K, Q6_K): per 32-element chunk c its unsigned
 // levels and the scales of its two sub-blocks (2c in the low 128 bits, 2c + 1 in the high), as int16;
@@ -214,8 +205,8 @@ inline __m256i sub16_lanes(const Sub16Block& k, const BlockQ8_K& x) {
   return sumi;
 }
 
-// Q2_K (kMins: the mins term, lane k = sub-blocks 2k and 2k + 1 against their block sums, fused first),
-// Q3_K (levels offset by 4) and Q6_K (by 32).
+// Q2_K (kMins: the mins term, lane k = sub-blocks 2k and 2k + 1 against their block sums, fused first)
+// and Q3_K (levels offset by 4), in 8 float lanes.
 template <class Block, int Offset, bool kMins>
 struct Sub16Dot {
   using W = Block;
@@ -243,7 +234,25 @@ struct Sub16Dot {
 
 using Q2KDot = Sub16Dot<BlockQ2_K, 0, true>;
 using Q3KDot = Sub16Dot<BlockQ3_K, 4, false>;
-using Q6KDot = Sub16Dot<BlockQ6_K, 32, false>;
+
+// Q6_K (levels offset by 32): the super-block's integer fused into one float accumulator.
+struct Q6KDot {
+  using W = BlockQ6_K;
+  using X = BlockQ8_K;
+  template <int R>
+  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
+    float acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      Sub16Block k;
+      decode(w[b], k);
+      const float wd = _cvtsh_ss(w[b].d);
+      for (int r = 0; r < R; ++r)
+        acc[r] = std::fma(x[r][b].d * wd, static_cast<float>(hsum_epi32(sub16_lanes<32>(k, x[r][b]))), acc[r]);
+    }
+    for (int r = 0; r < R; ++r) out[r] = acc[r];
+  }
+};
 
 // IQ4_XS: table levels by byte shuffle, |w| x sign(x, w) pairs, times the sub-block's signed scale.
 struct IQ4XSDot {

@@ -1,5 +1,5 @@
 // AVX2 packed K-quant GEMM (packed_k_quant.h, body in packed_k_quant_impl.h): a group's 16 rows as two
-// units of 8 (one ymm each), built without and with AVX-VNNI (dpwssd applies the sub-block scales).
+// units of 8 (one ymm each), built without AVX-VNNI (maddubs into int16 pairs) and with it (dpbusd).
 #include <immintrin.h>
 
 #include "kernels/x86/isa_tier.h"
@@ -11,7 +11,7 @@ namespace {
 
 struct V256 {
   static constexpr int kLanes = 8;
-  static constexpr bool kHasByteSign = true;
+  static constexpr bool kVnni = GLACIER_X86_VNNI;
   using I = __m256i;
   using F = __m256;
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -34,22 +34,19 @@ struct V256 {
   static I maddubs(I u, I s) { return _mm256_maddubs_epi16(u, s); }
   static I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
-  static I sub16(I a, I b) { return _mm256_sub_epi16(a, b); }
-  static I sub8(I a, I b) { return _mm256_sub_epi8(a, b); }
-  static I abs8(I a) { return _mm256_abs_epi8(a); }
-  static I sign8(I a, I s) { return _mm256_sign_epi8(a, s); }
   static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
-  static I dot16(I acc, I pairs, I scales) {
-#if GLACIER_X86_VNNI
-    return _mm256_dpwssd_avx_epi32(acc, pairs, scales);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
-#endif
+  static I mullo32(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I dpbusd(I acc, I u, I s) { return x86::dpbusd(acc, u, s); }
+  // 8 bytes to 8 32-bit lanes, the value in both int16 halves: each byte doubled, then widened.
+  static __m128i doubled_bytes(const uint8_t* p) {
+    const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm_unpacklo_epi8(v, v);
   }
-  static I dup_low16(I v) { return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(v, 16)); }
-  static I scale_pairs_u8(const uint8_t* p) { return dup_low16(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
-  static I scale_pairs_i8(const uint8_t* p) { return dup_low16(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+  static I scale_pairs_u8(const uint8_t* p) { return _mm256_cvtepu8_epi16(doubled_bytes(p)); }
+  static I scale_pairs_i8(const uint8_t* p) { return _mm256_cvtepi8_epi16(doubled_bytes(p)); }
   static I widen_u8_16(const uint8_t* p) { return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static I widen_u8_32(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static I widen_i8_32(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static F zero_ps() { return _mm256_setzero_ps(); }
   static F set1_ps(float v) { return _mm256_set1_ps(v); }
   static F load_ph(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -68,13 +65,14 @@ struct V256 {
   }
 };
 
-// Decode: a whole group (two units) a tile; batches: one unit against four rows, which spreads the unpacking
-// of the levels over more products (the vector ALUs are the bound): on the Zen 5 VM forced to avx2, 4 rows
-// measured 5-20% ahead of 2 and of 2 units x 2 rows in one-thread 4096x4096x512 GEMMs, most for Q5_K.
+// Decode: a whole group (two units) a tile; batches: one unit against three rows (three int32 sums, three
+// partial sums and three float accumulators leave the levels, the scale and two broadcasts their
+// registers). On the Zen 5 VM forced to avx2, one thread, 4096x4096x512, in runs minutes apart: three
+// rows against four, Q4_K 115 against 123 ms, Q5_K 118 against 126, Q6_K 134 against 139.
 template <WeightType T>
 void gemm256(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x,
              size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
-  packed_k::gemm<V256, T, 2, 1, 4>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
+  packed_k::gemm<V256, T, 2, 1, 3>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy);
 }
 
 }  // namespace

@@ -1,15 +1,16 @@
 // The packed K-quant GEMM (packed_k_quant.h) written once over a vector width: included by
 // packed_k_quant_avx2.cpp (8 rows a vector, a group as two units) and packed_k_quant_avx512.cpp (16 rows,
 // a group as one unit), each with a traits struct V of its instructions. Per super-block and output the
-// integer lane q is the sum over sub-blocks of scale * (levels . q8 over quad q). Q4_K/Q5_K: two maddubs
-// (unsigned levels, the signed permuted q8 broadcast) add up to the int16 pair (quad dot of sub-block 2c,
-// of 2c + 1), scaled by one multiply-add of int16 pairs (dpwssd with VNNI); Q6_K: maddubs minus the 32
-// offset's (or, on AVX2 batches, the signed level by the sign trick), times the sub-block's scale. Exact:
-// no int16 sum passes 4 * 63 * 127. The floats then follow
+// integer is the sum over sub-blocks of scale * (levels . q8); each sub-block's products are summed apart
+// (dpbusd into int32 with VNNI, then one multiply by the scale; maddubs into int16 pairs without, then one
+// madd with the scale in both halves), so a level vector costs one or two instructions a row. Q6_K's
+// stored levels carry +32, taken off as 32 times the Q8_K block sums. The floats then follow
 // ref/dot_k_quant_ref.cpp operation for operation.
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/packed_k_quant.h"
 #include "kernels/quant_blocks.h"
@@ -41,36 +42,6 @@ void units_at(const uint8_t* w, size_t group_bytes, int64_t u0, Unit<V> (&u)[G])
   }
 }
 
-// Levels of chunk c (0..3) of a Q4_K/Q5_K unit for quad q: low nibbles (elements 4q, 4q + 1 of sub-blocks
-// 2c and 2c + 1), high nibbles (elements 4q + 2, 4q + 3 of each), with the fifth bit for Q5_K.
-template <class V, bool kQh>
-inline void k4_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane0, int c, int q,
-                      typename V::I& lo, typename V::I& hi) {
-  using I = typename V::I;
-  const I m4 = V::set1_8(0x0f);
-  const I raw = V::load(sb + lay.qs + (c * 8 + q) * kVector + lane0 * kQuadBytes);
-  lo = V::and_(raw, m4);
-  hi = V::and_(V::template srli16<4>(raw), m4);
-  if constexpr (kQh) {
-    // Bit s of each qh byte to bit 4: 16-bit shifts act per byte here, as only one bit a byte is kept.
-    const I hb = V::load(sb + lay.qh + q * kVector + lane0 * kQuadBytes);
-    const I bit4 = V::set1_8(0x10);
-    const int s_lo = 2 * c, s_hi = 2 * c + 1;
-    const I b_lo = s_lo <= 4 ? V::sll16(hb, 4 - s_lo) : V::srl16(hb, s_lo - 4);
-    const I b_hi = s_hi <= 4 ? V::sll16(hb, 4 - s_hi) : V::srl16(hb, s_hi - 4);
-    lo = V::or_(lo, V::and_(b_lo, bit4));
-    hi = V::or_(hi, V::and_(b_hi, bit4));
-  }
-}
-
-// Q6_K's products in a tile of R activation rows: where the ISA has a byte sign instruction (AVX2's vpsignb;
-// AVX-512 has none) and R >= 4, the signed level times q8 through the sign trick, two ops a level vector
-// shared by the rows against one a row for the offset's own maddubs and subtraction; exact because q8 is
-// never -128 (quantize_row_q8_k) and |level| <= 32. Fewer rows do not repay the two ops. One thread of the
-// Zen 5 VM forced to avx2, 4096 x 4096 x 512: 2-3% faster in 5 of 6 alternating rounds (ALU counts said 10%).
-template <class V, int R>
-constexpr bool kSignedLevels = V::kHasByteSign && R >= 4;
-
 // Super-blocks ahead that a tile prefetches while it streams a group from memory: the hardware prefetcher
 // alone left one thread's decode GEMV at about half the read loop's rate (the quad vectors are read 512
 // bytes apart, the scales at the end of the super-block first). Two super-blocks (4.6 KB of Q4_K, 6.6 KB
@@ -85,6 +56,154 @@ inline void prefetch_super_block(const uint8_t* sb, size_t bytes) {
   for (size_t off = 0; off < bytes; off += kCacheLine) __builtin_prefetch(sb + off, 0, 3);
 }
 
+// Calls f(std::integral_constant<int, i>{}) for i = 0 .. N - 1, unrolled: the index is a constant in f,
+// so the shifts and offsets that depend on it are too (a loop the compiler left rolled made Q6_K's
+// decode twice as slow).
+template <class Fn, int... kI>
+inline void unrolled_impl(Fn& f, std::integer_sequence<int, kI...>) {
+  (f(std::integral_constant<int, kI>{}), ...);
+}
+template <int N, class Fn>
+inline void unrolled(Fn&& f) {
+  unrolled_impl(f, std::make_integer_sequence<int, N>{});
+}
+
+// Levels of quad q (0..3) of sub-block S of a Q4_K/Q5_K unit: elements 4q..4q+3 (lo) and 16+4q..16+4q+3
+// (hi) of the sub-block, with the fifth bit for Q5_K.
+template <class V, bool kQh, int S>
+inline void k4_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane0, int q, typename V::I& lo,
+                      typename V::I& hi) {
+  using I = typename V::I;
+  const I m4 = V::set1_8(0x0f);
+  const size_t lane_bytes = static_cast<size_t>(lane0) * kQuadBytes;
+  const I raw = V::load(sb + lay.qs + (S * kK4QuadsPerSubBlock + q) * kVector + lane_bytes);
+  lo = V::and_(raw, m4);
+  hi = V::and_(V::template srli16<4>(raw), m4);
+  if constexpr (kQh) {
+    // Bit S of each qh byte to bit 4: 16-bit shifts act per byte here, as only one bit a byte is kept.
+    const I bit4 = V::set1_8(0x10);
+    auto fifth = [&](int h) {
+      const I hb = V::load(sb + lay.qh + (h * kK4QuadsPerSubBlock + q) * kVector + lane_bytes);
+      if constexpr (S <= 4) return V::and_(V::template slli16<4 - S>(hb), bit4);
+      else return V::and_(V::template srli16<S - 4>(hb), bit4);
+    };
+    lo = V::or_(lo, fifth(0));
+    hi = V::or_(hi, fifth(1));
+  }
+}
+
+// Q6_K's unsigned stored levels (level + 32) at quad q (0..7) of chunk K (0..3) of half H: elements
+// 128H + 32K + 4q .. + 3, all in sub-block 8H + 2K + q / 4.
+template <class V, int H, int K>
+inline typename V::I q6_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane0, int q) {
+  using I = typename V::I;
+  const size_t lane_bytes = static_cast<size_t>(lane0) * kQuadBytes;
+  const I low = V::load(sb + lay.qs + ((2 * H + K % 2) * 8 + q) * kVector + lane_bytes);
+  const I hb = V::load(sb + lay.qh + (H * 8 + q) * kVector + lane_bytes);
+  I nibble = low, top = hb;
+  if constexpr (K >= 2) nibble = V::template srli16<4>(low);
+  // Bits 2K, 2K + 1 of the qh byte to bits 4, 5 (per byte, as the mask keeps only those).
+  if constexpr (K == 0) top = V::template slli16<4>(hb);
+  if constexpr (K == 1) top = V::template slli16<2>(hb);
+  if constexpr (K == 3) top = V::template srli16<2>(hb);
+  return V::or_(V::and_(nibble, V::set1_8(0x0f)), V::and_(top, V::set1_8(0x30)));
+}
+
+// Quads of Q4_K/Q5_K whose int16 partial sums stay exact without VNNI: a maddubs lane is at most
+// 2 * 15 * 127 (Q4_K) or 2 * 31 * 127 (Q5_K), and a quad adds two (lo and hi) to each int16 lane, so a
+// whole sub-block (16 products a lane) fits int16 for Q4_K, half of one for Q5_K.
+template <WeightType T>
+constexpr int kK4QuadsPerPartial = T == WeightType::Q4_K ? kK4QuadsPerSubBlock : kK4QuadsPerSubBlock / 2;
+
+// The levels' integer of one Q4_K/Q5_K super-block for G units x R rows, added to sum.
+template <class V, WeightType T, int G, int R>
+inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], const KQuantPackedLayout& lay,
+                          const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
+  using I = typename V::I;
+  constexpr bool kQh = T == WeightType::Q5_K;
+  constexpr int kQuadsPerPartial = V::kVnni ? kK4QuadsPerSubBlock : kK4QuadsPerPartial<T>;
+  unrolled<8>([&](auto s) {
+    I scale[G];
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* p = sb[g] + lay.scales + s * kPackRows + lane0[g];
+      scale[g] = V::kVnni ? V::widen_u8_32(p) : V::scale_pairs_u8(p);
+    }
+    for (int q0 = 0; q0 < kK4QuadsPerSubBlock; q0 += kQuadsPerPartial) {
+      I part[G][R];  // int32 dots (VNNI) or int16 pairs
+      for (int g = 0; g < G; ++g)
+        for (int r = 0; r < R; ++r) part[g][r] = V::zero();
+      for (int q = q0; q < q0 + kQuadsPerPartial; ++q) {
+        I lo[G], hi[G];
+        for (int g = 0; g < G; ++g) k4_levels<V, kQh, s>(sb[g], lay, lane0[g], q, lo[g], hi[g]);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* xq = xb[r]->qs + 32 * s + kQuadBytes * q;
+          const I x_lo = V::bcast32(xq), x_hi = V::bcast32(xq + 16);
+          for (int g = 0; g < G; ++g) {
+            if constexpr (V::kVnni) {
+              part[g][r] = V::dpbusd(V::dpbusd(part[g][r], lo[g], x_lo), hi[g], x_hi);
+            } else {
+              part[g][r] = V::add16(part[g][r], V::add16(V::maddubs(lo[g], x_lo), V::maddubs(hi[g], x_hi)));
+            }
+          }
+        }
+      }
+      for (int g = 0; g < G; ++g)
+        for (int r = 0; r < R; ++r)
+          sum[g][r] = V::add32(sum[g][r], V::kVnni ? V::mullo32(part[g][r], scale[g]) : V::madd(part[g][r], scale[g]));
+    }
+  });
+}
+
+// The integer of one Q6_K super-block for G units x R rows, added to sum: per 16-element sub-block the
+// stored levels' dots less 32 times its Q8_K block sum, times the scale. With VNNI the dots start from
+// -32 * bsum; without, a maddubs lane is at most 2 * 63 * 127, so two quads a partial, and the offset
+// goes in as one more madd of (-16 * bsum, -16 * bsum) with the scale.
+template <class V, int G, int R>
+inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], const KQuantPackedLayout& lay,
+                          const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
+  using I = typename V::I;
+  constexpr int kQuadsPerSubBlock = 4;
+  constexpr int kQuadsPerPartial = V::kVnni ? kQuadsPerSubBlock : 2;
+  unrolled<2>([&](auto h) {
+    unrolled<4>([&](auto k) {
+      for (int half = 0; half < 2; ++half) {
+        const int sub = 8 * h + 2 * k + half;
+        I scale[G];
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* p = sb[g] + lay.scales + sub * kPackRows + lane0[g];
+          scale[g] = V::kVnni ? V::widen_i8_32(p) : V::scale_pairs_i8(p);
+        }
+        I offset[R];
+        for (int r = 0; r < R; ++r) {
+          const int32_t bsum = xb[r]->bsums[sub];
+          offset[r] = V::kVnni ? V::set1_32(-32 * bsum) : V::set1_32(pair16(-16 * bsum, -16 * bsum));
+        }
+        for (int q0 = kQuadsPerSubBlock * half; q0 < kQuadsPerSubBlock * (half + 1); q0 += kQuadsPerPartial) {
+          I part[G][R];
+          for (int g = 0; g < G; ++g)
+            for (int r = 0; r < R; ++r) part[g][r] = V::kVnni ? offset[r] : V::zero();
+          for (int q = q0; q < q0 + kQuadsPerPartial; ++q) {
+            I lv[G];
+            for (int g = 0; g < G; ++g) lv[g] = q6_levels<V, h, k>(sb[g], lay, lane0[g], q);
+            for (int r = 0; r < R; ++r) {
+              const I xq = V::bcast32(xb[r]->qs + 32 * (4 * h + k) + kQuadBytes * q);
+              for (int g = 0; g < G; ++g)
+                part[g][r] = V::kVnni ? V::dpbusd(part[g][r], lv[g], xq) : V::add16(part[g][r], V::maddubs(lv[g], xq));
+            }
+          }
+          for (int g = 0; g < G; ++g)
+            for (int r = 0; r < R; ++r)
+              sum[g][r] = V::add32(sum[g][r], V::kVnni ? V::mullo32(part[g][r], scale[g]) : V::madd(part[g][r], scale[g]));
+        }
+        if constexpr (!V::kVnni) {
+          for (int g = 0; g < G; ++g)
+            for (int r = 0; r < R; ++r) sum[g][r] = V::add32(sum[g][r], V::madd(offset[r], scale[g]));
+        }
+      }
+    });
+  });
+}
+
 // Units [u0, u0 + G) x activation rows [r0, r0 + R).
 template <class V, WeightType T, int G, int R>
 void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t nsb, int64_t rows, int64_t u0,
@@ -94,14 +213,13 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
   constexpr bool kK4 = T != WeightType::Q6_K;
   Unit<V> u[G];
   units_at<V, G>(w, group_bytes, u0, u);
+  int lane0[G];
+  for (int g = 0; g < G; ++g) lane0[g] = u[g].lane0;
   const BlockQ8_K* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const BlockQ8_K*>(x + (r0 + r) * x_row_bytes);
-  F acc[G][R][8], acc_m[G][R][4];
+  F acc[G][R];
   for (int g = 0; g < G; ++g)
-    for (int r = 0; r < R; ++r) {
-      for (F& a : acc[g][r]) a = V::zero_ps();
-      for (F& a : acc_m[g][r]) a = V::zero_ps();
-    }
+    for (int r = 0; r < R; ++r) acc[g][r] = V::zero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb[G];
     for (int g = 0; g < G; ++g) {
@@ -112,106 +230,34 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     }
     const BlockQ8_K* xb[R];
     for (int r = 0; r < R; ++r) xb[r] = xr[r] + b;
-    F d[G][R];
+    I sum[G][R];
+    for (int g = 0; g < G; ++g)
+      for (int r = 0; r < R; ++r) sum[g][r] = V::zero();
+    if constexpr (kK4) {
+      k4_levels_sum<V, T, G, R>(sb, lane0, lay, xb, sum);
+    } else {
+      q6_levels_sum<V, G, R>(sb, lane0, lay, xb, sum);
+    }
     for (int g = 0; g < G; ++g) {
       const F wd = V::load_ph(reinterpret_cast<const uint16_t*>(sb[g] + lay.d) + u[g].lane0);
-      for (int r = 0; r < R; ++r) d[g][r] = V::mul(V::set1_ps(xb[r]->d), wd);
+      for (int r = 0; r < R; ++r) acc[g][r] = V::fma(V::mul(V::set1_ps(xb[r]->d), wd), V::cvt(sum[g][r]), acc[g][r]);
     }
     if constexpr (kK4) {
-      // The mins term: lane k of dot_k_quant_ref's mins_lanes, one madd of (min 2k, min 2k + 1) pairs
-      // against the (sum of sub-block 2k, sum of 2k + 1) pair of the activation row.
-      I sums[R][4];
-      for (int r = 0; r < R; ++r)
-        for (int k = 0; k < 4; ++k) {
-          const int16_t* bs = xb[r]->bsums + 4 * k;
-          sums[r][k] = V::set1_32(pair16(int32_t{bs[0]} + bs[1], int32_t{bs[2]} + bs[3]));
-        }
+      // The mins term: a madd of (min 2k, min 2k + 1) pairs against the (sum of sub-block 2k, sum of
+      // 2k + 1) pair of the activation row, for each k.
       for (int g = 0; g < G; ++g) {
         const F wdmin = V::load_ph(reinterpret_cast<const uint16_t*>(sb[g] + lay.dmin) + u[g].lane0);
         I mins[4];
         for (int k = 0; k < 4; ++k) mins[k] = V::widen_u8_16(sb[g] + lay.mins + k * 2 * kPackRows + 2 * u[g].lane0);
         for (int r = 0; r < R; ++r) {
-          const F dmin = V::mul(V::set1_ps(-xb[r]->d), wdmin);
-          I m[4];
-          for (int k = 0; k < 4; ++k) m[k] = V::madd(mins[k], sums[r][k]);
-          if constexpr (T == WeightType::Q5_K) {  // one scalar accumulator: the four lanes summed first
-            acc_m[g][r][0] = V::fma(dmin, V::cvt(V::add32(V::add32(m[0], m[1]), V::add32(m[2], m[3]))), acc_m[g][r][0]);
-          } else {
-            for (int k = 0; k < 4; ++k) acc_m[g][r][k] = V::fma(dmin, V::cvt(m[k]), acc_m[g][r][k]);
-          }
-        }
-      }
-    }
-    // Q4_K/Q5_K: the scales of sub-blocks 2c and 2c + 1 as the int16 pair of the row's lane; Q6_K: each
-    // sub-block's scale in both halves.
-    constexpr int kScaleVectors = kK4 ? 4 : 16;
-    I scale[G][kScaleVectors];
-    for (int g = 0; g < G; ++g)
-      for (int s = 0; s < kScaleVectors; ++s) {
-        if constexpr (kK4) {
-          scale[g][s] = V::widen_u8_16(sb[g] + lay.scales + s * 2 * kPackRows + 2 * u[g].lane0);
-        } else {
-          scale[g][s] = V::scale_pairs_i8(sb[g] + lay.scales + s * kPackRows + u[g].lane0);
-        }
-      }
-    for (int q = 0; q < 8; ++q) {
-      I lanes[G][R];
-      for (int g = 0; g < G; ++g)
-        for (int r = 0; r < R; ++r) lanes[g][r] = V::zero();
-      if constexpr (kK4) {
-        for (int c = 0; c < 4; ++c) {
-          I lo[G], hi[G];
-          for (int g = 0; g < G; ++g) k4_levels<V, T == WeightType::Q5_K>(sb[g], lay, u[g].lane0, c, q, lo[g], hi[g]);
-          for (int r = 0; r < R; ++r) {
-            // Activations permuted to match (packed_k_quant.h): the int16 pair of a lane is then (the quad
-            // dot of sub-block 2c, that of 2c + 1), both scaled by one multiply-add.
-            const int8_t* xq = xb[r]->qs + 64 * c + 2 * kQuadBytes * q;
-            const I x1 = V::bcast32(xq), x2 = V::bcast32(xq + kQuadBytes);
-            for (int g = 0; g < G; ++g)
-              lanes[g][r] = V::dot16(lanes[g][r], V::add16(V::maddubs(lo[g], x1), V::maddubs(hi[g], x2)), scale[g][c]);
-          }
-        }
-      } else {
-        const I m4 = V::set1_8(0x0f), m30 = V::set1_8(0x30), offset = V::set1_8(32);
-        for (int h = 0; h < 2; ++h) {
-          I lv[G][4];
-          for (int g = 0; g < G; ++g) {
-            const size_t lane_bytes = u[g].lane0 * kQuadBytes;
-            const I a = V::load(sb[g] + lay.qs + ((2 * h) * 8 + q) * kVector + lane_bytes);
-            const I bq = V::load(sb[g] + lay.qs + ((2 * h + 1) * 8 + q) * kVector + lane_bytes);
-            const I hb = V::load(sb[g] + lay.qh + (h * 8 + q) * kVector + lane_bytes);
-            lv[g][0] = V::or_(V::and_(a, m4), V::and_(V::template slli16<4>(hb), m30));
-            lv[g][1] = V::or_(V::and_(bq, m4), V::and_(V::template slli16<2>(hb), m30));
-            lv[g][2] = V::or_(V::and_(V::template srli16<4>(a), m4), V::and_(hb, m30));
-            lv[g][3] = V::or_(V::and_(V::template srli16<4>(bq), m4), V::and_(V::template srli16<2>(hb), m30));
-          }
+          I m = V::zero();
           for (int k = 0; k < 4; ++k) {
-            const int c = 4 * h + k;
-            if constexpr (kSignedLevels<V, R>) {
-              // The signed level s = stored - 32 as |s| against q8 with s's sign: the same exact int16 pairs.
-              I magnitude[G], level[G];
-              for (int g = 0; g < G; ++g) {
-                level[g] = V::sub8(lv[g][k], offset);
-                magnitude[g] = V::abs8(level[g]);
-              }
-              for (int r = 0; r < R; ++r) {
-                const I xq = V::bcast32(xb[r]->qs + 32 * c + kQuadBytes * q);
-                for (int g = 0; g < G; ++g)
-                  lanes[g][r] = V::dot16(lanes[g][r], V::maddubs(magnitude[g], V::sign8(xq, level[g])), scale[g][2 * c + q / 4]);
-              }
-            } else {
-              for (int r = 0; r < R; ++r) {
-                const I xq = V::bcast32(xb[r]->qs + 32 * c + kQuadBytes * q);
-                const I off = V::maddubs(offset, xq);  // the 32 the stored levels carry, times q8
-                for (int g = 0; g < G; ++g)
-                  lanes[g][r] = V::dot16(lanes[g][r], V::sub16(V::maddubs(lv[g][k], xq), off), scale[g][2 * c + q / 4]);
-              }
-            }
+            const int16_t* bs = xb[r]->bsums + 4 * k;
+            m = V::add32(m, V::madd(mins[k], V::set1_32(pair16(int32_t{bs[0]} + bs[1], int32_t{bs[2]} + bs[3]))));
           }
+          acc[g][r] = V::fma(V::mul(V::set1_ps(-xb[r]->d), wdmin), V::cvt(m), acc[g][r]);
         }
       }
-      for (int g = 0; g < G; ++g)
-        for (int r = 0; r < R; ++r) acc[g][r][q] = V::fma(d[g][r], V::cvt(lanes[g][r]), acc[g][r][q]);
     }
   }
   for (int g = 0; g < G; ++g) {
@@ -219,18 +265,7 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     const int64_t left = rows - first;
     const int valid = left < V::kLanes ? static_cast<int>(left) : V::kLanes;
     if (valid <= 0) continue;
-    for (int r = 0; r < R; ++r) {
-      const F* a = acc[g][r];
-      // dot_ref.cpp's hsum8 tree lane by lane, then the mins as the row dots add them.
-      F out = V::add(V::add(V::add(a[4], a[0]), V::add(a[6], a[2])), V::add(V::add(a[5], a[1]), V::add(a[7], a[3])));
-      if constexpr (T == WeightType::Q4_K) {
-        const F* m = acc_m[g][r];
-        out = V::add(out, V::add(V::add(m[0], m[2]), V::add(m[1], m[3])));
-      } else if constexpr (T == WeightType::Q5_K) {
-        out = V::add(out, acc_m[g][r][0]);
-      }
-      V::store(y + (r0 + r) * ldy + first, out, valid);
-    }
+    for (int r = 0; r < R; ++r) V::store(y + (r0 + r) * ldy + first, acc[g][r], valid);
   }
 }
 

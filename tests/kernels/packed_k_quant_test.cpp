@@ -26,7 +26,7 @@ struct Shape {
 };
 // Rows off the 16-row grid (and off the 8-row AVX2 units), one super-block, an odd count, a model width.
 const Shape kShapes[] = {{37, 256}, {16, 768}, {100, 512}, {40, 2048}};
-constexpr int64_t kMaxBatch = 11;  // past two 4-row tiles (AVX2), three 3-row tiles (AVX-512), and remainders of 3, 2 and 1
+constexpr int64_t kMaxBatch = 11;  // past an 8-row tile (AVX-512 Q6_K), 4-row (AVX-512) and 3-row (AVX2) tiles, and remainders of 3, 2 and 1
 const WeightType kTypes[] = {WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
 size_t block_bytes(WeightType t) {
