@@ -18,8 +18,9 @@ namespace {
 
 using glacier::testing::QuantCase;
 
-// The engine quantizes activations as ggml does (Q8_0, Q8_1 or Q8_K) and sums exact integer dots in ggml's
-// lane order, so only float rounding is left; 1e-3 stays far below one flipped activation rounding.
+// The engine quantizes activations as ggml does (Q8_0, Q8_1 or Q8_K) and sums exact integer dots (in ggml's
+// lane order, but for Q4_K..Q6_K's one integer a super-block), so only float rounding is left; 1e-3 stays
+// far below one flipped activation rounding.
 constexpr double kLogitTolerance = 1e-3;
 // A rounding flip (a ~1e-6 difference moving one quantized activation across a boundary) moves logits by
 // up to ~0.2 at that position and later ones: held to this bound instead, as in synthetic_llama_golden_test.

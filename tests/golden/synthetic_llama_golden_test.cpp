@@ -22,7 +22,8 @@ struct SynthCase {
 };
 
 // Block types (Q8_0/Q4_0 activations in Q8_0, K-quants in Q8_K): the engine quantizes activations as
-// ggml does and sums exact integer dots (in ggml's order but for Q8_0's block sums), so only float
+// ggml does and sums exact integer dots (in ggml's order but for Q8_0's block sums and Q4_K..Q6_K's one
+// integer a super-block), so only float
 // rounding is left (measured <= 4e-6); 1e-3 stays far below one flipped activation rounding (0.04 to 0.2).
 constexpr double kBlockTolerance = 1e-3;
 // F16: llama.cpp's own logits for one token differ by 1.8e-3 between batch sizes; the README advises ~1e-2.
