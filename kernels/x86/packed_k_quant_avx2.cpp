@@ -67,8 +67,8 @@ struct V256 {
 
 // Decode: a whole group (two units) a tile; batches: one unit against three rows (three int32 sums, three
 // partial sums and three float accumulators leave the levels, the scale and two broadcasts their
-// registers). On the Zen 5 VM forced to avx2, one thread, 4096x4096x512, in runs minutes apart: three
-// rows against four, Q4_K 115 against 123 ms, Q5_K 118 against 126, Q6_K 134 against 139.
+// registers). On the Zen 5 VM forced to avx2, one thread, 4096x4096x512, medians of three alternating
+// rounds against two and four rows: Q4_K 123 ms (122, 120), Q5_K 120 (143, 124), Q6_K 139 (162, 141).
 template <WeightType T>
 void gemm256(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x,
              size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {

@@ -60,9 +60,10 @@ struct V512 {
 };
 
 // Decode: two groups a tile. Batches: Q4_K/Q5_K two groups against four rows (each activation broadcast
-// serves two dpbusd; the broadcasts, not the ALUs, bounded one group against eight rows), Q6_K, whose
+// serves two dpbusd; the broadcast loads, not the ALUs, bounded one group against eight rows), Q6_K, whose
 // levels cost more to unpack, one group against eight rows. One thread of the Zen 5 VM, 4096 x 4096 x 512,
-// three alternating rounds: Q4_K 39 against 46 ms, Q5_K 46 against 50, Q6_K 51 against 46.
+// medians of three alternating rounds, 2 x 4 against 1 x 8: Q4_K 39 against 46 ms, Q5_K 46 against 50,
+// Q6_K 51 against 46.
 template <WeightType T>
 void gemm512(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x,
              size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {

@@ -68,24 +68,23 @@ inline void unrolled(Fn&& f) {
   unrolled_impl(f, std::make_integer_sequence<int, N>{});
 }
 
-// Levels of quad q (0..3) of sub-block S of a Q4_K/Q5_K unit: elements 4q..4q+3 (lo) and 16+4q..16+4q+3
+// Levels of quad q (0..3) of sub-block s of a Q4_K/Q5_K unit: elements 4q..4q+3 (lo) and 16+4q..16+4q+3
 // (hi) of the sub-block, with the fifth bit for Q5_K.
-template <class V, bool kQh, int S>
-inline void k4_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane0, int q, typename V::I& lo,
+template <class V, bool kQh>
+inline void k4_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane0, int s, int q, typename V::I& lo,
                       typename V::I& hi) {
   using I = typename V::I;
   const I m4 = V::set1_8(0x0f);
   const size_t lane_bytes = static_cast<size_t>(lane0) * kQuadBytes;
-  const I raw = V::load(sb + lay.qs + (S * kK4QuadsPerSubBlock + q) * kVector + lane_bytes);
+  const I raw = V::load(sb + lay.qs + (s * kK4QuadsPerSubBlock + q) * kVector + lane_bytes);
   lo = V::and_(raw, m4);
   hi = V::and_(V::template srli16<4>(raw), m4);
   if constexpr (kQh) {
-    // Bit S of each qh byte to bit 4: 16-bit shifts act per byte here, as only one bit a byte is kept.
+    // Bit s of each qh byte to bit 4: 16-bit shifts act per byte here, as only one bit a byte is kept.
     const I bit4 = V::set1_8(0x10);
     auto fifth = [&](int h) {
       const I hb = V::load(sb + lay.qh + (h * kK4QuadsPerSubBlock + q) * kVector + lane_bytes);
-      if constexpr (S <= 4) return V::and_(V::template slli16<4 - S>(hb), bit4);
-      else return V::and_(V::template srli16<S - 4>(hb), bit4);
+      return V::and_(s <= 4 ? V::sll16(hb, 4 - s) : V::srl16(hb, s - 4), bit4);
     };
     lo = V::or_(lo, fifth(0));
     hi = V::or_(hi, fifth(1));
@@ -122,7 +121,7 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
   using I = typename V::I;
   constexpr bool kQh = T == WeightType::Q5_K;
   constexpr int kQuadsPerPartial = V::kVnni ? kK4QuadsPerSubBlock : kK4QuadsPerPartial<T>;
-  unrolled<8>([&](auto s) {
+  for (int s = 0; s < 8; ++s) {
     I scale[G];
     for (int g = 0; g < G; ++g) {
       const uint8_t* p = sb[g] + lay.scales + s * kPackRows + lane0[g];
@@ -134,7 +133,7 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
         for (int r = 0; r < R; ++r) part[g][r] = V::zero();
       for (int q = q0; q < q0 + kQuadsPerPartial; ++q) {
         I lo[G], hi[G];
-        for (int g = 0; g < G; ++g) k4_levels<V, kQh, s>(sb[g], lay, lane0[g], q, lo[g], hi[g]);
+        for (int g = 0; g < G; ++g) k4_levels<V, kQh>(sb[g], lay, lane0[g], s, q, lo[g], hi[g]);
         for (int r = 0; r < R; ++r) {
           const int8_t* xq = xb[r]->qs + 32 * s + kQuadBytes * q;
           const I x_lo = V::bcast32(xq), x_hi = V::bcast32(xq + 16);
@@ -151,7 +150,7 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
         for (int r = 0; r < R; ++r)
           sum[g][r] = V::add32(sum[g][r], V::kVnni ? V::mullo32(part[g][r], scale[g]) : V::madd(part[g][r], scale[g]));
     }
-  });
+  }
 }
 
 // The integer of one Q6_K super-block for G units x R rows, added to sum: per 16-element sub-block the
