@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/k_quant_layout.h"
 #include "kernels/quant_blocks.h"
@@ -99,30 +100,6 @@ inline __m256i scaled_lanes(const K4Block& k, const BlockQ8_K& x) {
   return sumi;
 }
 
-// Per super-block the levels' integer, then the mins', each fused into one float accumulator.
-template <class Block>
-struct K4Dot {
-  using W = Block;
-  using X = BlockQ8_K;
-  template <int R>
-  static void rows(const W* w, const X* const* x, int64_t n, float* out) {
-    float acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-      const K4Block k = decode(w[b]);
-      const float wd = _cvtsh_ss(w[b].d), wdmin = _cvtsh_ss(w[b].dmin);
-      for (int r = 0; r < R; ++r) {
-        const BlockQ8_K& xb = x[r][b];
-        acc[r] = std::fma(xb.d * wd, static_cast<float>(hsum_epi32(scaled_lanes(k, xb))), acc[r]);
-        acc[r] = std::fma(-xb.d * wdmin, static_cast<float>(hsum_epi32(mins_products(k.mins, xb))), acc[r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) out[r] = acc[r];
-  }
-};
-
-using Q4KDot = K4Dot<BlockQ4_K>;
-using Q5KDot = K4Dot<BlockQ5_K>;
 
 // Decoded super-block of 16-element sub-blocks (Q2_K, Q3_K, Q6_K): per 32-element chunk c its unsigned
 // levels and the scales of its two sub-blocks (2c in the low 128 bits, 2c + 1 in the high), as int16;
@@ -235,24 +212,44 @@ struct Sub16Dot {
 using Q2KDot = Sub16Dot<BlockQ2_K, 0, true>;
 using Q3KDot = Sub16Dot<BlockQ3_K, 4, false>;
 
-// Q6_K (levels offset by 32): the super-block's integer fused into one float accumulator.
-struct Q6KDot {
-  using W = BlockQ6_K;
+inline Sub16Block decode(const BlockQ6_K& b) {
+  Sub16Block k;
+  decode(b, k);
+  return k;
+}
+
+// A super-block's levels' integer lanes: Q4_K/Q5_K, and Q6_K (its levels offset by 32).
+inline __m256i levels_lanes(const K4Block& k, const BlockQ8_K& x) { return scaled_lanes(k, x); }
+inline __m256i levels_lanes(const Sub16Block& q6_k, const BlockQ8_K& x) { return sub16_lanes<32>(q6_k, x); }
+
+// Q4_K, Q5_K and Q6_K: per super-block its levels' integer (the lanes summed, exactly) and, for Q4_K/Q5_K,
+// then its mins', each fused into one float accumulator a row.
+template <class Block>
+struct SuperBlockSumDot {
+  using W = Block;
   using X = BlockQ8_K;
+  static constexpr bool kMins = !std::is_same_v<Block, BlockQ6_K>;
   template <int R>
   static void rows(const W* w, const X* const* x, int64_t n, float* out) {
     float acc[R];
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-      Sub16Block k;
-      decode(w[b], k);
+      const auto k = decode(w[b]);
       const float wd = _cvtsh_ss(w[b].d);
-      for (int r = 0; r < R; ++r)
-        acc[r] = std::fma(x[r][b].d * wd, static_cast<float>(hsum_epi32(sub16_lanes<32>(k, x[r][b]))), acc[r]);
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8_K& xb = x[r][b];
+        acc[r] = std::fma(xb.d * wd, static_cast<float>(hsum_epi32(levels_lanes(k, xb))), acc[r]);
+        if constexpr (kMins)
+          acc[r] = std::fma(-xb.d * _cvtsh_ss(w[b].dmin), static_cast<float>(hsum_epi32(mins_products(k.mins, xb))), acc[r]);
+      }
     }
     for (int r = 0; r < R; ++r) out[r] = acc[r];
   }
 };
+
+using Q4KDot = SuperBlockSumDot<BlockQ4_K>;
+using Q5KDot = SuperBlockSumDot<BlockQ5_K>;
+using Q6KDot = SuperBlockSumDot<BlockQ6_K>;
 
 // IQ4_XS: table levels by byte shuffle, |w| x sign(x, w) pairs, times the sub-block's signed scale.
 struct IQ4XSDot {
