@@ -43,10 +43,11 @@ void units_at(const uint8_t* w, size_t group_bytes, int64_t u0, Unit<V> (&u)[G])
 }
 
 // Super-blocks ahead that a tile prefetches while it streams a group from memory: the hardware prefetcher
-// alone left one thread's decode GEMV at about half the read loop's rate (the quad vectors are read 512
-// bytes apart, the scales at the end of the super-block first). Two super-blocks (4.6 KB of Q4_K, 6.6 KB
-// of Q6_K) ahead: one thread of the Zen 5 VM forced to avx2 went from 16.5 to 29 GB/s (Q4_K) and from
-// 17.5 to 24 GB/s (Q6_K) of weights a CPU second (bench_kernels packed/avx2/*/65536x4096/1); 4 measured alike.
+// alone left one thread's decode GEMV at about half the read loop's rate (measured with the lane-order
+// layout before 68ed17e, whose quad vectors were read 512 bytes apart; Q6_K's still are). Two super-blocks
+// (4.6 KB of Q4_K, 6.6 KB of Q6_K) ahead: one thread of the Zen 5 VM forced to avx2 went from 16.5 to 29
+// GB/s (Q4_K) and from 17.5 to 24 GB/s (Q6_K) of weights a CPU second (bench_kernels
+// packed/avx2/*/65536x4096/1); 4 measured alike.
 constexpr int64_t kPrefetchSuperBlocks = 2;
 constexpr size_t kCacheLine = 64;
 
