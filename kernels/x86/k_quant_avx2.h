@@ -236,11 +236,13 @@ struct SuperBlockSumDot {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
       const auto k = decode(w[b]);
       const float wd = _cvtsh_ss(w[b].d);
+      float wdmin = 0.0f;
+      if constexpr (kMins) wdmin = _cvtsh_ss(w[b].dmin);
       for (int r = 0; r < R; ++r) {
         const BlockQ8_K& xb = x[r][b];
         acc[r] = std::fma(xb.d * wd, static_cast<float>(hsum_epi32(levels_lanes(k, xb))), acc[r]);
         if constexpr (kMins)
-          acc[r] = std::fma(-xb.d * _cvtsh_ss(w[b].dmin), static_cast<float>(hsum_epi32(mins_products(k.mins, xb))), acc[r]);
+          acc[r] = std::fma(-xb.d * wdmin, static_cast<float>(hsum_epi32(mins_products(k.mins, xb))), acc[r]);
       }
     }
     for (int r = 0; r < R; ++r) out[r] = acc[r];

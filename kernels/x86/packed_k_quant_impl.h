@@ -244,17 +244,20 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     }
     if constexpr (kK4) {
       // The mins term: a madd of (min 2k, min 2k + 1) pairs against the (sum of sub-block 2k, sum of
-      // 2k + 1) pair of the activation row, for each k.
+      // 2k + 1) pair of the activation row, for each k; the row's pairs are broadcast once for all units.
+      I sums[R][4];
+      for (int r = 0; r < R; ++r)
+        for (int k = 0; k < 4; ++k) {
+          const int16_t* bs = xb[r]->bsums + 4 * k;
+          sums[r][k] = V::set1_32(pair16(int32_t{bs[0]} + bs[1], int32_t{bs[2]} + bs[3]));
+        }
       for (int g = 0; g < G; ++g) {
         const F wdmin = V::load_ph(reinterpret_cast<const uint16_t*>(sb[g] + lay.dmin) + u[g].lane0);
         I mins[4];
         for (int k = 0; k < 4; ++k) mins[k] = V::widen_u8_16(sb[g] + lay.mins + k * 2 * kPackRows + 2 * u[g].lane0);
         for (int r = 0; r < R; ++r) {
           I m = V::zero();
-          for (int k = 0; k < 4; ++k) {
-            const int16_t* bs = xb[r]->bsums + 4 * k;
-            m = V::add32(m, V::madd(mins[k], V::set1_32(pair16(int32_t{bs[0]} + bs[1], int32_t{bs[2]} + bs[3]))));
-          }
+          for (int k = 0; k < 4; ++k) m = V::add32(m, V::madd(mins[k], sums[r][k]));
           acc[g][r] = V::fma(V::mul(V::set1_ps(-xb[r]->d), wdmin), V::cvt(m), acc[g][r]);
         }
       }
