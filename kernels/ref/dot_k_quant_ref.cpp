@@ -9,16 +9,13 @@
 #include <cmath>
 
 #include "kernels/k_quant_layout.h"
+#include "kernels/ref/block_dot_order.h"
 
 namespace glacier::kernels {
 
 namespace {
 
-float hsum8(const float (&acc)[8]) {
-  float t4[4];
-  for (int l = 0; l < 4; ++l) t4[l] = acc[4 + l] + acc[l];
-  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
+using ref::hsum8;
 
 // Sum of the 32 activation q's of sub-block s, from the two 16-element block sums.
 int32_t sub_block_sum(const BlockQ8_K& x, int s) { return int32_t{x.bsums[2 * s]} + int32_t{x.bsums[2 * s + 1]}; }

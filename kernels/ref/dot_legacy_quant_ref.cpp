@@ -6,6 +6,7 @@
 // std::fma: GCC contracts them in ggml's gnu11 build (default -ffp-contract=fast), as it does the
 // Q8_K rounding (dot_k_quant_ref.cpp); the goldens here come out the same either way.
 #include "kernels/ref/dot_legacy_quant_ref.h"
+#include "kernels/ref/block_dot_order.h"
 
 #include <cmath>
 
@@ -13,11 +14,7 @@ namespace glacier::kernels {
 
 namespace {
 
-float hsum8(const float (&acc)[8]) {
-  float t4[4];
-  for (int l = 0; l < 4; ++l) t4[l] = acc[4 + l] + acc[l];
-  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
+using ref::hsum8;
 
 // Adds d * (lane sums of level(k) * qx[k]) to acc.
 template <class Level>
@@ -83,10 +80,7 @@ float dot_iq4_nl_q8_0_ref(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n) {
 void quantize_row_q8_1_ref(const float* x, BlockQ8_1* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     const float* xb = x + b * kQK8_0;
-    float amax = 0.0f;
-    for (int j = 0; j < kQK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = q8_multiplier(amax);
+    const auto [d, id] = ref::q8_block_scale(xb);
     y[b].d = f32_to_fp16(d);
     int32_t sum = 0;
     for (int j = 0; j < kQK8_0; ++j) {

@@ -8,6 +8,7 @@
 #include "kernels/f32_dot_order.h"
 #include "kernels/ref/dot_k_quant_ref.h"
 #include "kernels/ref/dot_legacy_quant_ref.h"
+#include "kernels/ref/block_dot_order.h"
 
 namespace glacier::kernels {
 
@@ -33,11 +34,7 @@ float dot_bf16_ref(const uint16_t* w, const uint16_t* x, int64_t n) {
 // [4l, 4l + 4) of a block, scaled and fused into a per-lane float accumulator block after block, and
 // the lanes summed by the tree of hsum8() at the end. Every SIMD variant computes exactly this, and
 // so does llama.cpp on x86 for single rows and batches alike.
-float hsum8(const float (&acc)[8]) {
-  float t4[4];
-  for (int l = 0; l < 4; ++l) t4[l] = acc[4 + l] + acc[l];
-  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
+using ref::hsum8;
 
 template <class WeightAt>
 float block_dot_lanes(int64_t n_blocks, WeightAt weight, const BlockQ8_0* x, const uint16_t* scales, int64_t stride) {
@@ -95,10 +92,7 @@ float dot_q8_0_block_sums_ref(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n)
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     const float* xb = x + b * kQK8_0;
-    float amax = 0.0f;
-    for (int j = 0; j < kQK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = q8_multiplier(amax);
+    const auto [d, id] = ref::q8_block_scale(xb);
     y[b].d = f32_to_fp16(d);
     // nearbyintf in the default rounding mode rounds half to even, as the SIMD conversions do.
     for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::nearbyintf(xb[j] * id));
