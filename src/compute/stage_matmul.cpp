@@ -65,9 +65,9 @@ void StageMatmul::several(std::initializer_list<Output> outputs, const float* x,
     granule_end[n] = (n ? granule_end[n - 1] : 0) + (w.rows + granule - 1) / granule;
     ++n;
   }
-  const Output* outs = outputs.begin();
   // Threads take whole output granules (a packed matrix's 16-row groups) of the concatenated outputs.
-  pool_.parallel_for(granule_end[n - 1], [&](int64_t b, int64_t e, int) {
+  const Output* outs = outputs.begin();
+  auto product = [&](int64_t b, int64_t e, int) {
     for (int i = 0; i < n; ++i) {
       const int64_t start = i ? granule_end[i - 1] : 0;
       const int64_t lo = std::max(b, start), hi = std::min(e, granule_end[i]);
@@ -77,7 +77,18 @@ void StageMatmul::several(std::initializer_list<Output> outputs, const float* x,
       kernels::matmul(w, prepared[form_index[i]], outs[i].y, w.rows, (lo - start) * granule,
                       std::min(w.rows, (hi - start) * granule));
     }
-  });
+  };
+  const int64_t granules = granule_end[n - 1];
+  if (n_rows >= kClaimedChunksBelowRows) {
+    pool_.parallel_for(granules, product);
+    return;
+  }
+  // Decode-sized batches: a product streams its weights in a few hundred microseconds, so a thread that
+  // the machine holds up for a while leaves the other waiting for a good part of it. Chunks taken as
+  // threads finish share such a delay out (every output row is computed whole by one call, so the
+  // results do not depend on which thread took which chunk). Even chunks keep decode's two-group tiles.
+  const int64_t per_chunk = (granules + kChunksPerThread * pool_.size() - 1) / (kChunksPerThread * pool_.size());
+  pool_.parallel_for_claimed(granules, (per_chunk + 1) / 2 * 2, product);
 }
 
 }  // namespace glacier::compute

@@ -35,6 +35,13 @@ class StageMatmul {
   // a wait for the threads would cost more than the conversion).
   static constexpr int64_t kParallelPrepareRows = 16;
   static constexpr int kMaxForms = 2;  // distinct activation forms in one call (e.g. Q4_K and Q6_K)
+  // Batches below this many rows (decode) share their products out in chunks the threads take as they
+  // finish; larger ones, whose products are long and even, keep the static split (F16 prefill measured
+  // slower in chunks).
+  static constexpr int64_t kClaimedChunksBelowRows = 16;
+  // Chunks of output granules each thread takes, on average, of one call's products: enough that a thread
+  // the machine slows down takes fewer, few enough that a chunk still holds whole register tiles.
+  static constexpr int64_t kChunksPerThread = 4;
   ThreadPool& pool_;
   std::vector<uint8_t> act_storage_[kMaxForms];  // prepared (quantized) activations
 };

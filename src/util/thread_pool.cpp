@@ -66,14 +66,48 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)
     fn(0, n, 0);
     return;
   }
+  start_job(n, 0, fn);
+  run_share(0);
+  wait_for_workers();
+}
+
+void ThreadPool::parallel_for_claimed(int64_t n, int64_t chunk, FunctionRef<void(int64_t, int64_t, int)> fn) {
+  if (n <= 0) return;
+  if (chunk < 1) chunk = 1;
+  if (n_threads_ == 1 || n <= chunk) {
+    fn(0, n, 0);
+    return;
+  }
+  start_job(n, chunk, fn);
+  run_share(0);
+  wait_for_workers();
+}
+
+void ThreadPool::start_job(int64_t n, int64_t chunk, FunctionRef<void(int64_t, int64_t, int)>& fn) {
   job_ = &fn;
   job_n_ = n;
+  job_chunk_ = chunk;
+  next_chunk_.store(0, std::memory_order_relaxed);
   pending_.store(n_threads_ - 1, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
-  int64_t b, e;
-  share(n, n_threads_, 0, &b, &e);
-  if (b < e) fn(b, e, 0);
+}
+
+void ThreadPool::run_share(int index) {
+  if (job_chunk_ == 0) {
+    int64_t b, e;
+    share(job_n_, n_threads_, index, &b, &e);
+    if (b < e) (*job_)(b, e, index);
+    return;
+  }
+  for (;;) {
+    const int64_t b = next_chunk_.fetch_add(job_chunk_, std::memory_order_relaxed);
+    if (b >= job_n_) return;
+    (*job_)(b, b + job_chunk_ < job_n_ ? b + job_chunk_ : job_n_, index);
+  }
+}
+
+void ThreadPool::wait_for_workers() {
   auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(all_done)) {
     while (!all_done()) std::this_thread::yield();  // a worker was descheduled: give it the core
@@ -92,9 +126,7 @@ void ThreadPool::worker_loop(int index) {
     const uint64_t g = generation_.load(std::memory_order_acquire);
     seen = g;
     if (stop_.load()) return;
-    int64_t b, e;
-    share(job_n_, n_threads_, index, &b, &e);
-    if (b < e) (*job_)(b, e, index);
+    run_share(index);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
