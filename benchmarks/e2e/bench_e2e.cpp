@@ -89,11 +89,12 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 struct TokenWork {
   double ops = 0;
   bool int8 = false;
+  bool mostly_q8_0 = false;  // most block products are Q8_0's signed x signed ones
 };
 
 TokenWork token_work(const gguf::File& f, const model::ModelConfig& cfg) {
   const bool tied = f.find_tensor("output.weight") == nullptr;
-  double block_elems = 0, float_elems = 0;
+  double block_elems = 0, float_elems = 0, q8_0_elems = 0;
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.n_dims < 2 || (t.name == "token_embd.weight" && !tied)) continue;
     double elems = 1;
@@ -101,8 +102,9 @@ TokenWork token_work(const gguf::File& f, const model::ModelConfig& cfg) {
     if (t.n_dims == 3 && cfg.n_expert > 0) elems *= double(cfg.n_expert_used) / cfg.n_expert;
     const bool is_float = t.type == gguf::TensorType::F32 || t.type == gguf::TensorType::F16 || t.type == gguf::TensorType::BF16;
     (is_float ? float_elems : block_elems) += elems;
+    if (t.type == gguf::TensorType::Q8_0) q8_0_elems += elems;
   }
-  return {2.0 * (block_elems + float_elems), block_elems > float_elems};
+  return {2.0 * (block_elems + float_elems), block_elems > float_elems, q8_0_elems > block_elems / 2};
 }
 
 // Weight bytes one decode step reads: every matrix once, but of an embedding table that is not also the
@@ -243,6 +245,13 @@ int main(int argc, char** argv) {
               peaks.f32_flops_per_s / 1e9, peaks.int8_ops_per_s / 1e9, peaks.int8_instructions.c_str());
   std::printf("prefill: %.2f GOP a token of %s products -> ceiling %.1f tok/s\n", work.ops / 1e9, ceiling_kind,
               op_ceiling / work.ops);
+  // Q8_0 on a tier without VNNI: the sign trick before every multiply sets a lower ceiling of its own.
+  const bool sign_trick = work.int8 && work.mostly_q8_0 && peaks.signed_int8_ops_per_s > 0 &&
+                          peaks.signed_int8_ops_per_s != peaks.int8_ops_per_s;
+  if (sign_trick)
+    std::printf("Q8_0 products take the sign trick on this tier: %.0f GOP/s with %s -> ceiling %.1f tok/s\n",
+                peaks.signed_int8_ops_per_s / 1e9, peaks.signed_int8_instructions.c_str(),
+                peaks.signed_int8_ops_per_s / work.ops);
   engine.run(1, 8, 2, 1);  // warm-up: first touches of the KV cache and buffers
 
   double decode_step = 0.0;
@@ -251,14 +260,18 @@ int main(int argc, char** argv) {
        << "\", \"weight_bytes\": "
        << engine.weight_bytes() << ", \"decode_bytes\": " << decode_bytes << ", \"read_bandwidth\": " << bandwidth << ", \"f32_peak\": " << peaks.f32_flops_per_s
        << ", \"int8_peak\": " << peaks.int8_ops_per_s << ", \"int8_instructions\": \"" << peaks.int8_instructions
-       << "\", \"ops_per_token\": " << work.ops << ", \"prefill_ceiling\": \"" << ceiling_kind << "\"";
+       << "\", \"signed_int8_peak\": " << peaks.signed_int8_ops_per_s << ", \"sign_trick\": " << (sign_trick ? "true" : "false")
+       << ", \"ops_per_token\": " << work.ops
+       << ", \"prefill_ceiling\": \"" << ceiling_kind << "\"";
   std::printf("%-10s %6s %6s %10s %10s\n", "test", "seqs", "tokens", "seconds", "tok/s");
   for (int p : o.pp) {
     std::vector<double> t;
     for (int r = 0; r < o.reps; ++r) t.push_back(engine.run(1, p, 1, 10 + r));  // one sampled token: the head once
     const double s = median(t);
-    std::printf("%-10s %6d %6d %10.3f %10.1f   (%.0f%% of the %s ceiling)\n", ("pp" + std::to_string(p)).c_str(), 1, p,
-                s, p / s, 100.0 * p / s * work.ops / op_ceiling, ceiling_kind);
+    std::printf("%-10s %6d %6d %10.3f %10.1f   (%.0f%% of the %s ceiling", ("pp" + std::to_string(p)).c_str(), 1, p, s,
+                p / s, 100.0 * p / s * work.ops / op_ceiling, ceiling_kind);
+    if (sign_trick) std::printf(", %.0f%% of the sign trick's", 100.0 * p / s * work.ops / peaks.signed_int8_ops_per_s);
+    std::printf(")\n");
     json << ", \"pp" << p << "\": " << p / s;
   }
   {

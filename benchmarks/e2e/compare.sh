@@ -40,6 +40,8 @@ for rep in $(seq "$REPS"); do
   ours[bw]+="$(json_field "$OUT/ours.$rep.json" "d['read_bandwidth']") "
   for k in pp128 pp512; do
     ours[f$k]+="$(json_field "$OUT/ours.$rep.json" "d['$k'] * d['ops_per_token'] / (d['int8_peak'] if d['prefill_ceiling'] == 'int8' else d['f32_peak'])") "
+    # Q8_0 on a tier without VNNI: also the fraction of the sign trick's own ceiling (0 where it is the same).
+    ours[g$k]+="$(json_field "$OUT/ours.$rep.json" "d['$k'] * d['ops_per_token'] / d['signed_int8_peak'] if d.get('sign_trick') else 0") "
   done
   ours[ceiling]=$(json_field "$OUT/ours.$rep.json" "d['prefill_ceiling'] + ' (' + d['int8_instructions'] + ')' if d['prefill_ceiling'] == 'int8' else 'fp32 FMA'")
   ours[tier]=$(json_field "$OUT/ours.$rep.json" "d['kernels']")
@@ -88,5 +90,9 @@ awk -v bw="$bw" -v wb="${ours[wb]}" -v tg="$tg" 'BEGIN {
   bound = bw / wb; printf "read bandwidth %.1f GB/s, %.0f MB of weights a token: decode bound %.1f tok/s, glacier tg128 at %.0f%% of it\n", bw / 1e9, wb / 1e6, bound, 100 * tg / bound }'
 for k in pp128 pp512; do
   f=$(median_of "${ours[f$k]}")
-  awk -v f="$f" -v k="$k" -v c="${ours[ceiling]}" 'BEGIN { printf "glacier %s at %.0f%% of the %s ceiling measured in the same runs\n", k, 100 * f, c }'
+  g=$(median_of "${ours[g$k]}")
+  awk -v f="$f" -v g="$g" -v k="$k" -v c="${ours[ceiling]}" 'BEGIN {
+    printf "glacier %s at %.0f%% of the %s ceiling measured in the same runs", k, 100 * f, c
+    if (g > 0) printf " (%.0f%% of the sign trick'"'"'s ceiling, which Q8_0 needs on this tier)", 100 * g
+    printf "\n" }'
 done

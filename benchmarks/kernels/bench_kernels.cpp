@@ -107,23 +107,27 @@ std::vector<float> random_activations(int64_t rows, int64_t cols) {
 // fractions are of its own tier's instructions, so an AVX2 kernel is not held to AVX-512 VNNI's peak.
 std::map<Isa, MachinePeaks> g_peaks;
 
+bool is_block_type(WeightType t) { return t != WeightType::F32 && t != WeightType::F16 && t != WeightType::BF16; }
+
 // Rates, and the fractions of peak: read bandwidth for the weights, and the arithmetic peak of the
-// kernel's kind (int8 for the block types, fp32 FMA for the float types).
+// kernel's kind (int8 for the block types of weight type t, fp32 FMA for the float types). Q8_0 on a tier
+// without VNNI also gets of_signed_peak: its signed x signed products need the sign trick, whose own loop
+// is the ceiling such a kernel can reach.
 // `seconds`: the wall time of the whole timed loop (its iterations), for the plain fractions.
-void set_rates(benchmark::State& state, double weight_bytes, double ops, double seconds, bool int8 = false) {
+void set_rates(benchmark::State& state, double weight_bytes, double ops, double seconds, WeightType t) {
   const double n = double(state.iterations());
   state.counters["weight_B/s"] = benchmark::Counter(weight_bytes * n, benchmark::Counter::kIsRate);
   state.counters["op/s"] = benchmark::Counter(ops * n, benchmark::Counter::kIsRate);
   const MachinePeaks& peaks = g_peaks[kernels::active_isa()];
-  if (peaks.read_bytes_per_s > 0 && seconds > 0)
-    state.counters["of_read_peak"] = weight_bytes * n / seconds / peaks.read_bytes_per_s;
-  const double op_peak = int8 ? peaks.int8_ops_per_s : peaks.f32_flops_per_s;
-  if (op_peak > 0 && seconds > 0) state.counters["of_op_peak"] = ops * n / seconds / op_peak;
+  if (seconds <= 0) return;
+  if (peaks.read_bytes_per_s > 0) state.counters["of_read_peak"] = weight_bytes * n / seconds / peaks.read_bytes_per_s;
+  const double op_peak = is_block_type(t) ? peaks.int8_ops_per_s : peaks.f32_flops_per_s;
+  if (op_peak > 0) state.counters["of_op_peak"] = ops * n / seconds / op_peak;
+  if (t == WeightType::Q8_0 && peaks.signed_int8_ops_per_s > 0 && peaks.signed_int8_ops_per_s != peaks.int8_ops_per_s)
+    state.counters["of_signed_peak"] = ops * n / seconds / peaks.signed_int8_ops_per_s;
 }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-bool is_block_type(WeightType t) { return t != WeightType::F32 && t != WeightType::F16 && t != WeightType::BF16; }
 
 // One weight row (in L1/L2) against one prepared activation row.
 void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
@@ -140,7 +144,7 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
     tile(w.data(), p.data, p.row_bytes, 1, n, &out, 1);
     benchmark::DoNotOptimize(out);
   }
-  set_rates(state, double(row_bytes(t, n)), 2.0 * double(n), now_s() - t0, is_block_type(t));
+  set_rates(state, double(row_bytes(t, n)), 2.0 * double(n), now_s() - t0, t);
 }
 
 // rows x cols weights (larger than the caches) times a batch of range(0) activation rows; `packed`:
@@ -168,7 +172,7 @@ void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, 
     kernels::matmul(m, p, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
   }
-  set_rates(state, double(w.size()), 2.0 * double(rows * cols * batch), now_s() - t0, is_block_type(t));
+  set_rates(state, double(w.size()), 2.0 * double(rows * cols * batch), now_s() - t0, t);
 }
 
 // One decode row's attention over a window of range(0) positions in the engine's KV cache
@@ -244,7 +248,7 @@ void openblas_bench(benchmark::State& state, int64_t rows, int64_t cols) {
                   int(cols), w.data(), int(cols), 0.0f, y.data(), int(rows));
     benchmark::DoNotOptimize(y.data());
   }
-  set_rates(state, double(w.size() * 4), 2.0 * double(rows * cols * batch), now_s() - t0);
+  set_rates(state, double(w.size() * 4), 2.0 * double(rows * cols * batch), now_s() - t0, WeightType::F32);
 }
 
 void peak_read_bandwidth(benchmark::State& state) {
@@ -280,11 +284,12 @@ void register_all() {
   for (Isa isa : kernels::supported_isas()) {
     if (isa == Isa::Ref) continue;
     const MachinePeaks& p = g_peaks[isa] = measure_machine_peaks(isa, 1);
-    std::printf("peaks of tier %s (1 thread): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, int8 %.0f GOP/s with %s\n",
+    std::printf("peaks of tier %s (1 thread): read %.1f GB/s, fp32 FMA %.0f GFLOP/s, int8 %.0f GOP/s with %s, "
+                "signed x signed %.0f GOP/s with %s\n",
                 kernels::isa_name(isa), p.read_bytes_per_s / 1e9, p.f32_flops_per_s / 1e9, p.int8_ops_per_s / 1e9,
-                p.int8_instructions.c_str());
+                p.int8_instructions.c_str(), p.signed_int8_ops_per_s / 1e9, p.signed_int8_instructions.c_str());
   }
-  std::printf("of_read_peak and of_op_peak below are fractions of the peaks of the tier a kernel runs on\n");
+  std::printf("of_read_peak, of_op_peak and of_signed_peak below are fractions of the peaks of the tier a kernel runs on\n");
   if (avx2) {
     benchmark::RegisterBenchmark("peak/read_256MB", peak_read_bandwidth)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("peak/fma_f32_avx2", peak_fma, false);

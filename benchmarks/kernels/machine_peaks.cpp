@@ -64,10 +64,23 @@ MachinePeaks measure_machine_peaks(kernels::Isa tier, int threads) {
     products = 64;
     p.int8_instructions = "vpdpbusd (AVX512-VNNI, 512-bit)";
   }
+  int32_t (*signed_loop)(int64_t) = nullptr;  // null: the tier's int8 instructions take signed bytes as they are
+  if (tier == kernels::Isa::Avx2) {
+    signed_loop = signed_maddubs_loop_avx2;
+    p.signed_int8_instructions = "vpsignb+vpmaddubsw+vpmaddwd (256-bit)";
+  } else if (tier == kernels::Isa::Avx512NoVnni) {
+    signed_loop = signed_maddubs_loop_avx512;
+    p.signed_int8_instructions = "masked negate+vpmaddubsw+vpmaddwd (512-bit)";
+  }
   const double per_thread_ops = 2.0 * products * kChains * double(kIters);
-  p.int8_ops_per_s = per_thread_ops * threads / parallel_seconds(threads, [&](int t) {
-    sink[static_cast<size_t>(t)] = float(loop(kIters));
-  });
+  auto ops_per_s = [&](int32_t (*run)(int64_t)) {
+    return per_thread_ops * threads / parallel_seconds(threads, [&](int t) {
+      sink[static_cast<size_t>(t)] = float(run(kIters));
+    });
+  };
+  p.int8_ops_per_s = ops_per_s(loop);
+  p.signed_int8_ops_per_s = signed_loop ? ops_per_s(signed_loop) : p.int8_ops_per_s;
+  if (!signed_loop) p.signed_int8_instructions = p.int8_instructions;
   volatile float keep = 0;
   for (float v : sink) keep = keep + v;
   return p;

@@ -14,6 +14,10 @@ int32_t vnni_loop_avx512(int64_t iterations);      // 10 independent 64-byte dpb
 // int8 products without VNNI: vpmaddubsw + vpmaddwd + vpaddd per 32 (AVX2) or 64 (AVX-512 BW) bytes.
 int32_t maddubs_loop_avx2(int64_t iterations);
 int32_t maddubs_loop_avx512(int64_t iterations);
+// Signed x signed int8 products without VNNI, as Q8_0 weights against Q8 activations need them: the sign
+// trick (the weight's magnitude times the activation with the weight's sign) before each vpmaddubsw.
+int32_t signed_maddubs_loop_avx2(int64_t iterations);
+int32_t signed_maddubs_loop_avx512(int64_t iterations);
 int32_t vnni_loop_avxvnni(int64_t iterations);     // 10 independent 32-byte VEX vpdpbusd chains (AVX-VNNI)
 
 constexpr int kChains = 10;
