@@ -106,14 +106,11 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const std::vector<std::string>& merges, 
     byte_of[cps[b]] = static_cast<char>(b);
   }
 
-  const int32_t n = vocab_.size();
-  pieces_.resize(static_cast<size_t>(n));
-  for (int32_t id = 0; id < n; ++id) {
-    const std::string& text = vocab_.text(id);
-    std::string& piece = pieces_[static_cast<size_t>(id)];
-    switch (vocab_.type(id)) {
-      case TokenType::Normal:
-        // Characters outside the byte alphabet (hand-made vocabularies) stand for themselves.
+  // Characters outside the byte alphabet (hand-made vocabularies) stand for themselves; byte tokens
+  // render nothing in a BPE vocabulary, as in llama.cpp.
+  fill_pieces(
+      [&byte_of](const std::string& text) {
+        std::string piece;
         for (size_t pos = 0; pos < text.size();) {
           const size_t len = std::min(utf8_lead_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
           const std::string_view ch = std::string_view(text).substr(pos, len);
@@ -126,18 +123,9 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const std::vector<std::string>& merges, 
           }
           pos += len;
         }
-        break;
-      case TokenType::Control:
-      case TokenType::UserDefined:
-      case TokenType::Unknown:
-        piece = text;
-        break;
-      case TokenType::Byte:  // llama.cpp renders nothing for these in a BPE vocabulary
-      case TokenType::Unused:
-      case TokenType::Undefined:
-        break;
-    }
-  }
+        return piece;
+      },
+      [](const std::string&) { return std::string(); });
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {

@@ -47,28 +47,10 @@ VocabDefaults SpmTokenizer::defaults() {
 }
 
 SpmTokenizer::SpmTokenizer(Vocab vocab) : VocabTokenizer(std::move(vocab)) {
-  const int32_t n = vocab_.size();
-  pieces_.resize(static_cast<size_t>(n));
-  for (int32_t id = 0; id < n; ++id) {
-    const std::string& text = vocab_.text(id);
-    std::string& piece = pieces_[static_cast<size_t>(id)];
-    switch (vocab_.type(id)) {
-      case TokenType::Normal:
-        piece = replace_all(text, kSpaceMarker, " ");
-        break;
-      case TokenType::Control:
-      case TokenType::UserDefined:
-      case TokenType::Unknown:
-        piece = text;
-        break;
-      case TokenType::Byte:  // the loader checked the "<0xNN>" form
-        piece.assign(1, static_cast<char>(hex_value(text[3]) * 16 + hex_value(text[4])));
-        break;
-      case TokenType::Unused:
-      case TokenType::Undefined:
-        break;
-    }
-  }
+  fill_pieces([](const std::string& text) { return replace_all(text, kSpaceMarker, " "); },
+              [](const std::string& text) {  // the loader checked the "<0xNN>" form
+                return std::string(1, static_cast<char>(hex_value(text[3]) * 16 + hex_value(text[4])));
+              });
 
   static const char kHex[] = "0123456789ABCDEF";
   byte_tokens_.resize(256);

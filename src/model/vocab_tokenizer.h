@@ -1,6 +1,7 @@
 // What every tokenizer over a GGUF vocabulary shares: the vocabulary, the special ids, and the
 // pieces each token stands for (computed once by the concrete tokenizer's constructor).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ class VocabTokenizer : public Tokenizer {
   explicit VocabTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
   // Throws InputError naming the vocabulary's file for an id outside it.
   void check_id(int32_t id) const;
+  // Fills pieces_ for every token by its type: control, user-defined and unknown tokens stand for their
+  // own text, unused and undefined ones for nothing, normal and byte tokens for what the tokenizer's
+  // functions make of their text.
+  using PieceOf = std::function<std::string(const std::string& text)>;
+  void fill_pieces(const PieceOf& normal_piece, const PieceOf& byte_piece);
 
   Vocab vocab_;
   std::vector<std::string> pieces_;  // token_to_piece(id, special = true), filled by the derived constructor
