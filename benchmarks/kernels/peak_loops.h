@@ -22,4 +22,15 @@ int32_t vnni_loop_avxvnni(int64_t iterations);     // 10 independent 32-byte VEX
 
 constexpr int kChains = 10;
 
+// The signed operands of the int8 loops: kChains rows of Bytes bytes (row k all -2 - k), read as memory
+// operands so that the compiler cannot hoist the multiplies out of the loop.
+template <int Bytes>
+struct SignedOperands {
+  alignas(64) int8_t row[kChains][Bytes];
+  SignedOperands() {
+    for (int k = 0; k < kChains; ++k)
+      for (int8_t& v : row[k]) v = static_cast<int8_t>(-2 - k);
+  }
+};
+
 }  // namespace glacier::bench

@@ -32,16 +32,14 @@ int32_t maddubs_loop_avx2(int64_t iterations) {
   for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_epi32(k);
   // A constant pair would let the compiler hoist maddubs and madd out of the loop (the "peak" then timed
   // vpaddd alone): the unsigned operand is made opaque every step, the signed ones are memory operands.
-  alignas(32) int8_t s[kChains][32];
-  for (int k = 0; k < kChains; ++k)
-    for (int8_t& v : s[k]) v = static_cast<int8_t>(-2 - k);
+  const SignedOperands<32> s;
   __m256i u = _mm256_set1_epi8(3);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < iterations; ++i) {
     __asm__ volatile("" : "+x"(u));
     for (int k = 0; k < kChains; ++k)
       acc[k] = _mm256_add_epi32(
-          acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(s[k]))), ones));
+          acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_load_si256(reinterpret_cast<const __m256i*>(s.row[k]))), ones));
   }
   int32_t sum = 0;
   for (int k = 0; k < kChains; ++k) sum += _mm_cvtsi128_si32(_mm256_castsi256_si128(acc[k]));
@@ -53,16 +51,14 @@ int32_t signed_maddubs_loop_avx2(int64_t iterations) {
   for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_epi32(k);
   // As maddubs_loop_avx2, with the sign trick of a Q8_0 tile: the weight's magnitude once a step (a tile
   // takes it once for all its activation rows), the weight's sign put on every activation.
-  alignas(32) int8_t s[kChains][32];
-  for (int k = 0; k < kChains; ++k)
-    for (int8_t& v : s[k]) v = static_cast<int8_t>(-2 - k);
+  const SignedOperands<32> s;
   __m256i w = _mm256_set1_epi8(-3);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < iterations; ++i) {
     __asm__ volatile("" : "+x"(w));
     const __m256i magnitude = _mm256_abs_epi8(w);
     for (int k = 0; k < kChains; ++k) {
-      const __m256i x = _mm256_sign_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(s[k])), w);
+      const __m256i x = _mm256_sign_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(s.row[k])), w);
       acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, x), ones));
     }
   }

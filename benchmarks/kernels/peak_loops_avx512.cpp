@@ -37,15 +37,13 @@ int32_t maddubs_loop_avx512(int64_t iterations) {
   for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(k);
   // The unsigned operand made opaque every step, as in maddubs_loop_avx2 (constants let the compiler
   // hoist the multiplies); the signed ones are memory operands.
-  alignas(64) int8_t s[kChains][64];
-  for (int k = 0; k < kChains; ++k)
-    for (int8_t& v : s[k]) v = static_cast<int8_t>(-2 - k);
+  const SignedOperands<64> s;
   __m512i u = _mm512_set1_epi8(3);
   const __m512i ones = _mm512_set1_epi16(1);
   for (int64_t i = 0; i < iterations; ++i) {
     __asm__ volatile("" : "+v"(u));
     for (int k = 0; k < kChains; ++k)
-      acc[k] = _mm512_add_epi32(acc[k], _mm512_madd_epi16(_mm512_maddubs_epi16(u, _mm512_load_si512(s[k])), ones));
+      acc[k] = _mm512_add_epi32(acc[k], _mm512_madd_epi16(_mm512_maddubs_epi16(u, _mm512_load_si512(s.row[k])), ones));
   }
   int32_t sum = 0;
   for (int k = 0; k < kChains; ++k) sum += _mm_cvtsi128_si32(_mm512_castsi512_si128(acc[k]));
@@ -57,9 +55,7 @@ int32_t signed_maddubs_loop_avx512(int64_t iterations) {
   for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(k);
   // As signed_maddubs_loop_avx2, with AVX-512's sign trick (no vpsignb): the activation negated under the
   // mask of the weight's negative bytes.
-  alignas(64) int8_t s[kChains][64];
-  for (int k = 0; k < kChains; ++k)
-    for (int8_t& v : s[k]) v = static_cast<int8_t>(-2 - k);
+  const SignedOperands<64> s;
   __m512i w = _mm512_set1_epi8(-3);
   const __m512i ones = _mm512_set1_epi16(1);
   for (int64_t i = 0; i < iterations; ++i) {
@@ -67,7 +63,7 @@ int32_t signed_maddubs_loop_avx512(int64_t iterations) {
     const __m512i magnitude = _mm512_abs_epi8(w);
     const __mmask64 negative = _mm512_movepi8_mask(w);
     for (int k = 0; k < kChains; ++k) {
-      const __m512i x = _mm512_load_si512(s[k]);
+      const __m512i x = _mm512_load_si512(s.row[k]);
       const __m512i signed_x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
       acc[k] = _mm512_add_epi32(acc[k], _mm512_madd_epi16(_mm512_maddubs_epi16(magnitude, signed_x), ones));
     }
