@@ -1,6 +1,7 @@
 // Attention of one query position over the cached keys and values of one KV head, for the query heads
-// that share it (grouped-query attention). Keys are cached in tiles of 16 positions, transposed within
-// a tile, so 16 scores come from one vector per head dimension. The arithmetic (defined below) has one
+// that share it (grouped-query attention). Keys and values are cached in tiles of 16 positions, transposed
+// within a tile: 16 scores come from one vector per head dimension, and one vector per dimension holds
+// the 16 lane sums of the weighted values. The arithmetic (defined below) has one
 // order for every variant and does not depend on the batch: results are bitwise the same everywhere.
 // Its sums are shaped as llama.cpp's CPU attention sums them (16-lane dot products, a double softmax
 // sum of 16-position chunks), which keeps greedy goldens on knife-edge margins.
@@ -12,24 +13,24 @@ namespace glacier::kernels {
 
 constexpr int kKeyTile = 16;  // positions per key tile
 
-// Key tile layout: for KV head h, dimension d and position t0 + j of the tile: tile[(h * hd + d) * 16 + j].
-// So a tile of n_kv heads holds n_kv * hd * 16 floats.
+// Tile layout (keys and values alike): for KV head h, dimension d and position t0 + j of the tile:
+// tile[(h * hd + d) * 16 + j]. So a tile of n_kv heads holds n_kv * hd * 16 floats. Lanes of positions
+// outside the window may hold anything (never written, or NaN): the kernels mask them.
 inline size_t key_tile_floats(int32_t n_kv, int32_t hd) { return static_cast<size_t>(n_kv) * hd * kKeyTile; }
 
 struct AttentionArgs {
-  const float* q;          // n_q query rows of hd floats, q_stride apart
+  const float* q;            // n_q query rows of hd floats, q_stride apart
   int64_t q_stride;
-  int32_t n_q;             // query heads sharing this KV head
-  const float* key_tiles;  // this slot's key tiles (tile j at key_tiles + j * tile_stride), at this head's offset
-  size_t tile_stride;      // floats from one tile to the next
-  const float* values;     // value of position t at values + t * value_stride (this head's offset)
-  int64_t value_stride;
-  int32_t first, last;     // visible positions [first, last]
-  int32_t hd;              // head dimension (any size; 64 and 128 are the fast cases)
-  float scale;             // usually 1 / sqrt(hd)
-  float softcap = 0.0f;    // > 0: scores soft-capped to (-softcap, softcap) before the softmax (gemma2)
-  float* scores;           // scratch: attention_scratch_floats(n_q, last + 1, hd) floats
-  float* out;              // n_q rows of hd floats, out_stride apart
+  int32_t n_q;               // query heads sharing this KV head
+  const float* key_tiles;    // this slot's key tiles (tile j at key_tiles + j * tile_stride), at this head's offset
+  const float* value_tiles;  // this slot's value tiles, the same way
+  size_t tile_stride;        // floats from one tile to the next
+  int32_t first, last;       // visible positions [first, last]
+  int32_t hd;                // head dimension (any size; multiples of 16 are the fast cases)
+  float scale;               // usually 1 / sqrt(hd)
+  float softcap = 0.0f;      // > 0: scores soft-capped to (-softcap, softcap) before the softmax (gemma2)
+  float* scores;             // scratch: attention_scratch_floats(n_q, last + 1) floats
+  float* out;                // n_q rows of hd floats, out_stride apart
   int64_t out_stride;
 };
 
@@ -42,11 +43,10 @@ struct AttentionArgs {
 //   p_t = e_t * float(1 / sum)
 //   out[d] = tree16(c), c_j = fma chain over t = j mod 16 (ascending in [first, last]) of p_t * v_t[d], from 0
 using AttendFn = void (*)(const AttentionArgs& a);
-// Scratch an attend call needs for n_q heads over positions [0, n_positions): scores and the output's
-// 16 lane accumulators.
-inline size_t attention_scratch_floats(int32_t n_q, int32_t n_positions, int32_t hd) {
-  const size_t padded_hd = (static_cast<size_t>(hd) + kKeyTile - 1) / kKeyTile * kKeyTile;
-  return static_cast<size_t>(n_q) * (n_positions + kKeyTile) + static_cast<size_t>(n_q) * kKeyTile * padded_hd;
+// Scratch an attend call needs for n_q heads over positions [0, n_positions): each head's scores (then
+// softmax weights) for whole tiles.
+inline size_t attention_scratch_floats(int32_t n_q, int32_t n_positions) {
+  return static_cast<size_t>(n_q) * (static_cast<size_t>(n_positions) + kKeyTile);
 }
 
 void attend_ref(const AttentionArgs& a);

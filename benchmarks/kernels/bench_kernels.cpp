@@ -176,20 +176,22 @@ void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, 
 }
 
 // One decode row's attention over a window of range(0) positions in the engine's KV cache
-// (src/compute/kv_cache.h: 16-position key tiles, values position by position, memory not zeroed), the
-// sweep model's heads (8 query heads over 4 KV heads of 64). Positions past the window are never written,
-// as in a live cache: a window that ends early in a tile must not pay for the tile's unwritten rest.
-void attention_bench(benchmark::State& state, Isa isa) {
-  constexpr int32_t kKvHeads = 4, kQueryHeadsPerKv = 2, kHeadDim = 64, kCtx = 4096;
+// (src/compute/kv_cache.h: keys and values in 16-position tiles, memory not zeroed), 4 KV heads of 64
+// each shared by `group` query heads (2: the sweep model; 8: Llama 1.1B). Positions past the window are
+// never written, as in a live cache: a window that ends early in a tile must not pay for the tile's
+// unwritten rest.
+void attention_bench(benchmark::State& state, Isa isa, int32_t group) {
+  constexpr int32_t kKvHeads = 4, kHeadDim = 64, kCtx = 4096;
+  const int32_t kQueryHeadsPerKv = group;
   const int32_t n = static_cast<int32_t>(state.range(0)), kv_dim = kKvHeads * kHeadDim;
   compute::KvCache cache(1, 1, kCtx, kKvHeads, kHeadDim);
   const auto kv = random_activations(n, kv_dim);
   for (int32_t t = 0; t < n; ++t) {
     cache.store_key(0, 0, t, kv.data() + size_t(t) * kv_dim);
-    std::memcpy(cache.value(0, 0, t), kv.data() + size_t(t) * kv_dim, sizeof(float) * kv_dim);
+    cache.store_value(0, 0, t, kv.data() + size_t(t) * kv_dim);
   }
   const auto q = random_activations(kKvHeads * kQueryHeadsPerKv, kHeadDim);
-  std::vector<float> scratch(kernels::attention_scratch_floats(kQueryHeadsPerKv, n, kHeadDim));
+  std::vector<float> scratch(kernels::attention_scratch_floats(kQueryHeadsPerKv, n));
   std::vector<float> out(size_t(kKvHeads) * kQueryHeadsPerKv * kHeadDim);
   const kernels::AttendFn attend = kernels::kernels_for(isa).attend;
   for (auto _ : state) {
@@ -200,8 +202,7 @@ void attention_bench(benchmark::State& state, Isa isa) {
       a.n_q = kQueryHeadsPerKv;
       a.key_tiles = cache.key_tiles(0, 0) + size_t(h) * kHeadDim * kernels::kKeyTile;
       a.tile_stride = cache.tile_stride();
-      a.values = cache.value(0, 0, 0) + size_t(h) * kHeadDim;
-      a.value_stride = kv_dim;
+      a.value_tiles = cache.value_tiles(0, 0) + size_t(h) * kHeadDim * kernels::kKeyTile;
       a.first = 0;
       a.last = n - 1;
       a.hd = kHeadDim;
@@ -305,8 +306,9 @@ void register_all() {
   benchmark::RegisterBenchmark("openblas/F32/4096x4096", openblas_bench, kRows, kCols)
       ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
   for (Isa isa : kernels::supported_isas())  // a window of whole tiles, and one that ends a position into a tile
-    benchmark::RegisterBenchmark(("attend/" + std::string(kernels::isa_name(isa)) + "/8x64-heads").c_str(),
-                                 attention_bench, isa)->Arg(64)->Arg(65)->Arg(512)->Arg(513);
+    for (const int32_t group : {2, 8})
+      benchmark::RegisterBenchmark(("attend/" + std::string(kernels::isa_name(isa)) + "/" + std::to_string(4 * group) + "x64-heads").c_str(),
+                                   attention_bench, isa, group)->Arg(64)->Arg(65)->Arg(512)->Arg(513);
   for (Isa isa : kernels::supported_isas()) {
     for (WeightType t : kTypes) {
       const std::string suffix = std::string(kernels::isa_name(isa)) + "/" + kernels::weight_type_name(t);

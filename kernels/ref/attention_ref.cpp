@@ -48,8 +48,10 @@ void attend_ref(const AttentionArgs& a) {
     float* out = a.out + h * a.out_stride;
     for (int32_t d = 0; d < a.hd; ++d) {
       float c[kKeyTile] = {};
-      for (int32_t t = a.first; t <= a.last; ++t)
-        c[t % kKeyTile] = std::fma(s[t - a.first] * inv, a.values[static_cast<int64_t>(t) * a.value_stride + d], c[t % kKeyTile]);
+      for (int32_t t = a.first; t <= a.last; ++t) {
+        const float* tile = a.value_tiles + static_cast<size_t>(t / kKeyTile) * a.tile_stride;
+        c[t % kKeyTile] = std::fma(s[t - a.first] * inv, tile[d * kKeyTile + t % kKeyTile], c[t % kKeyTile]);
+      }
       out[d] = tree16(c);
     }
   }

@@ -133,7 +133,7 @@ void TransformerStage::project_qkv(const model::LayerWeights& L, int32_t n, int3
     for (int32_t h = 0; h < cfg_.n_head; ++h) rope(q + h * hd, cfg_.n_rot, rope_cos, rope_sin);
     for (int32_t h = 0; h < cfg_.n_head_kv; ++h) rope(k + h * hd, cfg_.n_rot, rope_cos, rope_sin);
     kv_.store_key(li, token_slot_[i], token_pos_[i], k);
-    std::memcpy(kv_.value(li, token_slot_[i], token_pos_[i]), v, KV * sizeof(float));
+    kv_.store_value(li, token_slot_[i], token_pos_[i], v);
   }
 }
 
@@ -205,7 +205,7 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
 }
 
 void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
-  const int32_t n = mb.n_tokens(), hd = cfg_.head_dim, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
+  const int32_t n = mb.n_tokens(), hd = cfg_.head_dim, Q = cfg_.q_dim();
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const kernels::AttendFn attend = kernels::active_kernels().attend;
   const bool slides = cfg_.layer_slides(w_.layer_range.first + li);
@@ -225,8 +225,7 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
       a.n_q = group;
       a.key_tiles = kv_.key_tiles(li, slot) + static_cast<size_t>(kvh) * hd * kernels::kKeyTile;
       a.tile_stride = kv_.tile_stride();
-      a.values = kv_.value(li, slot, 0) + kvh * hd;
-      a.value_stride = KV;
+      a.value_tiles = kv_.value_tiles(li, slot) + static_cast<size_t>(kvh) * hd * kernels::kKeyTile;
       // With a sliding window, key t is visible from pos only when pos - t < n_swa.
       a.first = slides ? std::max(0, pos - cfg_.n_swa + 1) : 0;
       a.last = pos;
@@ -270,7 +269,7 @@ void TransformerStage::latent_attention(const model::LayerWeights& L, int32_t n,
     kernels::rope_apply_normal(row + R, r, rope_cos, rope_sin);
     float* q = q_.data() + static_cast<size_t>(i) * Q;
     for (int32_t h = 0; h < H; ++h) kernels::rope_apply_normal(q + h * hd + nope, r, rope_cos, rope_sin);
-    std::memcpy(kv_.value(li, token_slot_[i], token_pos_[i]), row, static_cast<size_t>(row_w) * sizeof(float));
+    std::memcpy(kv_.latent_row(li, token_slot_[i], token_pos_[i]), row, static_cast<size_t>(row_w) * sizeof(float));
   }
   const int64_t kv_b_rows = static_cast<int64_t>(H) * kv_b_head;
   pool_.parallel_for(kv_b_rows, [&](int64_t b, int64_t e, int) {
@@ -287,7 +286,7 @@ void TransformerStage::latent_attention(const model::LayerWeights& L, int32_t n,
       const float* w_k = kv_b_.data() + static_cast<size_t>(h) * kv_b_head * R;
       std::fill(q_latent, q_latent + R, 0.0f);
       for (int32_t d = 0; d < nope; ++d) kernels::axpy(q[d], w_k + static_cast<size_t>(d) * R, R, q_latent);
-      const float* rows = kv_.value(li, token_slot_[i], 0);
+      const float* rows = kv_.latent_row(li, token_slot_[i], 0);
       float max_score = -INFINITY;
       for (int32_t t = 0; t <= pos; ++t) {
         const float* c = rows + static_cast<size_t>(t) * row_w;

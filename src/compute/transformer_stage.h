@@ -71,7 +71,7 @@ class TransformerStage {
   }
   // Scratch of one attend call (kernels/attention.h) for a group's heads over the whole context.
   size_t scores_per_thread() const {
-    return kernels::attention_scratch_floats(cfg_.n_head / cfg_.n_head_kv, kv_.n_ctx(), cfg_.head_dim);
+    return kernels::attention_scratch_floats(cfg_.n_head / cfg_.n_head_kv, kv_.n_ctx());
   }
   std::vector<int32_t> token_pos_, token_slot_;
   std::vector<float> rope_cs_;             // one token's RoPE cosines then sines

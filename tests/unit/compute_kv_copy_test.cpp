@@ -22,9 +22,16 @@ namespace {
 
 using namespace glacier;
 
-float key_at(const compute::KvCache& kv, int32_t layer, int32_t slot, int32_t pos, int32_t i) {
-  const float* tile = kv.key_tiles(layer, slot) + static_cast<size_t>(pos / kernels::kKeyTile) * kv.tile_stride();
+// Element i of position pos in a slot's tiles (keys or values).
+float tile_at(const compute::KvCache& kv, const float* tiles, int32_t pos, int32_t i) {
+  const float* tile = tiles + static_cast<size_t>(pos / kernels::kKeyTile) * kv.tile_stride();
   return tile[static_cast<size_t>(i) * kernels::kKeyTile + pos % kernels::kKeyTile];
+}
+float key_at(const compute::KvCache& kv, int32_t layer, int32_t slot, int32_t pos, int32_t i) {
+  return tile_at(kv, kv.key_tiles(layer, slot), pos, i);
+}
+float value_at(const compute::KvCache& kv, int32_t layer, int32_t slot, int32_t pos, int32_t i) {
+  return tile_at(kv, kv.value_tiles(layer, slot), pos, i);
 }
 
 TEST(KvCopy, CopiesExactlyThePrefixOfEveryLayer) {
@@ -41,14 +48,14 @@ TEST(KvCopy, CopiesExactlyThePrefixOfEveryLayer) {
         for (float& x : row) x = u(rng);
         kv.store_key(layer, slot, pos, row.data());
         for (float& x : row) x = u(rng);
-        std::memcpy(kv.value(layer, slot, pos), row.data(), sizeof(float) * kDim);
+        kv.store_value(layer, slot, pos, row.data());
       }
   std::vector<float> old_keys, old_values;
   for (int32_t layer = 0; layer < kLayers; ++layer)
     for (int32_t pos = kCopied; pos < kCtx; ++pos)
       for (int32_t i = 0; i < kDim; ++i) {
         old_keys.push_back(key_at(kv, layer, 1, pos, i));
-        old_values.push_back(kv.value(layer, 1, pos)[i]);
+        old_values.push_back(value_at(kv, layer, 1, pos, i));
       }
 
   kv.copy_prefix(0, 1, kCopied);
@@ -58,12 +65,12 @@ TEST(KvCopy, CopiesExactlyThePrefixOfEveryLayer) {
     for (int32_t pos = 0; pos < kCopied; ++pos)
       for (int32_t i = 0; i < kDim; ++i) {
         ASSERT_EQ(key_at(kv, layer, 1, pos, i), key_at(kv, layer, 0, pos, i)) << layer << " " << pos << " " << i;
-        ASSERT_EQ(kv.value(layer, 1, pos)[i], kv.value(layer, 0, pos)[i]) << layer << " " << pos << " " << i;
+        ASSERT_EQ(value_at(kv, layer, 1, pos, i), value_at(kv, layer, 0, pos, i)) << layer << " " << pos << " " << i;
       }
     for (int32_t pos = kCopied; pos < kCtx; ++pos)  // the destination's later positions are its own
       for (int32_t i = 0; i < kDim; ++i, ++k) {
         ASSERT_EQ(key_at(kv, layer, 1, pos, i), old_keys[k]) << layer << " " << pos << " " << i;
-        ASSERT_EQ(kv.value(layer, 1, pos)[i], old_values[k]) << layer << " " << pos << " " << i;
+        ASSERT_EQ(value_at(kv, layer, 1, pos, i), old_values[k]) << layer << " " << pos << " " << i;
       }
   }
 }
@@ -93,12 +100,12 @@ TEST(KvCopy, CopiesTheLatentRowsOfAnMlaCache) {
   for (int32_t layer = 0; layer < kLayers; ++layer)
     for (int32_t slot = 0; slot < 2; ++slot)
       for (int32_t pos = 0; pos < kCtx; ++pos)
-        for (int32_t i = 0; i < width; ++i) kv.value(layer, slot, pos)[i] = static_cast<float>(1000 * slot + 10 * pos + i + layer);
+        for (int32_t i = 0; i < width; ++i) kv.latent_row(layer, slot, pos)[i] = static_cast<float>(1000 * slot + 10 * pos + i + layer);
   kv.copy_prefix(0, 1, kCopied);
   for (int32_t layer = 0; layer < kLayers; ++layer)
     for (int32_t pos = 0; pos < kCtx; ++pos)
       for (int32_t i = 0; i < width; ++i)
-        ASSERT_EQ(kv.value(layer, 1, pos)[i], static_cast<float>((pos < kCopied ? 0 : 1000) + 10 * pos + i + layer))
+        ASSERT_EQ(kv.latent_row(layer, 1, pos)[i], static_cast<float>((pos < kCopied ? 0 : 1000) + 10 * pos + i + layer))
             << layer << " " << pos << " " << i;
 }
 
