@@ -57,36 +57,97 @@ __mmask16 visible(int32_t j, int32_t first, int32_t last) {
   return static_cast<__mmask16>(m);
 }
 
+// tree16 of one head's 16 chains over one key tile: c_l, the sum over d = l mod 16 of q[d] * k[d], for a
+// head size off the multiple of 16 (the rest take tile_dots).
+inline __m512 tile_dot_any(const float* q, const float* tile, int32_t hd) {
+  __m512 c[kKeyTile];
+  for (__m512& v : c) v = _mm512_setzero_ps();
+  int32_t d0 = 0;
+  for (; d0 + kKeyTile <= hd; d0 += kKeyTile) {
+#pragma GCC unroll 16
+    for (int l = 0; l < kKeyTile; ++l)
+      c[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + l]), _mm512_loadu_ps(tile + (d0 + l) * kKeyTile), c[l]);
+  }
+#pragma GCC unroll 16
+  for (int l = 0; l < kKeyTile; ++l)
+    if (d0 + l < hd) c[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + l]), _mm512_loadu_ps(tile + (d0 + l) * kKeyTile), c[l]);
+  return tree16(c);
+}
+
+// tree16's first level, c_i + c_{i+8} for i in [i0, i0 + 4), of H heads' chains over one key tile (hd a
+// multiple of 16). The heads share every key row loaded; 8 H chains at a time stay in registers (an
+// index d % 16, or a tail's conditional updates, kept them on the stack).
+template <int i0, int H>
+inline void first_level(const float* const (&q)[H], const float* tile, int32_t hd, __m512 (&sums)[H][4]) {
+  __m512 lo[H][4], hi[H][4];
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < 4; ++i) lo[h][i] = hi[h][i] = _mm512_setzero_ps();
+  for (int32_t d0 = 0; d0 < hd; d0 += kKeyTile) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512 k_lo = _mm512_loadu_ps(tile + (d0 + i0 + i) * kKeyTile), k_hi = _mm512_loadu_ps(tile + (d0 + i0 + 8 + i) * kKeyTile);
+      for (int h = 0; h < H; ++h) {
+        lo[h][i] = _mm512_fmadd_ps(_mm512_set1_ps(q[h][d0 + i0 + i]), k_lo, lo[h][i]);
+        hi[h][i] = _mm512_fmadd_ps(_mm512_set1_ps(q[h][d0 + i0 + 8 + i]), k_hi, hi[h][i]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < 4; ++i) sums[h][i] = _mm512_add_ps(hi[h][i], lo[h][i]);
+}
+
+// tree16 of each of H heads' 16 chains over one key tile (hd a multiple of 16): the first level in two
+// quarters, then +4, +2, +1.
+template <int H>
+inline void tile_dots(const float* const (&q)[H], const float* tile, int32_t hd, __m512 (&out)[H]) {
+  __m512 a[H][4], b[H][4];
+  first_level<0, H>(q, tile, hd, a);
+  first_level<4, H>(q, tile, hd, b);
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < 4; ++i) a[h][i] = _mm512_add_ps(b[h][i], a[h][i]);
+    out[h] = _mm512_add_ps(_mm512_add_ps(a[h][3], a[h][1]), _mm512_add_ps(a[h][2], a[h][0]));
+  }
+}
+
 // Scores s_t of every head (head h's at scores + h * stride, index t - 16 j0), tile by tile: the query
 // heads of a group use each key tile while it is in L1 (head by head, long prefill windows re-read
-// every tile from L2 once per head).
+// every tile from L2 once per head). Soft-capped scores are left unmasked for cap_scores (the cap of
+// -inf is not -inf); the cap's constants stay out of this loop, where they pushed the chains to the stack.
 void scores(const AttentionArgs& a, size_t stride) {
   const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
   const __m512 scale = _mm512_set1_ps(a.scale), minus_inf = _mm512_set1_ps(-INFINITY);
-  const bool capped = a.softcap > 0.0f;
-  const __m512 cap = _mm512_set1_ps(a.softcap), inv_cap = _mm512_set1_ps(capped ? 1.0f / a.softcap : 0.0f);
+  const bool capped = a.softcap > 0.0f, whole = a.hd % kKeyTile == 0;
   for (int32_t j = j0; j < j1; ++j) {
     const float* tile = a.key_tiles + static_cast<size_t>(j) * a.tile_stride;
     const __mmask16 vis = visible(j, a.first, a.last);
-    for (int32_t h = 0; h < a.n_q; ++h) {
-      const float* q = a.q + h * a.q_stride;
-      __m512 c[kKeyTile];
-      for (__m512& v : c) v = _mm512_setzero_ps();
-      // 16 independent chains (d mod 16) hide the fma latency; the indices are constants once the
-      // inner loop is unrolled, so the chains live in registers (an index d % 16 kept them on the stack).
-      int32_t d0 = 0;
-      for (; d0 + kKeyTile <= a.hd; d0 += kKeyTile) {
-#pragma GCC unroll 16
-        for (int l = 0; l < kKeyTile; ++l)
-          c[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + l]), _mm512_loadu_ps(tile + (d0 + l) * kKeyTile), c[l]);
-      }
-#pragma GCC unroll 16
-      for (int l = 0; l < kKeyTile; ++l)
-        if (d0 + l < a.hd) c[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + l]), _mm512_loadu_ps(tile + (d0 + l) * kKeyTile), c[l]);
-      __m512 sv = _mm512_mul_ps(tree16(c), scale);
-      if (capped) sv = softcap16(sv, cap, inv_cap);
-      _mm512_storeu_ps(a.scores + h * stride + (j - j0) * kKeyTile, _mm512_mask_mov_ps(minus_inf, vis, sv));
+    auto store = [&](int32_t h, __m512 dot) {
+      const __m512 sv = _mm512_mul_ps(dot, scale);
+      _mm512_storeu_ps(a.scores + h * stride + (j - j0) * kKeyTile, capped ? sv : _mm512_mask_mov_ps(minus_inf, vis, sv));
+    };
+    int32_t h = 0;
+    for (; whole && h + 2 <= a.n_q; h += 2) {  // two heads a key row
+      const float* q[2] = {a.q + h * a.q_stride, a.q + (h + 1) * a.q_stride};
+      __m512 dot[2];
+      tile_dots<2>(q, tile, a.hd, dot);
+      store(h, dot[0]);
+      store(h + 1, dot[1]);
     }
+    for (; h < a.n_q; ++h) {
+      const float* q[1] = {a.q + h * a.q_stride};
+      __m512 dot[1];
+      if (whole) tile_dots<1>(q, tile, a.hd, dot);
+      store(h, whole ? dot[0] : tile_dot_any(q[0], tile, a.hd));
+    }
+  }
+}
+
+// One head's scores in s soft-capped (gemma2), then masked to the window.
+void cap_scores(const AttentionArgs& a, float* s) {
+  const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
+  const __m512 cap = _mm512_set1_ps(a.softcap), inv_cap = _mm512_set1_ps(1.0f / a.softcap), minus_inf = _mm512_set1_ps(-INFINITY);
+  for (int32_t j = j0; j < j1; ++j) {
+    float* sj = s + (j - j0) * kKeyTile;
+    _mm512_storeu_ps(sj, _mm512_mask_mov_ps(minus_inf, visible(j, a.first, a.last), softcap16(_mm512_loadu_ps(sj), cap, inv_cap)));
   }
 }
 
@@ -157,7 +218,10 @@ void weighted_values(const AttentionArgs& a, size_t stride) {
 void attend_avx512(const AttentionArgs& a) {
   const size_t stride = static_cast<size_t>(a.last + 1) + kKeyTile;  // one head's scores in the scratch
   scores(a, stride);
-  for (int32_t h = 0; h < a.n_q; ++h) softmax(a, a.scores + h * stride);
+  for (int32_t h = 0; h < a.n_q; ++h) {
+    if (a.softcap > 0.0f) cap_scores(a, a.scores + h * stride);
+    softmax(a, a.scores + h * stride);
+  }
   weighted_values(a, stride);
 }
 
