@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/exp_approx.h"
+#include "kernels/x86/attention_value_blocks.h"
 
 namespace glacier::kernels {
 
@@ -161,23 +162,12 @@ void value_block(const AttentionArgs& a, size_t stride, int32_t h0, int32_t d) {
     for (int i = 0; i < D; ++i) a.out[(h0 + h) * a.out_stride + d + i] = halving_sum(c[h][i][0], c[h][i][1]);
 }
 
-// Heads [h0, h0 + H), a block of kDims dimensions at a time (eight 8-lane chains in registers), the dimensions
-// past the last block one at a time.
-template <int H>
-void value_heads(const AttentionArgs& a, size_t stride, int32_t h0) {
-  constexpr int kDims = 4 / H;
-  int32_t d = 0;
-  for (; d + kDims <= a.hd; d += kDims) value_block<kDims, H>(a, stride, h0, d);
-  for (; d < a.hd; ++d) value_block<1, H>(a, stride, h0, d);
-}
-
-// Outputs, four heads at a time while there are four (each value row read serves four), then two, then one.
+// Outputs, in attention_value_blocks.h's order with 4 dimension x head chains a block (eight ymm (two halves a dimension)).
 // On the Zen 5 VM, a group of 8 heads over 512 positions took 0.90 of the time of one head at a time.
 void weighted_values(const AttentionArgs& a, size_t stride) {
-  int32_t h = 0;
-  for (; h + 4 <= a.n_q; h += 4) value_heads<4>(a, stride, h);
-  for (; h + 2 <= a.n_q; h += 2) value_heads<2>(a, stride, h);
-  for (; h < a.n_q; ++h) value_heads<1>(a, stride, h);
+  x86::for_each_value_block<4>(a, [&](auto dims, auto heads, int32_t h0, int32_t d) {
+    value_block<decltype(dims)::value, decltype(heads)::value>(a, stride, h0, d);
+  });
 }
 
 }  // namespace
