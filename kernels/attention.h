@@ -11,12 +11,12 @@
 
 namespace glacier::kernels {
 
-constexpr int kKeyTile = 16;  // positions per key tile
+constexpr int kKeyTile = 16;  // positions per tile of keys or values
 
 // Tile layout (keys and values alike): for KV head h, dimension d and position t0 + j of the tile:
 // tile[(h * hd + d) * 16 + j]. So a tile of n_kv heads holds n_kv * hd * 16 floats. Lanes of positions
 // outside the window may hold anything (never written, or NaN): the kernels mask them.
-inline size_t key_tile_floats(int32_t n_kv, int32_t hd) { return static_cast<size_t>(n_kv) * hd * kKeyTile; }
+inline size_t tile_floats(int32_t n_kv, int32_t hd) { return static_cast<size_t>(n_kv) * hd * kKeyTile; }
 
 struct AttentionArgs {
   const float* q;            // n_q query rows of hd floats, q_stride apart

@@ -25,7 +25,7 @@ class KvCache {
   // The slot's key or value tiles: tile j (positions 16j..16j+15) starts tile_stride() floats after tile j - 1.
   const float* key_tiles(int32_t layer, int32_t slot) const { return keys_.get() + tile_base(layer, slot); }
   const float* value_tiles(int32_t layer, int32_t slot) const { return values_.get() + tile_base(layer, slot); }
-  size_t tile_stride() const { return kernels::key_tile_floats(n_head_kv_, head_dim_); }
+  size_t tile_stride() const { return kernels::tile_floats(n_head_kv_, head_dim_); }
   // Latent attention's row of `pos` (a latent-row cache only).
   float* latent_row(int32_t layer, int32_t slot, int32_t pos) {
     return values_.get() + ((static_cast<size_t>(layer) * n_slots_ + slot) * n_ctx_ + pos) * kv_dim();
@@ -55,7 +55,7 @@ class KvCache {
   // Copies the lanes of positions [0, n_pos) of one layer's tiles from slot src to slot dst.
   void copy_tile_prefix(float* tiles, int32_t layer, int32_t src, int32_t dst, int32_t n_pos);
   int32_t n_layers_, n_slots_, n_ctx_, n_head_kv_, head_dim_;
-  bool rows_only_ = false;  // latent rows: no key tiles
+  bool rows_only_ = false;  // latent rows: no tiles
   // Not zeroed: attention uses only positions already written (other lanes of a tile are masked), and
   // untouched pages cost no memory.
   std::unique_ptr<float[]> keys_, values_;

@@ -223,9 +223,10 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
       a.q = q_.data() + static_cast<size_t>(i) * Q + kvh * group * hd;
       a.q_stride = hd;
       a.n_q = group;
-      a.key_tiles = kv_.key_tiles(li, slot) + static_cast<size_t>(kvh) * hd * kernels::kKeyTile;
+      const size_t head_in_tile = static_cast<size_t>(kvh) * hd * kernels::kKeyTile;  // this KV head's rows
+      a.key_tiles = kv_.key_tiles(li, slot) + head_in_tile;
+      a.value_tiles = kv_.value_tiles(li, slot) + head_in_tile;
       a.tile_stride = kv_.tile_stride();
-      a.value_tiles = kv_.value_tiles(li, slot) + static_cast<size_t>(kvh) * hd * kernels::kKeyTile;
       // With a sliding window, key t is visible from pos only when pos - t < n_swa.
       a.first = slides ? std::max(0, pos - cfg_.n_swa + 1) : 0;
       a.last = pos;

@@ -23,7 +23,7 @@ struct Cache {
   Cache(int32_t n_, int32_t hd_, std::mt19937& rng) : n(n_), hd(hd_) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     const int32_t n_tiles = (n + kKeyTile - 1) / kKeyTile;
-    keys.assign(static_cast<size_t>(n_tiles) * key_tile_floats(1, hd), NAN);  // unwritten lanes: NaN
+    keys.assign(static_cast<size_t>(n_tiles) * tile_floats(1, hd), NAN);  // unwritten lanes: NaN
     values = keys;
     for (int32_t t = 0; t < n; ++t)
       for (int32_t d = 0; d < hd; ++d) {
@@ -31,7 +31,7 @@ struct Cache {
         values[at(t, d)] = dist(rng);
       }
   }
-  size_t at(int32_t t, int32_t d) const { return static_cast<size_t>(t / kKeyTile) * key_tile_floats(1, hd) + d * kKeyTile + t % kKeyTile; }
+  size_t at(int32_t t, int32_t d) const { return static_cast<size_t>(t / kKeyTile) * tile_floats(1, hd) + d * kKeyTile + t % kKeyTile; }
   float key(int32_t t, int32_t d) const { return keys[at(t, d)]; }
   float value(int32_t t, int32_t d) const { return values[at(t, d)]; }
 };
@@ -49,7 +49,7 @@ std::vector<float> run(Isa isa, const Cache& c, const std::vector<float>& q, int
   a.n_q = n_q;
   a.key_tiles = c.keys.data();
   a.value_tiles = c.values.data();
-  a.tile_stride = key_tile_floats(1, c.hd);
+  a.tile_stride = tile_floats(1, c.hd);
   a.first = first;
   a.last = last;
   a.hd = c.hd;
