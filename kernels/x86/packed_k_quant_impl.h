@@ -43,12 +43,12 @@ void units_at(const uint8_t* w, size_t group_bytes, int64_t u0, Unit<V> (&u)[G])
 }
 
 // Super-blocks ahead that a tile prefetches while it streams a group from memory: the hardware prefetcher
-// alone left one thread's decode GEMV at about half the read loop's rate (measured with the lane-order
-// layout before 68ed17e, whose quad vectors were read 512 bytes apart; Q6_K's still are). Two super-blocks
-// (4.6 KB of Q4_K, 6.6 KB of Q6_K) ahead: one thread of the Zen 5 VM forced to avx2 went from 16.5 to 29
-// GB/s (Q4_K) and from 17.5 to 24 GB/s (Q6_K) of weights a CPU second (bench_kernels
-// packed/avx2/*/65536x4096/1); 4 measured alike.
-constexpr int64_t kPrefetchSuperBlocks = 2;
+// alone leaves one thread's decode GEMV far below the read loop's rate (avx512, bench_kernels
+// packed/avx512/*/65536x4096/1, min of 12 alternating: Q5_K 10.4 ms without against 6.1 ms with).
+// One super-block (2.3 KB of Q4_K, 3.3 KB of Q6_K) ahead beat two, the earlier choice (Q4_K 4.7
+// against 5.2 ms, Q5_K 6.5 against 7.6, Q6_K 8.6 against 10.1; 2-thread decode of the 1.1B Q4_K_M
+// 72-73 against 65-67 tok/s); half a super-block and four were slower, and avx2 measured 1 and 2 alike.
+constexpr int64_t kPrefetchSuperBlocks = 1;
 constexpr size_t kCacheLine = 64;
 
 // Brings a whole super-block (every unit's lanes) towards L1. Prefetches past the matrix's end are
