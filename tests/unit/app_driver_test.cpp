@@ -9,6 +9,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <latch>
 #include <set>
 #include <string>
 #include <thread>
@@ -120,9 +121,13 @@ Outcome run_replicas(const app::JobOptions& o, int replicas, const Faults& fault
   outcome.codes.assign(static_cast<size_t>(replicas), -1);
   outcome.prompt_tokens_computed.assign(static_cast<size_t>(replicas), 0);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(replicas));
+  // The drivers start together once every replica has loaded its model: a replica thread still loading
+  // on a busy 2-core machine otherwise missed the whole (10 ms) job, and the test read that as a fault.
+  std::latch loaded(replicas);
   std::vector<std::thread> threads;
   for (int k = 0; k < replicas; ++k) {
     threads.emplace_back([&, k] {
+      bool arrived = false;
       try {
         comm::Channel& ch = *world[static_cast<size_t>(k)];
         if (k > 0) ch.configure_faults({0.0, faults.slow_link_s});
@@ -141,6 +146,8 @@ Outcome run_replicas(const app::JobOptions& o, int replicas, const Faults& fault
         sopt.max_in_flight = 1;
         sopt.decode_groups = 1;
         planning::DecodeGroupPlan groups;
+        arrived = true;
+        loaded.arrive_and_wait();
         app::Driver driver({o, *tok, chat, ring, sopt, ch, groups});
         if (k > 0) {
           outcome.codes[static_cast<size_t>(k)] = driver.serve(0);
@@ -157,6 +164,7 @@ Outcome run_replicas(const app::JobOptions& o, int replicas, const Faults& fault
         outcome.prompt_tokens_computed[0] = driver.counters().prompt_tokens_computed;
       } catch (...) {
         errors[static_cast<size_t>(k)] = std::current_exception();
+        if (!arrived) loaded.count_down();
       }
     });
   }
