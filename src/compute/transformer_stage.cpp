@@ -223,7 +223,7 @@ void TransformerStage::attention(const MicroBatch& mb, int32_t li) {
       a.q = q_.data() + static_cast<size_t>(i) * Q + kvh * group * hd;
       a.q_stride = hd;
       a.n_q = group;
-      const size_t head_in_tile = static_cast<size_t>(kvh) * hd * kernels::kKeyTile;  // this KV head's rows
+      const size_t head_in_tile = kernels::tile_floats(kvh, hd);  // this KV head's rows: after kvh heads' rows
       a.key_tiles = kv_.key_tiles(li, slot) + head_in_tile;
       a.value_tiles = kv_.value_tiles(li, slot) + head_in_tile;
       a.tile_stride = kv_.tile_stride();
