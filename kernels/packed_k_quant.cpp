@@ -16,15 +16,7 @@ namespace {
 
 constexpr int kQuadBytes = 4;
 constexpr size_t kVector = kPackRows * kQuadBytes;  // one quad vector: a quad of each of the 16 rows
-constexpr int kQuadsPerChunk = 32 / kQuadBytes;    // quad vectors per 32-byte field segment
-
-// The 32-byte segment `src` of each row (null for rows past the matrix: zero bytes) as 8 quad vectors.
-void interleave_segment(const uint8_t* const (&src)[kPackRows], uint8_t* out) {
-  for (int q = 0; q < kQuadsPerChunk; ++q)
-    for (int l = 0; l < kPackRows; ++l)
-      for (int k = 0; k < kQuadBytes; ++k)
-        out[q * kVector + l * kQuadBytes + k] = src[l] ? src[l][q * kQuadBytes + k] : 0;
-}
+constexpr int kQuadsPerChunk = 32 / kQuadBytes;    // quads of a 32-element chunk (and of a 32-byte segment)
 
 template <class Block>
 const Block* row_blocks(const Matrix& m, int64_t row) {
@@ -65,27 +57,23 @@ void pack_k4_super_block(const Matrix& m, int64_t g, int64_t b, const KQuantPack
   }
 }
 
+// Q6_K: one super-block b of group g, as the layout in packed_k_quant.h says.
 void pack_q6_k_super_block(const Matrix& m, int64_t g, int64_t b, const KQuantPackedLayout& lay, uint8_t* out) {
-  const BlockQ6_K* blocks[kPackRows];
   for (int l = 0; l < kPackRows; ++l) {
     const BlockQ6_K* row = row_blocks<BlockQ6_K>(m, g * kPackRows + l);
-    blocks[l] = row ? row + b : nullptr;
-  }
-  for (int s = 0; s < 4; ++s) {
-    const uint8_t* seg[kPackRows];
-    for (int l = 0; l < kPackRows; ++l) seg[l] = blocks[l] ? blocks[l]->ql + 32 * s : nullptr;
-    interleave_segment(seg, out + lay.qs + s * kQuadsPerChunk * kVector);
-  }
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* seg[kPackRows];
-    for (int l = 0; l < kPackRows; ++l) seg[l] = blocks[l] ? blocks[l]->qh + 32 * h : nullptr;
-    interleave_segment(seg, out + lay.qh + h * kQuadsPerChunk * kVector);
-  }
-  auto* d = reinterpret_cast<uint16_t*>(out + lay.d);
-  for (int l = 0; l < kPackRows; ++l) {
-    if (!blocks[l]) continue;
-    for (int s = 0; s < 16; ++s) out[lay.scales + s * kPackRows + l] = static_cast<uint8_t>(blocks[l]->scales[s]);
-    d[l] = blocks[l]->d;
+    if (!row) continue;  // all zero: levels, scales and d
+    const BlockQ6_K& blk = row[b];
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < kQuadsPerChunk; ++q)
+        for (int t = 0; t < kQuadBytes; ++t) {
+          int u[4];  // the stored levels + 32 of the four chunks
+          for (int k = 0; k < 4; ++k) u[k] = q6_k_level(blk, 128 * h + 32 * k + kQuadBytes * q + t) + 32;
+          for (int j = 0; j < 3; ++j)
+            out[lay.qs + ((h * 3 + j) * kQuadsPerChunk + q) * kVector + l * kQuadBytes + t] =
+                static_cast<uint8_t>(u[j] | (((u[3] >> (2 * j)) & 3) << 6));
+        }
+    for (int s = 0; s < 16; ++s) out[lay.scales + s * kPackRows + l] = static_cast<uint8_t>(blk.scales[s]);
+    reinterpret_cast<uint16_t*>(out + lay.d)[l] = blk.d;
   }
 }
 
@@ -104,8 +92,8 @@ KQuantPackedLayout k_quant_packed_layout(WeightType t) {
       return {0, qh, scales, mins, d, d + kFactors, d + 2 * kFactors};
     }
     case WeightType::Q6_K: {
-      const size_t qh = kNibbles, scales = qh + 2 * kQuadsPerChunk * kVector, d = scales + 16 * kPackRows;
-      return {0, qh, scales, 0, d, 0, d + 2 * kFactors};  // the second 32 bytes pad to a multiple of 64
+      const size_t scales = 2 * kQuadsPerChunk * 3 * kVector, d = scales + 16 * kPackRows;
+      return {0, 0, scales, 0, d, 0, d + 2 * kFactors};  // the second 32 bytes pad to a multiple of 64
     }
     default: break;
   }

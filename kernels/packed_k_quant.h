@@ -28,8 +28,10 @@ bool packable_k_quant(WeightType t);  // Q4_K, Q5_K, Q6_K
 //   mins   4 pairs k x 16 rows x 2 bytes: the mins of sub-blocks 2k and 2k + 1
 //   d      16 fp16, then dmin 16 fp16
 // Q6_K (3392 bytes):
-//   ql     4 segments (64h + 32j of the row's ql, h, j in 0..1, segment 2h + j) x 8 quad vectors
-//   qh     2 segments (32h of the row's qh) x 8 quad vectors
+//   qs     2 halves h x 3 planes j x 8 quad vectors q: with u_k the stored level + 32 (0..63) of element
+//          128h + 32k + 4q + t, byte t of a lane holds u_j in its low 6 bits and bits 2j, 2j + 1 of u_3 in
+//          its top 2, so u_0..u_2 take one AND and u_3 eight operations (17 for the four from GGUF's
+//          nibble and 2-bit planes); chunks 0..2 each read one plane front to back
 //   scales 16 sub-blocks x 16 rows, int8
 //   d      16 fp16, then 32 bytes of padding
 struct KQuantPackedLayout {

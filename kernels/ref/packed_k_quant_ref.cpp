@@ -29,10 +29,10 @@ int q5_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
   return q4_k_level(sb, lay, l, i) | (((bits >> s) & 1) << 4);
 }
 int q6_k_level(const uint8_t* sb, const KQuantPackedLayout& lay, int l, int i) {
-  const int h = i / 128, quarter = (i % 128) / 32, e = i % 32;
-  const uint8_t low = quad_byte(sb + lay.qs + (2 * h + quarter % 2) * 8 * kVector, e / kQuadBytes, l, e % kQuadBytes);
-  const uint8_t high = quad_byte(sb + lay.qh + h * 8 * kVector, e / kQuadBytes, l, e % kQuadBytes);
-  return ((quarter < 2 ? low & 0x0f : low >> 4) | (((high >> (2 * quarter)) & 3) << 4)) - 32;
+  const int h = i / 128, k = (i % 128) / 32, e = i % 32;
+  auto byte = [&](int j) { return quad_byte(sb + lay.qs + (h * 3 + j) * 8 * kVector, e / kQuadBytes, l, e % kQuadBytes); };
+  const int u = k < 3 ? byte(k) & 0x3f : (byte(0) >> 6) | ((byte(1) >> 6) << 2) | ((byte(2) >> 6) << 4);
+  return u - 32;
 }
 
 float factor(const uint8_t* sb, size_t offset, int l) {
