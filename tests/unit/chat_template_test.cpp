@@ -2,6 +2,7 @@
 // detection from short Jinja snippets, template names, JSON message parsing and the errors for bad input.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,26 +22,74 @@ const std::vector<ChatMessage> kConversation = {
 
 using glacier::testing::expect_input_error;
 
-TEST(ChatTemplate, RendersChatML) {
-  const std::string expected =
-      "<|im_start|>system\nYou are terse.<|im_end|>\n"
-      "<|im_start|>user\nHi<|im_end|>\n"
-      "<|im_start|>assistant\nHello!<|im_end|>\n"
-      "<|im_start|>user\nName a color.<|im_end|>\n"
-      "<|im_start|>assistant\n";
-  EXPECT_EQ(render_chat(ChatTemplate::ChatML, kConversation, "<s>"), expected);
+// One format's rendering of kConversation, written by hand from the format's definition.
+struct RenderCase {
+  const char* name;
+  ChatTemplate format;
+  const char* bos;  // the vocabulary's BOS text, which some formats open with
+  const char* expected;
+};
+
+void PrintTo(const RenderCase& c, std::ostream* os) { *os << c.name; }
+
+const RenderCase kRenderCases[] = {
+    {"ChatML", ChatTemplate::ChatML, "<s>",
+     "<|im_start|>system\nYou are terse.<|im_end|>\n"
+     "<|im_start|>user\nHi<|im_end|>\n"
+     "<|im_start|>assistant\nHello!<|im_end|>\n"
+     "<|im_start|>user\nName a color.<|im_end|>\n"
+     "<|im_start|>assistant\n"},
+    {"Llama3", ChatTemplate::Llama3, "<|begin_of_text|>",
+     "<|begin_of_text|>"
+     "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+     "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+     "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+     "<|start_header_id|>user<|end_header_id|>\n\nName a color.<|eot_id|>"
+     "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+    {"Llama2", ChatTemplate::Llama2, "<s>",
+     "<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello! </s>"
+     "<s>[INST] Name a color. [/INST]"},
+    {"Mistral", ChatTemplate::Mistral, "<s>",
+     "<s>[INST] You are terse.\n\nHi [/INST] Hello!</s>"
+     "[INST] Name a color. [/INST]"},
+    {"DeepSeek", ChatTemplate::DeepSeek, "<｜begin▁of▁sentence｜>",
+     "<｜begin▁of▁sentence｜>You are terse."
+     "<｜User｜>Hi"
+     "<｜Assistant｜>Hello!<｜end▁of▁sentence｜>"
+     "<｜User｜>Name a color."
+     "<｜Assistant｜>"},
+    // DeepSeek-V2-Chat's template: the system text as a paragraph, "User: " / "Assistant: " turns.
+    {"DeepSeekV2", ChatTemplate::DeepSeek2, "<｜begin▁of▁sentence｜>",
+     "<｜begin▁of▁sentence｜>You are terse.\n\n"
+     "User: Hi\n\n"
+     "Assistant: Hello!<｜end▁of▁sentence｜>"
+     "User: Name a color.\n\n"
+     "Assistant:"},
+    // No system role: its text opens the first user turn; assistant turns are "model".
+    {"Gemma", ChatTemplate::Gemma, "<bos>",
+     "<bos><start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n"
+     "<start_of_turn>model\nHello!<end_of_turn>\n"
+     "<start_of_turn>user\nName a color.<end_of_turn>\n"
+     "<start_of_turn>model\n"},
+    // Every role as its own turn, contents untrimmed; the generation prompt ends at <|end_of_role|>, as
+    // granite-3.0-8b-instruct's tokenizer.chat_template writes it.
+    {"Granite", ChatTemplate::Granite, "<s>",
+     "<|start_of_role|>system<|end_of_role|>You are terse.<|end_of_text|>\n"
+     "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+     "<|start_of_role|>assistant<|end_of_role|>Hello!<|end_of_text|>\n"
+     "<|start_of_role|>user<|end_of_role|>Name a color.<|end_of_text|>\n"
+     "<|start_of_role|>assistant<|end_of_role|>"},
+};
+
+class ChatTemplateRender : public ::testing::TestWithParam<RenderCase> {};
+
+TEST_P(ChatTemplateRender, RendersTheConversation) {
+  const RenderCase& c = GetParam();
+  EXPECT_EQ(render_chat(c.format, kConversation, c.bos), c.expected);
 }
 
-TEST(ChatTemplate, RendersLlama3) {
-  const std::string expected =
-      "<|begin_of_text|>"
-      "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
-      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-      "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
-      "<|start_header_id|>user<|end_header_id|>\n\nName a color.<|eot_id|>"
-      "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  EXPECT_EQ(render_chat(ChatTemplate::Llama3, kConversation, "<|begin_of_text|>"), expected);
-}
+INSTANTIATE_TEST_SUITE_P(Formats, ChatTemplateRender, ::testing::ValuesIn(kRenderCases),
+                         [](const ::testing::TestParamInfo<RenderCase>& info) { return std::string(info.param.name); });
 
 TEST(ChatTemplate, Llama3TrimsContent) {
   const std::vector<ChatMessage> messages = {{"user", " \n Hi there \t\n"}};
@@ -50,70 +99,21 @@ TEST(ChatTemplate, Llama3TrimsContent) {
   EXPECT_EQ(render_chat(ChatTemplate::Llama3, messages, ""), expected);
 }
 
-TEST(ChatTemplate, RendersLlama2) {
-  const std::string expected =
-      "<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello! </s>"
-      "<s>[INST] Name a color. [/INST]";
-  EXPECT_EQ(render_chat(ChatTemplate::Llama2, kConversation, "<s>"), expected);
-}
-
 TEST(ChatTemplate, RendersLlama2WithoutSystem) {
   const std::vector<ChatMessage> messages = {{"user", "Hi"}};
   EXPECT_EQ(render_chat(ChatTemplate::Llama2, messages, "<s>"), "<s>[INST] Hi [/INST]");
 }
 
-TEST(ChatTemplate, RendersMistral) {
-  const std::string expected =
-      "<s>[INST] You are terse.\n\nHi [/INST] Hello!</s>"
-      "[INST] Name a color. [/INST]";
-  EXPECT_EQ(render_chat(ChatTemplate::Mistral, kConversation, "<s>"), expected);
-}
-
-TEST(ChatTemplate, RendersDeepSeek) {
-  const std::string expected =
-      "<｜begin▁of▁sentence｜>You are terse."
-      "<｜User｜>Hi"
-      "<｜Assistant｜>Hello!<｜end▁of▁sentence｜>"
-      "<｜User｜>Name a color."
-      "<｜Assistant｜>";
-  EXPECT_EQ(render_chat(ChatTemplate::DeepSeek, kConversation, "<｜begin▁of▁sentence｜>"), expected);
-}
-
+// Beyond the conversation: contents are trimmed, and a system message needs a user turn to open.
 TEST(ChatTemplate, RendersGemma) {
-  // No system role: its text opens the first user turn; assistant turns are "model".
-  const std::string expected =
-      "<bos><start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n"
-      "<start_of_turn>model\nHello!<end_of_turn>\n"
-      "<start_of_turn>user\nName a color.<end_of_turn>\n"
-      "<start_of_turn>model\n";
-  EXPECT_EQ(render_chat(ChatTemplate::Gemma, kConversation, "<bos>"), expected);
   EXPECT_EQ(render_chat(ChatTemplate::Gemma, {{"user", "  Hi \n"}}, ""),
             "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
   expect_input_error([] { render_chat(ChatTemplate::Gemma, {{"system", "Be brief."}}, ""); },
                      {"gemma", "user message"});
 }
 
-TEST(ChatTemplate, RendersDeepSeekV2) {
-  // DeepSeek-V2-Chat's template: the system text as a paragraph, "User: " / "Assistant: " turns.
-  const std::string expected =
-      "<｜begin▁of▁sentence｜>You are terse.\n\n"
-      "User: Hi\n\n"
-      "Assistant: Hello!<｜end▁of▁sentence｜>"
-      "User: Name a color.\n\n"
-      "Assistant:";
-  EXPECT_EQ(render_chat(ChatTemplate::DeepSeek2, kConversation, "<｜begin▁of▁sentence｜>"), expected);
-}
-
+// Beyond the conversation: contents are not trimmed, and roles keep their order.
 TEST(ChatTemplate, RendersGranite) {
-  // Every role as its own turn, contents untrimmed; the generation prompt ends at <|end_of_role|>, as
-  // granite-3.0-8b-instruct's tokenizer.chat_template writes it.
-  const std::string expected =
-      "<|start_of_role|>system<|end_of_role|>You are terse.<|end_of_text|>\n"
-      "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
-      "<|start_of_role|>assistant<|end_of_role|>Hello!<|end_of_text|>\n"
-      "<|start_of_role|>user<|end_of_role|>Name a color.<|end_of_text|>\n"
-      "<|start_of_role|>assistant<|end_of_role|>";
-  EXPECT_EQ(render_chat(ChatTemplate::Granite, kConversation, "<s>"), expected);
   EXPECT_EQ(render_chat(ChatTemplate::Granite, {{"user", " Hi "}, {"system", "late"}}, ""),
             "<|start_of_role|>user<|end_of_role|> Hi <|end_of_text|>\n"
             "<|start_of_role|>system<|end_of_role|>late<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>");
