@@ -68,6 +68,12 @@ std::vector<std::vector<int32_t>> StageHarness::greedy(const std::vector<std::ve
   return out;
 }
 
+std::vector<int32_t> bos_ramp(int32_t n, int32_t first, int32_t step) {
+  std::vector<int32_t> ids = {1};
+  for (int32_t i = 0; i < n; ++i) ids.push_back(first + step * i);
+  return ids;
+}
+
 compute::MicroBatch prompts_batch(const std::vector<std::vector<int32_t>>& prompts) {
   compute::MicroBatch mb;
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -36,6 +36,9 @@ struct StageHarness {
   int32_t n_ctx = 0;
 };
 
+// A prompt for the split checks: BOS (id 1), then n ids from `first` on in steps of `step`.
+std::vector<int32_t> bos_ramp(int32_t n, int32_t first, int32_t step);
+
 // A micro-batch of whole prompts, prompt i in slot i from position 0, no outputs requested.
 compute::MicroBatch prompts_batch(const std::vector<std::vector<int32_t>>& prompts);
 

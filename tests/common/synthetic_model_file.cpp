@@ -20,4 +20,11 @@ std::string synthetic_model_once(const model::SyntheticModelSpec& spec, const st
   return path;
 }
 
+std::string write_scratch_model(const model::SyntheticModelSpec& spec, const std::string& scratch_name,
+                                const std::string& file_name) {
+  const std::string path = scratch_dir(scratch_name) + "/" + file_name;
+  model::write_synthetic_model(spec, path);
+  return path;
+}
+
 }  // namespace glacier::testing

@@ -13,6 +13,7 @@
 #include "common/greedy_dump_check.h"
 #include "common/input_error.h"
 #include "common/stage_harness.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "compute/kv_cache.h"
 #include "gguf/gguf_file.h"
@@ -22,6 +23,7 @@
 namespace {
 
 namespace model = glacier::model;
+using glacier::testing::bos_ramp;
 
 constexpr const char* kLiteSha256 = "e24fff620dd5ca65b4b7341924cfa50edede6e15dab3a74112651e6b0a1a7c9a";
 
@@ -46,9 +48,7 @@ model::SyntheticModelSpec lite_spec(const std::string& vocab) {
 }
 
 std::string make_model(const model::SyntheticModelSpec& s, const std::string& name) {
-  const std::string path = glacier::testing::scratch_dir("deepseek2-golden") + "/" + name + ".gguf";
-  model::write_synthetic_model(s, path);
-  return path;
+  return glacier::testing::write_scratch_model(s, "deepseek2-golden", name + ".gguf");
 }
 
 TEST(DeepSeek2Golden, V3ShapedTopLogitsAndGreedyTokensMatchLlamaCpp) {
@@ -81,11 +81,9 @@ TEST(DeepSeek2Golden, V2LiteShapedTopLogitsAndGreedyTokensMatchLlamaCpp) {
 TEST(DeepSeek2Golden, ThreeStageSplitGivesTheSameLogitsBitForBit) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   const std::string path = make_model(v3_spec(vocab), "v3");
-  std::vector<std::vector<int32_t>> prompts = {{1}, {1}};
-  for (int32_t i = 0; i < 40; ++i) prompts[0].push_back(100 + 37 * i);
-  for (int32_t i = 0; i < 19; ++i) prompts[1].push_back(9000 - 11 * i);
   // The first stage holds the dense layer only, the others MoE layers.
-  glacier::testing::expect_split_equals_one_stage(path, {{0, 1}, {1, 3}, {3, 4}}, prompts);
+  glacier::testing::expect_split_equals_one_stage(path, {{0, 1}, {1, 3}, {3, 4}},
+                                                  {bos_ramp(40, 100, 37), bos_ramp(19, 9000, -11)});
 }
 
 TEST(DeepSeek2Golden, TheCacheKeepsTheLatentAndTheRopeKeyPerPosition) {
@@ -102,8 +100,7 @@ TEST(DeepSeek2Golden, AQLoraRankThatDisagreesWithTheLayerCountIsRefused) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   model::SyntheticModelSpec s = lite_spec(vocab);
   s.n_layer = 5;  // a plain attn_q with 5 layers: llama.cpp would look for attn_q_a and q_lora_rank
-  const std::string path = glacier::testing::scratch_dir("deepseek2-golden") + "/lite-5.gguf";
-  model::write_synthetic_model(s, path);
+  const std::string path = make_model(s, "lite-5");
   const auto f = glacier::gguf::File::open(path);
   glacier::testing::expect_input_error([&] { model::read_model_config(*f); },
                                        {"deepseek2.attention.q_lora_rank", "found it absent", path});

@@ -11,6 +11,7 @@
 #include "common/greedy_dump_check.h"
 #include "common/input_error.h"
 #include "common/stage_harness.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
@@ -19,6 +20,7 @@
 namespace {
 
 namespace model = glacier::model;
+using glacier::testing::bos_ramp;
 
 // Both sides compute in f32 except GELU, which llama.cpp evaluates through an f16 table and the engine
 // reproduces: an input one f16 rounding away moves a logit by ~1e-3 (synthetic_arch_golden_test's gemma
@@ -31,9 +33,7 @@ constexpr double kGeluTableTolerance = 3e-3;
 model::SyntheticModelSpec gemma2_spec(const std::string& vocab) { return glacier::testing::gemma2_golden(vocab).spec; }
 
 std::string make_model(const std::string& vocab) {
-  const std::string path = glacier::testing::scratch_dir("gemma2-golden") + "/model.gguf";
-  model::write_synthetic_model(gemma2_spec(vocab), path);
-  return path;
+  return glacier::testing::write_scratch_model(gemma2_spec(vocab), "gemma2-golden");
 }
 
 TEST(Gemma2Golden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
@@ -52,18 +52,15 @@ TEST(Gemma2Golden, ThreeStageSplitGivesTheSameLogitsBitForBit) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   const std::string path = make_model(vocab);
   // Long enough to leave the window of 8 behind; two prompts share the micro-batch.
-  std::vector<std::vector<int32_t>> prompts = {{1}, {1}};
-  for (int32_t i = 0; i < 40; ++i) prompts[0].push_back(100 + 37 * i);
-  for (int32_t i = 0; i < 19; ++i) prompts[1].push_back(9000 - 11 * i);
-  glacier::testing::expect_split_equals_one_stage(path, {{0, 9}, {9, 18}, {18, 26}}, prompts);
+  glacier::testing::expect_split_equals_one_stage(path, {{0, 9}, {9, 18}, {18, 26}},
+                                                  {bos_ramp(40, 100, 37), bos_ramp(19, 9000, -11)});
 }
 
 TEST(Gemma2Golden, ALayerCountWithoutAKnownAttentionScaleIsRefused) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   model::SyntheticModelSpec s = gemma2_spec(vocab);
   s.n_layer = 3;
-  const std::string path = glacier::testing::scratch_dir("gemma2-golden") + "/three-layers.gguf";
-  model::write_synthetic_model(s, path);
+  const std::string path = glacier::testing::write_scratch_model(s, "gemma2-golden", "three-layers.gguf");
   const auto f = glacier::gguf::File::open(path);
   glacier::testing::expect_input_error([&] { model::read_model_config(*f); }, {"gemma2.block_count", "found 3", path});
 }

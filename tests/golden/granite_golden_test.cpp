@@ -12,6 +12,7 @@
 #include "common/greedy_dump_check.h"
 #include "common/input_error.h"
 #include "common/stage_harness.h"
+#include "common/synthetic_model_file.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
@@ -22,15 +23,14 @@ namespace {
 
 namespace model = glacier::model;
 namespace gguf = glacier::gguf;
+using glacier::testing::bos_ramp;
 
 // F32 weights on both sides: float rounding of a 3-layer pass (synthetic_arch_golden_test's F32 bound). A
 // scale left out moves llama.cpp's top logit by 0.1 (attention) to 5.4 (logit), far outside it.
 constexpr double kF32Tolerance = 1e-4;
 
 std::string make_model(const std::string& vocab) {
-  const std::string path = glacier::testing::scratch_dir("granite-golden") + "/model.gguf";
-  model::write_synthetic_model(glacier::testing::granite_golden(vocab).spec, path);
-  return path;
+  return glacier::testing::write_scratch_model(glacier::testing::granite_golden(vocab).spec, "granite-golden");
 }
 
 TEST(GraniteGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
@@ -47,10 +47,8 @@ TEST(GraniteGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
 TEST(GraniteGolden, ThreeStageSplitGivesTheSameLogitsBitForBit) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   const std::string path = make_model(vocab);
-  std::vector<std::vector<int32_t>> prompts = {{1}, {1}};
-  for (int32_t i = 0; i < 25; ++i) prompts[0].push_back(100 + 37 * i);
-  for (int32_t i = 0; i < 11; ++i) prompts[1].push_back(9000 - 11 * i);
-  glacier::testing::expect_split_equals_one_stage(path, {{0, 1}, {1, 2}, {2, 3}}, prompts);
+  glacier::testing::expect_split_equals_one_stage(path, {{0, 1}, {1, 2}, {2, 3}},
+                                                  {bos_ramp(25, 100, 37), bos_ramp(11, 9000, -11)});
 }
 
 // llama.cpp requires all four keys; a file without one would be computed differently there, so it is refused

@@ -18,6 +18,7 @@
 namespace {
 
 namespace gguf = glacier::gguf;
+using glacier::testing::bos_ramp;
 
 constexpr const char* kModelSha256 = "0cc5e68774e7c26702f4709123431aac54d7fa1ea534dde9c12d589db4f09620";
 
@@ -63,10 +64,8 @@ TEST(GraniteMoeGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
 TEST(GraniteMoeGolden, ThreeStageSplitGivesTheSameLogitsBitForBit) {
   GLACIER_REQUIRE_SHARED(mixtral, "models/synthetic/synth-mixtral-f32.gguf");
   const std::string path = write_granitemoe(mixtral);
-  std::vector<std::vector<int32_t>> prompts = {{1}, {1}};
-  for (int32_t i = 0; i < 25; ++i) prompts[0].push_back(100 + 13 * i);
-  for (int32_t i = 0; i < 11; ++i) prompts[1].push_back(500 - 11 * i);
-  glacier::testing::expect_split_equals_one_stage(path, {{0, 1}, {1, 2}, {2, 3}}, prompts);
+  glacier::testing::expect_split_equals_one_stage(path, {{0, 1}, {1, 2}, {2, 3}},
+                                                  {bos_ramp(25, 100, 13), bos_ramp(11, 500, -11)});
 }
 
 }  // namespace
