@@ -154,4 +154,23 @@ void expect_matches_vocab_test_cases(const std::string& vocab_path, const std::s
   }
 }
 
+void expect_matches_shared_vocab_test_cases(const std::string& vocab_relative) {
+  GLACIER_REQUIRE_SHARED(vocab, vocab_relative);
+  GLACIER_REQUIRE_SHARED(inp, vocab_relative + ".inp");
+  GLACIER_REQUIRE_SHARED(outp, vocab_relative + ".out");
+  expect_matches_vocab_test_cases(vocab, inp, outp);
+}
+
+void PrintTo(const SharedTokenizeReference& r, std::ostream* os) { *os << r.name; }
+
+std::string reference_test_name(const ::testing::TestParamInfo<SharedTokenizeReference>& info) {
+  return info.param.name;
+}
+
+void expect_matches_shared_tokenize_reference(const SharedTokenizeReference& r, TokenizerReferenceStyle style) {
+  GLACIER_REQUIRE_SHARED(json, r.json);
+  GLACIER_REQUIRE_SHARED(vocab, r.vocab);
+  expect_matches_tokenize_reference(json, vocab, style);
+}
+
 }  // namespace glacier::testing

@@ -2,7 +2,10 @@
 // a GGUF vocabulary checked against a reference tokenize JSON (reference/README.md "tokenizers/") and
 // against llama.cpp's test-tokenizer-0 case files.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "gguf/gguf_writer.h"
@@ -39,5 +42,20 @@ void expect_matches_tokenize_reference(const std::string& json_path, const std::
 // inp_path, expected ids one line each in out_path.
 void expect_matches_vocab_test_cases(const std::string& vocab_path, const std::string& inp_path,
                                      const std::string& out_path);
+// The same for a vocabulary under the shared folder and the <vocab>.inp and <vocab>.out beside it, as
+// llama.cpp ships them; skips the test, naming the file, when one of the three is missing.
+void expect_matches_shared_vocab_test_cases(const std::string& vocab_relative);
+
+// A reference tokenize JSON under the shared folder and the vocabulary it was written from: one
+// parameter of a golden test over several such references.
+struct SharedTokenizeReference {
+  const char* name;   // names the test instance
+  const char* json;   // relative to the shared folder
+  const char* vocab;  // likewise
+};
+void PrintTo(const SharedTokenizeReference& r, std::ostream* os);
+std::string reference_test_name(const ::testing::TestParamInfo<SharedTokenizeReference>& info);
+// expect_matches_tokenize_reference on r's files; skips the test, naming the file, when one is missing.
+void expect_matches_shared_tokenize_reference(const SharedTokenizeReference& r, TokenizerReferenceStyle style);
 
 }  // namespace glacier::testing

@@ -7,30 +7,28 @@
 #include "common/test_env.h"
 #include "common/tokenizer_reference.h"
 
+namespace glacier::testing {
 namespace {
 
-using glacier::testing::expect_matches_tokenize_reference;
-using glacier::testing::TokenizerReferenceStyle;
 
-TEST(TokenizerBpeGolden, Gpt2TokenizeJson) {
-  GLACIER_REQUIRE_SHARED(json, "reference/tokenizers/tokenize_gpt2.json");
-  GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-gpt-2.gguf");
-  expect_matches_tokenize_reference(json, vocab, TokenizerReferenceStyle::kByteLevelBpe);
-}
+const SharedTokenizeReference kReferences[] = {
+    {"Gpt2", "reference/tokenizers/tokenize_gpt2.json", "models/vocab/ggml-vocab-gpt-2.gguf"},
+    // The synthetic models' 768-token vocabulary uses the Qwen2 pre-tokenizer (single digits).
+    {"SyntheticQwen2", "reference/synthetic/tokenize_bpe768.json", "models/synthetic/synth-qwen2-f32.gguf"},
+};
 
-// The synthetic models' 768-token vocabulary uses the Qwen2 pre-tokenizer (single digits).
-TEST(TokenizerBpeGolden, SyntheticQwen2TokenizeJson) {
-  GLACIER_REQUIRE_SHARED(json, "reference/synthetic/tokenize_bpe768.json");
-  GLACIER_REQUIRE_SHARED(vocab, "models/synthetic/synth-qwen2-f32.gguf");
-  expect_matches_tokenize_reference(json, vocab, TokenizerReferenceStyle::kByteLevelBpe);
+class TokenizerBpeReference : public ::testing::TestWithParam<SharedTokenizeReference> {};
+
+TEST_P(TokenizerBpeReference, MatchesTokenizeJson) {
+  expect_matches_shared_tokenize_reference(GetParam(), TokenizerReferenceStyle::kByteLevelBpe);
 }
+INSTANTIATE_TEST_SUITE_P(TokenizerBpeGolden, TokenizerBpeReference, ::testing::ValuesIn(kReferences),
+                         reference_test_name);
 
 // llama.cpp's test-tokenizer-0 cases: inputs each followed by the separator, expected ids one line each.
 TEST(TokenizerBpeGolden, Gpt2VocabTestCases) {
-  GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-gpt-2.gguf");
-  GLACIER_REQUIRE_SHARED(inp, "models/vocab/ggml-vocab-gpt-2.gguf.inp");
-  GLACIER_REQUIRE_SHARED(outp, "models/vocab/ggml-vocab-gpt-2.gguf.out");
-  glacier::testing::expect_matches_vocab_test_cases(vocab, inp, outp);
+  expect_matches_shared_vocab_test_cases("models/vocab/ggml-vocab-gpt-2.gguf");
 }
 
 }  // namespace
+}  // namespace glacier::testing
