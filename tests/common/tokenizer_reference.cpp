@@ -95,6 +95,10 @@ std::string write_vocab_file(const gguf::Writer& w, const std::string& scratch_n
   return path;
 }
 
+std::unique_ptr<model::Tokenizer> tokenizer_of(const gguf::Writer& w, const std::string& scratch_name) {
+  return open_tokenizer(write_vocab_file(w, scratch_name));
+}
+
 std::string vocab_refusal(const gguf::Writer& w, const std::string& scratch_name, std::string* path,
                           const char* caller_file, int caller_line) {
   const std::string file = write_vocab_file(w, scratch_name);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf_writer.h"
 #include "model/tokenizer.h"
@@ -27,6 +28,17 @@ std::unique_ptr<model::Tokenizer> open_tokenizer(const std::string& gguf_path);
 
 // w written as <scratch_name>/vocab.gguf in a fresh scratch directory; the file's path.
 std::string write_vocab_file(const gguf::Writer& w, const std::string& scratch_name);
+
+// The tokenizer of w, written as write_vocab_file does.
+std::unique_ptr<model::Tokenizer> tokenizer_of(const gguf::Writer& w, const std::string& scratch_name);
+
+// Base of the fixtures over one hand-made vocabulary: SetUp loads it into tok_; plain() gives the ids of
+// a text without BOS and without parsing special tokens, which most hand-worked cases compare.
+class VocabTokenizerTest : public ::testing::Test {
+ protected:
+  std::vector<int32_t> plain(const std::string& text) const { return tok_->encode(text, false, false); }
+  std::unique_ptr<model::Tokenizer> tok_;
+};
 
 // What the InputError of loading the tokenizer of w (written as write_vocab_file does) says; a test
 // failure at the caller's line and "" when it loads. The file's path goes to *path when given.

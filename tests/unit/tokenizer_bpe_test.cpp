@@ -83,18 +83,13 @@ gguf::Writer vocab_writer(const std::string& pre = "gpt-2") {
   return w;
 }
 
-std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
-  return testing::open_tokenizer(testing::write_vocab_file(w, "tokenizer_bpe_" + name));
-}
-
 using testing::expect_mentions;
+using testing::tokenizer_of;
 using testing::vocab_refusal;
 
-class BpeTokenizerTest : public ::testing::Test {
+class BpeTokenizerTest : public testing::VocabTokenizerTest {
  protected:
-  void SetUp() override { tok_ = load(vocab_writer(), "base"); }
-  std::unique_ptr<Tokenizer> tok_;
-  Ids plain(const std::string& text) const { return tok_->encode(text, false, false); }
+  void SetUp() override { tok_ = tokenizer_of(vocab_writer(), "tokenizer_bpe_base"); }
 };
 
 TEST_F(BpeTokenizerTest, VocabularyFacts) {
@@ -167,7 +162,7 @@ TEST_F(BpeTokenizerTest, PiecesReverseTheByteAlphabet) {
 // Llama 3 takes a word that is a token as a whole without merging (its "ignore merges" rule), and
 // adds BOS unless the file says otherwise.
 TEST(BpeTokenizerLlama3, WholeWordTokenSkipsMerges) {
-  const auto tok = load(vocab_writer("llama-bpe"), "llama3");
+  const auto tok = tokenizer_of(vocab_writer("llama-bpe"), "tokenizer_bpe_llama3");
   EXPECT_EQ(tok->encode("abc", false, false), Ids{5});
   EXPECT_EQ(tok->encode(" ab", false, false), (Ids{6, 3}));  // " ab" is no token: merged as usual
   EXPECT_TRUE(tok->add_bos());
@@ -178,7 +173,7 @@ TEST(BpeTokenizerFlags, AddBosAndEosFromFile) {
   gguf::Writer w = vocab_writer("qwen2");
   w.set_bool("tokenizer.ggml.add_bos_token", true);
   w.set_bool("tokenizer.ggml.add_eos_token", true);
-  const auto tok = load(w, "flags");
+  const auto tok = tokenizer_of(w, "tokenizer_bpe_flags");
   EXPECT_TRUE(tok->add_bos());
   EXPECT_EQ(tok->encode("abc", true, false), (Ids{22, 0, 4, 20}));
 }
@@ -188,7 +183,7 @@ TEST(BpeTokenizerFlags, MissingPreMeansGpt2) {
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string_array("tokenizer.ggml.tokens", kTokens);
   w.set_string_array("tokenizer.ggml.merges", kMerges);
-  const auto tok = load(w, "nopre");
+  const auto tok = tokenizer_of(w, "tokenizer_bpe_nopre");
   EXPECT_EQ(tok->encode("abc", false, false), (Ids{0, 4}));
   EXPECT_FALSE(tok->add_bos());
 }

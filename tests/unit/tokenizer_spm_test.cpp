@@ -77,18 +77,13 @@ gguf::Writer vocab_writer() {
   return w;
 }
 
-std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
-  return testing::open_tokenizer(testing::write_vocab_file(w, "tokenizer_spm_" + name));
-}
-
 using testing::expect_mentions;
+using testing::tokenizer_of;
 using testing::vocab_refusal;
 
-class SpmTokenizerTest : public ::testing::Test {
+class SpmTokenizerTest : public testing::VocabTokenizerTest {
  protected:
-  void SetUp() override { tok_ = load(vocab_writer(), "base"); }
-  std::unique_ptr<Tokenizer> tok_;
-  Ids plain(const std::string& text) const { return tok_->encode(text, false, false); }
+  void SetUp() override { tok_ = tokenizer_of(vocab_writer(), "tokenizer_spm_base"); }
 };
 
 TEST_F(SpmTokenizerTest, VocabularyFacts) {
@@ -177,7 +172,7 @@ TEST(SpmTokenizerFlags, NoSpacePrefixAddEosNoBos) {
   w.set_bool("tokenizer.ggml.add_space_prefix", false);
   w.set_bool("tokenizer.ggml.add_bos_token", false);
   w.set_bool("tokenizer.ggml.add_eos_token", true);
-  const auto tok = load(w, "flags");
+  const auto tok = tokenizer_of(w, "tokenizer_spm_flags");
   EXPECT_FALSE(tok->add_bos());
   EXPECT_EQ(tok->encode("abc", false, false), (Ids{7, 11}));  // a b c -> a bc; "abc" is no token
   EXPECT_EQ(tok->encode("abc", true, false), (Ids{7, 11, 2}));
@@ -189,7 +184,7 @@ TEST(SpmTokenizerFlags, MissingSpecialIdsUseDefaultsAndNoneMeansNone) {
   w.set_string_array("tokenizer.ggml.tokens", texts_of(kTokens));
   w.set_bool("tokenizer.ggml.add_bos_token", false);
   w.set_u32("tokenizer.ggml.eos_token_id", 0xFFFFFFFFu);  // "none", as converters write it
-  const auto tok = load(w, "defaults");
+  const auto tok = tokenizer_of(w, "tokenizer_spm_defaults");
   EXPECT_EQ(tok->bos(), 1);
   EXPECT_EQ(tok->eos(), -1);
   // No scores (all 0): in "▁xabc" the pairs "ab" and "bc" tie and the left one merges ("▁x", "xa",
