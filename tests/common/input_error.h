@@ -1,5 +1,6 @@
 // Test helpers for refusals: run a call that must throw glacier::InputError and check what its message
-// names. A call that throws nothing fails the test at the caller's line; any other exception escapes.
+// names. A call that throws nothing fails the test at the caller's line (but for refusal_message, whose
+// callers expect that too); any other exception escapes.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -25,6 +26,18 @@ std::string input_error_message(Fn&& fn, const char* caller_file = __builtin_FIL
     return e.what();
   }
   ADD_FAILURE_AT(caller_file, caller_line) << "expected an InputError, none was thrown";
+  return "";
+}
+
+// What the InputError fn throws says, or "" when it throws none: for checks that may pass, where passing
+// is itself an outcome to expect (compare with "").
+template <typename Fn>
+std::string refusal_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e.what();
+  }
   return "";
 }
 

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "app/input_checks.h"
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "util/error.h"
 
 namespace {
 
-using glacier::InputError;
 using glacier::app::JobMode;
 using glacier::app::JobOptions;
 using glacier::app::PromptFileFacts;
@@ -30,20 +30,11 @@ JobOptions options(const std::string& prompts, JobMode mode = JobMode::Generate)
   return o;
 }
 
-// The InputError's message, or "" when the check passed.
-template <typename F>
-std::string refusal(F check) {
-  try {
-    check();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using glacier::testing::refusal_message;
 
 // check_prompt_file's refusal of the prompt file under --mode `mode`, or "" when it passes.
 std::string prompt_file_refusal(const std::string& prompts, JobMode mode = JobMode::Generate) {
-  return refusal([&] { glacier::app::check_prompt_file(options(prompts, mode)); });
+  return refusal_message([&] { glacier::app::check_prompt_file(options(prompts, mode)); });
 }
 
 TEST(InputChecks, PerplexityReadsPlainTextOnly) {
@@ -97,35 +88,35 @@ TEST(InputChecks, MessagesNeedAChatTemplateBeforeTheModelLoads) {
   const PromptFileFacts facts = glacier::app::check_prompt_file(o);
   ASSERT_TRUE(facts.first_chat_line.has_value());
   EXPECT_EQ(*facts.first_chat_line, 3);
-  const std::string no_template = refusal([&] { glacier::app::check_chat_template(o, facts, std::nullopt); });
+  const std::string no_template = refusal_message([&] { glacier::app::check_chat_template(o, facts, std::nullopt); });
   EXPECT_EQ(no_template.rfind(chat + ":3: \"messages\" needs a chat template, but the model has no tokenizer.chat_template: "
                                      "pass --chat-template NAME",
                               0),
             0u)
       << no_template;
-  EXPECT_NE(refusal([&] { glacier::app::check_chat_template(o, facts, std::string("{{ unknown }}")); }).find("unknown chat template"),
+  EXPECT_NE(refusal_message([&] { glacier::app::check_chat_template(o, facts, std::string("{{ unknown }}")); }).find("unknown chat template"),
             std::string::npos);
-  EXPECT_EQ(refusal([&] { glacier::app::check_chat_template(o, facts, std::string("{{ '<|im_start|>' + message['role'] }}")); }), "");
+  EXPECT_EQ(refusal_message([&] { glacier::app::check_chat_template(o, facts, std::string("{{ '<|im_start|>' + message['role'] }}")); }), "");
   JobOptions named = o;
   named.chat_template = glacier::model::ChatTemplate::Llama3;
-  EXPECT_EQ(refusal([&] { glacier::app::check_chat_template(named, facts, std::nullopt); }), "");
+  EXPECT_EQ(refusal_message([&] { glacier::app::check_chat_template(named, facts, std::nullopt); }), "");
   // A file without "messages" needs no template.
   const JobOptions plain = options(write_file("plain.jsonl", "{\"prompt\": \"x\"}\n"));
-  EXPECT_EQ(refusal([&] { glacier::app::check_chat_template(plain, glacier::app::check_prompt_file(plain), std::nullopt); }), "");
+  EXPECT_EQ(refusal_message([&] { glacier::app::check_chat_template(plain, glacier::app::check_prompt_file(plain), std::nullopt); }), "");
 }
 
 TEST(InputChecks, ThreadsAboveTheHostsHardwareThreadsNeedTheSwitch) {
   JobOptions o;
   o.threads = 9;
-  EXPECT_EQ(refusal([&] { glacier::app::check_threads(o, 8, "node1"); }),
+  EXPECT_EQ(refusal_message([&] { glacier::app::check_threads(o, 8, "node1"); }),
             "option --threads: expected at most the 8 hardware threads of host node1 (or --oversubscribe-threads), found 9");
   o.oversubscribe_threads = true;
-  EXPECT_EQ(refusal([&] { glacier::app::check_threads(o, 8, "node1"); }), "");
+  EXPECT_EQ(refusal_message([&] { glacier::app::check_threads(o, 8, "node1"); }), "");
   o = JobOptions{};
   o.threads = 8;
-  EXPECT_EQ(refusal([&] { glacier::app::check_threads(o, 8, "node1"); }), "");
+  EXPECT_EQ(refusal_message([&] { glacier::app::check_threads(o, 8, "node1"); }), "");
   o.threads = 0;  // the rank's share, chosen from the host
-  EXPECT_EQ(refusal([&] { glacier::app::check_threads(o, 1, "node1"); }), "");
+  EXPECT_EQ(refusal_message([&] { glacier::app::check_threads(o, 1, "node1"); }), "");
 }
 
 }  // namespace

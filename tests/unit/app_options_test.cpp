@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/options.h"
+#include "common/input_error.h"
 #include "planning/partition.h"
 #include "util/error.h"
 
@@ -30,12 +31,7 @@ JobOptions parse(std::vector<std::string> extra) {
 
 // The InputError's message, or "" when parsing succeeded.
 std::string refusal(std::vector<std::string> extra) {
-  try {
-    parse(std::move(extra));
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return glacier::testing::refusal_message([&] { parse(std::move(extra)); });
 }
 
 TEST(Options, PartitionDefaultsToBytesAndNoRankIsSlowed) {

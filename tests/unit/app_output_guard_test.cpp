@@ -10,6 +10,7 @@
 #include <string>
 
 #include "app/output_guard.h"
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "util/error.h"
 
@@ -19,12 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string refusal(const std::string& output) {
-  try {
-    OutputLock second(output);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return glacier::testing::refusal_message([&] { OutputLock second(output); });
 }
 
 TEST(AppOutputGuard, ASecondLockIsRefusedNamingTheHolder) {

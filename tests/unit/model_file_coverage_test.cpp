@@ -49,17 +49,7 @@ std::string edited_copy(const std::string& name, Edit edit) {
   return path;
 }
 
-// What reading the config and loading the whole model throws, or "" when it loads.
-std::string load_error(const std::string& path) {
-  try {
-    auto f = gguf::File::open(path);
-    const ModelConfig cfg = read_model_config(*f);
-    load_shard(*f, cfg, {0, cfg.n_layer}, true, true);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using glacier::testing::model_load_refusal;
 
 std::vector<uint8_t> f32_bytes(size_t n, float v) {
   std::vector<uint8_t> b(n * 4);
@@ -67,7 +57,7 @@ std::vector<uint8_t> f32_bytes(size_t n, float v) {
   return b;
 }
 
-TEST(ModelFileCoverage, BaseModelLoads) { EXPECT_EQ(load_error(base_model()), ""); }
+TEST(ModelFileCoverage, BaseModelLoads) { EXPECT_EQ(model_load_refusal(base_model()), ""); }
 
 struct Extra {
   const char* file;
@@ -128,7 +118,7 @@ TEST(ModelFileCoverage, EachUnimplementedKeyOrTensorIsRefusedByName) {
   for (const Extra& x : kExtras) {
     SCOPED_TRACE(x.file);
     const std::string path = edited_copy(x.file, x.edit);
-    const std::string msg = load_error(path);
+    const std::string msg = model_load_refusal(path);
     EXPECT_NE(msg.find(std::string("'") + x.named + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
   }
@@ -144,7 +134,7 @@ TEST(ModelFileCoverage, RopeFreqsOnAnotherArchitectureIsRefused) {
   w.add_tensor("rope_freqs.weight", gguf::TensorType::F32, {16}, f32_bytes(16, 2.0f));
   const std::string path = scratch() + "/qwen2_rope_freqs.gguf";
   w.write(path);
-  const std::string msg = load_error(path);
+  const std::string msg = model_load_refusal(path);
   EXPECT_NE(msg.find("'rope_freqs.weight'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'qwen2'"), std::string::npos) << msg;
 }
@@ -160,7 +150,7 @@ TEST(ModelFileCoverage, HarmlessKeysLoad) {
     w.set_string("llama.rope.scaling.type", "none");
     w.set_string("tokenizer.chat_template", "{{ messages }}");
   });
-  EXPECT_EQ(load_error(path), "");
+  EXPECT_EQ(model_load_refusal(path), "");
 }
 
 }  // namespace

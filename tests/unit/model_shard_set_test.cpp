@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/input_error.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
@@ -36,14 +37,7 @@ std::string write_model(const std::string& dir, const std::string& arch, int32_t
   return path;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const glacier::InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using glacier::testing::refusal_message;
 
 // Which stage of `split` should hold a tensor of the whole file.
 bool expected_in(const std::string& name, int stage, const std::vector<model::LayerRange>& split, bool tied) {
@@ -105,18 +99,18 @@ TEST(ShardSet, AFileOfAnotherSplitOrModelIsRefused) {
   const model::ShardSet a = model::write_shard_set(whole, kDigest, {{0, 2}, {2, 4}}, dir + "/a");
   const model::ShardSet b = model::write_shard_set(whole, kDigest, {{0, 1}, {1, 4}}, dir + "/b");
   fs::copy_file(b.files[1], a.files[1], fs::copy_options::overwrite_existing);
-  std::string msg = error_of([&] { model::open_shard(a, 1); });
+  std::string msg = refusal_message([&] { model::open_shard(a, 1); });
   EXPECT_NE(msg.find("glacier.shard.first_layer"), std::string::npos) << msg;
   EXPECT_NE(msg.find(a.files[1]), std::string::npos) << msg;
 
   const model::ShardSet c = model::write_shard_set(whole, std::string(64, 'f'), {{0, 2}, {2, 4}}, dir + "/c");
   fs::copy_file(c.files[0], a.files[0], fs::copy_options::overwrite_existing);
-  msg = error_of([&] { model::open_shard(a, 0); });
+  msg = refusal_message([&] { model::open_shard(a, 0); });
   EXPECT_NE(msg.find("glacier.shard.source_sha256"), std::string::npos) << msg;
   EXPECT_NE(msg.find("another model"), std::string::npos) << msg;
 
   // A shard is not a whole model: cutting it again is refused naming its key.
-  msg = error_of([&] { model::write_shard_set(c.files[0], kDigest, {{0, 4}}, dir + "/d"); });
+  msg = refusal_message([&] { model::write_shard_set(c.files[0], kDigest, {{0, 4}}, dir + "/d"); });
   EXPECT_NE(msg.find("glacier.shard."), std::string::npos) << msg;
   EXPECT_EQ(model::shard_key_of(*gguf::File::open(whole)), "");
 }
@@ -131,13 +125,13 @@ TEST(ShardSet, ABrokenManifestIsRefusedNamingTheField) {
   ASSERT_NE(at, std::string::npos) << text;
   text.replace(at, 16, "\"first_layer\": 3");
   std::ofstream(set.manifest_path) << text;
-  std::string msg = error_of([&] { model::read_shard_set(dir + "/s"); });
+  std::string msg = refusal_message([&] { model::read_shard_set(dir + "/s"); });
   EXPECT_NE(msg.find("stage 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("starting at 2"), std::string::npos) << msg;
-  msg = error_of([&] { model::read_shard_set(dir + "/nothing-here.json"); });
+  msg = refusal_message([&] { model::read_shard_set(dir + "/nothing-here.json"); });
   EXPECT_NE(msg.find("nothing-here.json"), std::string::npos) << msg;
   // A split that does not cover the model is refused before anything is written.
-  msg = error_of([&] { model::write_shard_set(whole, kDigest, {{0, 3}}, dir + "/t"); });
+  msg = refusal_message([&] { model::write_shard_set(whole, kDigest, {{0, 3}}, dir + "/t"); });
   EXPECT_NE(msg.find("4 layers"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(dir + "/t/manifest.json"));
 }
@@ -157,7 +151,7 @@ TEST(ShardSet, ExpertBytesAreOneALayerOrAbsent) {
   rewrite([](nlohmann::json& doc) { doc["weight_bytes"].erase("per_layer_experts"); });
   EXPECT_EQ(model::read_shard_set(dir + "/s").bytes.per_layer_experts, std::vector<uint64_t>(4, 0));
   rewrite([](nlohmann::json& doc) { doc["weight_bytes"]["per_layer_experts"] = {0, 0, 0}; });
-  const std::string msg = error_of([&] { model::read_shard_set(dir + "/s"); });
+  const std::string msg = refusal_message([&] { model::read_shard_set(dir + "/s"); });
   EXPECT_NE(msg.find("weight_bytes.per_layer_experts\": expected 4 entries (n_layer), found 3"), std::string::npos) << msg;
 }
 

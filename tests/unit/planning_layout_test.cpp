@@ -3,6 +3,7 @@
 // divide, more stages than layers, a model that does not fit, options a shard set cannot honour).
 #include <gtest/gtest.h>
 
+#include "common/input_error.h"
 #include "common/planning_shapes.h"
 #include "compute/kv_cache.h"
 #include "planning/layout.h"
@@ -17,6 +18,7 @@ using glacier::planning::format_layer_split;
 using namespace glacier::planning;
 
 using glacier::testing::kGiB;
+using glacier::testing::refusal_message;
 using glacier::testing::kMiB;
 
 // Eight layers of 1 GiB (the last two of 2 GiB), a 256 MiB embedding and head; KV and buffers are a
@@ -158,13 +160,8 @@ TEST(PlanningLayout, AFixedSplitSetsTheReplicas) {
 }
 
 TEST(PlanningLayout, AShardSetRefusesTheOptionsThatWouldChooseItsSplit) {
-  const auto message = [](const SplitRequest& req, const std::string& from, int world) -> std::string {
-    try {
-      check_fixed_split_options(req, from, "dir", 2, world);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "";
+  const auto message = [](const SplitRequest& req, const std::string& from, int world) {
+    return refusal_message([&] { check_fixed_split_options(req, from, "dir", 2, world); });
   };
   EXPECT_EQ(message({}, "", 4), "") << "4 ranks over 2 stages, nothing else asked: accepted";
   EXPECT_EQ(message({{}, Partition::Bytes, 2}, "", 4), "") << "--replicas 2 is what 4 ranks over 2 stages make";
@@ -177,13 +174,8 @@ TEST(PlanningLayout, AShardSetRefusesTheOptionsThatWouldChooseItsSplit) {
                                   "(a shard set of 2 stages), whose split is fixed when it is cut (glacier_shard), "
                                   "found them given";
   // Under --expert-parallel 2 the ring has half the job's ranks; the messages count the job's.
-  const auto with_experts = [](const SplitRequest& req, int ring) -> std::string {
-    try {
-      check_fixed_split_options(req, "", "dir", 2, ring, 2);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "";
+  const auto with_experts = [](const SplitRequest& req, int ring) {
+    return refusal_message([&] { check_fixed_split_options(req, "", "dir", 2, ring, 2); });
   };
   EXPECT_EQ(with_experts({}, 2), "") << "4 ranks: 2 stages x --expert-parallel 2";
   EXPECT_EQ(with_experts({}, 1),
