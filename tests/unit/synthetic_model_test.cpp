@@ -13,7 +13,9 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "common/engine_harness.h"
@@ -571,20 +573,21 @@ TEST(SyntheticModel, BadSpecsAreInputErrorsNamingTheOption) {
 }
 
 TEST(SyntheticModel, PresetsHaveTheStatedShapes) {
-  const SyntheticModelSpec b1 = synthetic_preset("llama-1b");
-  EXPECT_EQ(b1.n_embd, 2048);
-  EXPECT_EQ(b1.n_layer, 16);
-  EXPECT_EQ(b1.n_ff, 8192);
-  EXPECT_EQ(b1.n_head, 32);
-  EXPECT_EQ(b1.n_head_kv, 8);
-  EXPECT_EQ(b1.n_vocab, 32000);
-  const SyntheticModelSpec b7 = synthetic_preset("llama-7b");
-  EXPECT_EQ(b7.n_embd, 4096);
-  EXPECT_EQ(b7.n_layer, 32);
-  EXPECT_EQ(b7.n_ff, 11008);
-  EXPECT_EQ(b7.n_head, 32);
-  EXPECT_EQ(b7.n_head_kv, 32);
-  EXPECT_EQ(b7.n_vocab, 32000);
+  // name, n_embd, n_layer, n_ff, n_head, n_head_kv
+  const std::tuple<const char*, int32_t, int32_t, int32_t, int32_t, int32_t> llamas[] = {
+      {"llama-1b", 2048, 16, 8192, 32, 8},
+      {"llama-7b", 4096, 32, 11008, 32, 32},
+  };
+  for (const auto& [name, n_embd, n_layer, n_ff, n_head, n_head_kv] : llamas) {
+    SCOPED_TRACE(name);
+    const SyntheticModelSpec s = synthetic_preset(name);
+    EXPECT_EQ(s.n_embd, n_embd);
+    EXPECT_EQ(s.n_layer, n_layer);
+    EXPECT_EQ(s.n_ff, n_ff);
+    EXPECT_EQ(s.n_head, n_head);
+    EXPECT_EQ(s.n_head_kv, n_head_kv);
+    EXPECT_EQ(s.n_vocab, 32000);
+  }
   const SyntheticModelSpec q = synthetic_preset("qwen3moe-1.4b");
   EXPECT_EQ(q.arch, "qwen3moe");
   EXPECT_EQ(q.n_embd, 1024);
@@ -597,18 +600,13 @@ TEST(SyntheticModel, PresetsHaveTheStatedShapes) {
   EXPECT_EQ(q.qwen3moe.n_ff_expert, 256);
   EXPECT_EQ(q.n_ff, q.qwen3moe.n_expert_used * q.qwen3moe.n_ff_expert);
   EXPECT_EQ(q.n_vocab, 32000);
-  EXPECT_EQ(synthetic_weight_type("q4_0"), WeightType::Q4_0);
-  EXPECT_EQ(synthetic_weight_type("bf16"), WeightType::BF16);
-  EXPECT_EQ(synthetic_weight_type("q4_1"), WeightType::Q4_1);
-  EXPECT_EQ(synthetic_weight_type("q5_0"), WeightType::Q5_0);
-  EXPECT_EQ(synthetic_weight_type("q5_1"), WeightType::Q5_1);
-  EXPECT_EQ(synthetic_weight_type("iq4_nl"), WeightType::IQ4_NL);
-  EXPECT_EQ(synthetic_weight_type("iq4_xs"), WeightType::IQ4_XS);
-  EXPECT_EQ(synthetic_weight_type("q2_k"), WeightType::Q2_K);
-  EXPECT_EQ(synthetic_weight_type("q3_k"), WeightType::Q3_K);
-  EXPECT_EQ(synthetic_weight_type("q4_k"), WeightType::Q4_K);
-  EXPECT_EQ(synthetic_weight_type("q5_k"), WeightType::Q5_K);
-  EXPECT_EQ(synthetic_weight_type("q6_k"), WeightType::Q6_K);
+  const std::pair<const char*, WeightType> types[] = {
+      {"q4_0", WeightType::Q4_0},     {"bf16", WeightType::BF16},     {"q4_1", WeightType::Q4_1},
+      {"q5_0", WeightType::Q5_0},     {"q5_1", WeightType::Q5_1},     {"iq4_nl", WeightType::IQ4_NL},
+      {"iq4_xs", WeightType::IQ4_XS}, {"q2_k", WeightType::Q2_K},     {"q3_k", WeightType::Q3_K},
+      {"q4_k", WeightType::Q4_K},     {"q5_k", WeightType::Q5_K},     {"q6_k", WeightType::Q6_K},
+  };
+  for (const auto& [name, type] : types) EXPECT_EQ(synthetic_weight_type(name), type) << name;
   SyntheticModelSpec s;
   set_synthetic_type(s, "q5_k_m");
   EXPECT_EQ(s.weight_type, WeightType::Q5_K);
