@@ -14,18 +14,37 @@
 
 namespace glacier::testing {
 
-void check_against_greedy_dump(EngineHarness& eng, const nlohmann::json& cases, const std::string& label,
-                               const GreedyDumpTolerances& tol) {
-  ASSERT_FALSE(cases.empty()) << label << ": the reference holds no prompts";
+std::vector<pipeline::SequenceRequest> reference_requests(const nlohmann::json& cases,
+                                                          std::optional<int32_t> max_new_tokens) {
   std::vector<pipeline::SequenceRequest> requests;
   for (size_t k = 0; k < cases.size(); ++k) {
     pipeline::SequenceRequest r;
     r.seq = static_cast<int32_t>(k);
-    r.tokens = cases[k]["prompt_ids"].get<std::vector<int32_t>>();  // fed as listed: BOS included
-    r.max_new_tokens = static_cast<int32_t>(cases[k]["generated_ids"].size());
+    r.tokens = cases[k]["prompt_ids"].get<std::vector<int32_t>>();
+    r.max_new_tokens = max_new_tokens.value_or(static_cast<int32_t>(cases[k]["generated_ids"].size()));
     requests.push_back(std::move(r));
   }
-  const auto outcomes = eng.run(std::move(requests));
+  return requests;
+}
+
+std::vector<float> teacher_forced_logits(EngineHarness& eng, const std::vector<int32_t>& prompt,
+                                         const std::vector<int32_t>& generated) {
+  std::vector<int32_t> forced = prompt;
+  forced.insert(forced.end(), generated.begin(), generated.end() - 1);
+  return eng.all_logits(forced);
+}
+
+double max_abs_deviation(const float* row, const nlohmann::json& expected_row, int32_t n_vocab) {
+  double worst = 0.0;
+  for (int32_t v = 0; v < n_vocab; ++v)
+    worst = std::max(worst, std::abs(static_cast<double>(row[v]) - expected_row[v].get<double>()));
+  return worst;
+}
+
+void check_against_greedy_dump(EngineHarness& eng, const nlohmann::json& cases, const std::string& label,
+                               const GreedyDumpTolerances& tol) {
+  ASSERT_FALSE(cases.empty()) << label << ": the reference holds no prompts";
+  const auto outcomes = eng.run(reference_requests(cases));
   const int32_t n_vocab = eng.cfg.n_vocab;
   for (size_t k = 0; k < cases.size(); ++k) {
     ASSERT_EQ(cases[k]["n_vocab"].get<int32_t>(), n_vocab);
@@ -33,11 +52,7 @@ void check_against_greedy_dump(EngineHarness& eng, const nlohmann::json& cases, 
     const auto expected = cases[k]["generated_ids"].get<std::vector<int32_t>>();
     const auto& steps = cases[k]["steps"];
     ASSERT_EQ(steps.size(), expected.size());
-    // Teacher-forced over llama.cpp's own tokens: one batch (batch invariance makes these the very logits
-    // our decode computes from that prefix). Rows 0..P-1 are the prompt positions, P-1+i step i.
-    std::vector<int32_t> forced = prompt;
-    forced.insert(forced.end(), expected.begin(), expected.end() - 1);
-    const std::vector<float> logits = eng.all_logits(forced);
+    const std::vector<float> logits = teacher_forced_logits(eng, prompt, expected);
     auto deviation = [&](size_t row, const nlohmann::json& top5) {
       double dev = 0.0;
       for (const auto& entry : top5)

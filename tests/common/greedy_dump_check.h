@@ -3,9 +3,12 @@
 // llama.cpp's own tokens, and the free-running greedy tokens while both sides can decide them.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/engine_harness.h"
 #include "common/golden_models.h"
@@ -16,6 +19,20 @@ struct GreedyDumpTolerances {
   double logit;          // |logit - reference| allowed before the first rounding flip
   double rounding_flip;  // ... and from the first flip on (a flip moves that position and later ones)
 };
+
+// One request a reference case (seq = the case's index), its prompt_ids fed as listed (BOS included), for
+// max_new_tokens tokens, or as many as the case's generated_ids when not given.
+std::vector<pipeline::SequenceRequest> reference_requests(const nlohmann::json& cases,
+                                                          std::optional<int32_t> max_new_tokens = std::nullopt);
+
+// The engine's logits teacher-forced over a reference's own tokens: prompt and all but the last of
+// generated in one batch (batch invariance makes these the very logits a decode computes from that
+// prefix). Rows 0..P-1 are the prompt positions, P-1+i step i.
+std::vector<float> teacher_forced_logits(EngineHarness& eng, const std::vector<int32_t>& prompt,
+                                         const std::vector<int32_t>& generated);
+
+// Largest |logit - reference| over a row of n_vocab logits and the reference's row of as many.
+double max_abs_deviation(const float* row, const nlohmann::json& expected_row, int32_t n_vocab);
 
 // Runs every prompt of `cases` (the dump's JSON array) on `eng` with GoogleTest expectations; `label`
 // names the model in messages. Prints one summary line a prompt.

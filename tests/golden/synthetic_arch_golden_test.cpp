@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/gguf_copy.h"
+#include "common/greedy_dump_check.h"
 #include "common/stage_harness.h"
 #include "common/test_env.h"
 #include "gguf/gguf_writer.h"
@@ -23,6 +24,7 @@
 
 namespace {
 
+using glacier::testing::max_abs_deviation;
 using glacier::testing::model_load_refusal;
 using glacier::testing::prompts_batch;
 using glacier::testing::StageHarness;
@@ -97,9 +99,7 @@ TEST_P(SyntheticArchGolden, FullLogitsMatch) {
     ASSERT_EQ(expected.size(), ids.size());
     for (size_t p = 0; p < ids.size(); ++p) {
       ASSERT_EQ(expected[p].size(), static_cast<size_t>(h.cfg.n_vocab));
-      double worst = 0.0;
-      for (int32_t v = 0; v < h.cfg.n_vocab; ++v)
-        worst = std::max(worst, std::abs(static_cast<double>(logits[p * h.cfg.n_vocab + v]) - expected[p][v].get<double>()));
+      const double worst = max_abs_deviation(logits.data() + p * h.cfg.n_vocab, expected[p], h.cfg.n_vocab);
       worst_all = std::max(worst_all, worst);
       if (worst <= ac.logit_tolerance) continue;
       ++flips;

@@ -9,9 +9,11 @@
 #include <string>
 
 #include "common/engine_harness.h"
+#include "common/greedy_dump_check.h"
 #include "common/test_env.h"
 
 using glacier::testing::EngineHarness;
+using glacier::testing::max_abs_deviation;
 
 namespace {
 
@@ -69,9 +71,7 @@ TEST_P(SynthLlamaGolden, FullLogitsMatch) {
     double worst_before = 0.0, worst_after = 0.0;
     for (size_t p = 0; p < ids.size(); ++p) {
       ASSERT_EQ(expected[p].size(), static_cast<size_t>(eng.cfg.n_vocab));
-      double worst = 0.0;
-      for (int32_t v = 0; v < eng.cfg.n_vocab; ++v)
-        worst = std::max(worst, std::abs(double(logits[p * eng.cfg.n_vocab + v]) - expected[p][v].get<double>()));
+      const double worst = max_abs_deviation(logits.data() + p * eng.cfg.n_vocab, expected[p], eng.cfg.n_vocab);
       if (first_flip == ids.size() && worst > sc.logit_tolerance) first_flip = p;
       double& bucket = p < first_flip ? worst_before : worst_after;
       bucket = std::max(bucket, worst);
@@ -98,23 +98,13 @@ TEST_P(SynthLlamaGolden, GreedyTokensMatchUntilARoundingFlip) {
   EngineHarness eng(model);
   const auto cases = glacier::testing::read_json(ref);
   ASSERT_EQ(cases.size(), 4u);
-  std::vector<glacier::pipeline::SequenceRequest> requests;
-  for (size_t k = 0; k < cases.size(); ++k) {
-    glacier::pipeline::SequenceRequest r;
-    r.seq = static_cast<int32_t>(k);
-    r.tokens = cases[k]["prompt_ids"].get<std::vector<int32_t>>();  // fed as listed: BOS included
-    r.max_new_tokens = 32;
-    requests.push_back(std::move(r));
-  }
-  const auto outcomes = eng.run(std::move(requests));
+  const auto outcomes = eng.run(glacier::testing::reference_requests(cases, 32));
   for (size_t k = 0; k < cases.size(); ++k) {
     const auto prompt = cases[k]["prompt_ids"].get<std::vector<int32_t>>();
     const auto expected = cases[k]["generated_ids"].get<std::vector<int32_t>>();
     const auto& steps = cases[k]["steps"];
     ASSERT_EQ(steps.size(), expected.size());
-    std::vector<int32_t> forced = prompt;
-    forced.insert(forced.end(), expected.begin(), expected.end() - 1);
-    const std::vector<float> logits = eng.all_logits(forced);
+    const std::vector<float> logits = glacier::testing::teacher_forced_logits(eng, prompt, expected);
     const int32_t n_vocab = eng.cfg.n_vocab;
     size_t first_flip = expected.size();
     double worst_before = 0.0, worst_after = 0.0;
