@@ -27,6 +27,13 @@ std::vector<float> random_activations(int64_t n, int64_t cols, std::mt19937& rng
   return x;
 }
 
+std::vector<float> extreme_activations(int64_t n, int64_t cols, std::mt19937& rng) {
+  std::bernoulli_distribution coin(0.5);
+  std::vector<float> x(size_t(n * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i < x.size() / 2 ? 1.5f : (coin(rng) ? 1.5f : -1.5f);
+  return x;
+}
+
 void run_matmul(const Matrix& m, const std::vector<float>& x, int64_t r0, int64_t n, int64_t o_begin, int64_t o_end,
                 std::vector<float>& y) {
   std::vector<uint8_t> storage(kernels::activation_bytes(m, n));

@@ -24,6 +24,10 @@ kernels::Matrix with_packed_copy(const kernels::Matrix& m, std::vector<uint8_t>&
 // n rows of cols activations, normal around 0 with sigma 1.5.
 std::vector<float> random_activations(int64_t n, int64_t cols, std::mt19937& rng);
 
+// n rows of cols activations at +-1.5, the first half of them (in memory order) +1.5 and the rest of
+// random sign: every row's amax, so each quantizes to +-127, the extremes a kernel's products meet.
+std::vector<float> extreme_activations(int64_t n, int64_t cols, std::mt19937& rng);
+
 // y [n x m.rows] rows [r0, r0 + n) over outputs [o_begin, o_end), from activation rows [r0, r0 + n) of x,
 // through the active kernels.
 void run_matmul(const kernels::Matrix& m, const std::vector<float>& x, int64_t r0, int64_t n, int64_t o_begin,

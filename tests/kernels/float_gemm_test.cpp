@@ -35,13 +35,9 @@ Case make_case(WeightType t, std::mt19937& rng) {
 
 float element(WeightType t, uint16_t h) { return t == WeightType::F16 ? fp16_to_f32(h) : bf16_to_f32(h); }
 
-class FloatGemm : public ::testing::TestWithParam<Isa> {
- protected:
-  void TearDown() override { set_active_isa(supported_isas().back()); }
-};
+using FloatGemm = testing::ActiveIsaTest;
 
 TEST_P(FloatGemm, EveryOutputIsTheSingleRowDotAtLongRows) {
-  set_active_isa(GetParam());
   const DotKernels& k = kernels_for(GetParam());
   std::mt19937 rng(31);
   for (WeightType t : {WeightType::F16, WeightType::BF16}) {

@@ -112,10 +112,7 @@ void run(const TestWeights& w, const std::vector<float>& x, int64_t r0, int64_t 
 const WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16, WeightType::Q8_0,
                              WeightType::Q4_0};
 
-class MatmulVariants : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override { set_active_isa(GetParam()); }
-};
+using MatmulVariants = testing::ActiveIsaTest;
 
 TEST_P(MatmulVariants, BatchSizeAndOutputSliceDoNotChangeAnyBit) {
   std::mt19937 rng(201);

@@ -92,11 +92,7 @@ std::string name(const Weights& w) {
          std::to_string(w.shape.rows) + "x" + std::to_string(w.shape.cols);
 }
 
-class PackedGemmVariants : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override { set_active_isa(GetParam()); }
-  void TearDown() override { set_active_isa(supported_isas().back()); }
-};
+using PackedGemmVariants = testing::ActiveIsaTest;
 
 TEST_P(PackedGemmVariants, EqualsTheReferenceTwinBitForBit) {
   std::mt19937 rng(301);
@@ -130,8 +126,7 @@ TEST_P(PackedGemmVariants, ExtremeBytesEqualTheReferenceTwin) {
   for (Kind kind : kKinds)
     for (const auto& bytes : patterns) {
       const Weights w = make_weights(kind, s, rng, bytes);
-      std::vector<float> x(size_t(kMaxBatch * s.cols));
-      for (size_t i = 0; i < x.size(); ++i) x[i] = i < x.size() / 2 ? 1.5f : (coin(rng) ? 1.5f : -1.5f);
+      const std::vector<float> x = testing::extreme_activations(kMaxBatch, s.cols, rng);
       for (int64_t n : {int64_t{1}, int64_t{3}, kMaxBatch})
         testing::expect_equals_twin(w.matrix, x, n, kMaxBatch, name(w));
     }

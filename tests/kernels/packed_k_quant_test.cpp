@@ -71,11 +71,8 @@ std::string name(const Matrix& m) {
   return std::string(weight_type_name(m.type)) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols);
 }
 
-class PackedKQuantVariants : public ::testing::TestWithParam<Isa> {
+class PackedKQuantVariants : public testing::ActiveIsaTest {
  protected:
-  void SetUp() override { set_active_isa(GetParam()); }
-  void TearDown() override { set_active_isa(supported_isas().back()); }
-
   // The variant's packed results against the twin's and against its own unpacked matmul.
   void expect_equal_everywhere(const Weights& w, const std::vector<float>& x, int64_t n) {
     testing::expect_equals_twin(w.packed, x, n, kMaxBatch, name(w.plain));
@@ -118,8 +115,7 @@ TEST_P(PackedKQuantVariants, ExtremeBytesEqualTheTwin) {
         }
       }
       const Weights w = make_weights(t, s, gguf);
-      std::vector<float> x(size_t(kMaxBatch * s.cols));
-      for (size_t i = 0; i < x.size(); ++i) x[i] = i < x.size() / 2 ? 1.5f : (coin(rng) ? 1.5f : -1.5f);
+      const std::vector<float> x = testing::extreme_activations(kMaxBatch, s.cols, rng);
       for (int64_t n : {int64_t{1}, int64_t{2}, kMaxBatch}) expect_equal_everywhere(w, x, n);
     }
 }
