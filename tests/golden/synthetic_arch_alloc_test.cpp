@@ -4,50 +4,32 @@
 #include <gtest/gtest.h>
 
 
+#include "common/decode_allocations.h"
 #include "common/stage_harness.h"
-#include "common/alloc_counter.h"
 #include "common/test_env.h"
-#include "pipeline/local_ring.h"
-#include "pipeline/scheduler.h"
 
 namespace {
-
-using glacier::testing::allocation_count;
-using glacier::testing::CountingRing;
 
 // Plain TESTs calling this (not TEST_P): gtest's parameter registry, inlined next to the replaced
 // operator new, trips g++ 12's -Wmismatched-new-delete.
 void expect_no_decode_allocations(const char* name) {
   GLACIER_REQUIRE_SHARED(model, std::string("models/synthetic/") + name + ".gguf");
-  {  // the counter sees allocations at all (else the check below could not fail)
-    const int64_t before = allocation_count();
-    auto* probe = new std::vector<int>(3);
-    delete probe;
-    ASSERT_GE(allocation_count() - before, 2);
-  }
+  ASSERT_TRUE(glacier::testing::counter_sees_allocations());
   constexpr int32_t kSeqs = 4, kNewTokens = 80;
   glacier::testing::StageHarness h(model, {}, 64, kSeqs, 256);
-  glacier::pipeline::LocalRing local(*h.stages.front(), 4);
-  CountingRing ring(local);
-  glacier::pipeline::SchedulerOptions opt;
-  opt.n_slots = kSeqs;
-  opt.n_ctx = 256;
-  opt.ubatch = 64;
-  opt.max_in_flight = 2;
-  opt.decode_groups = 2;
-  glacier::pipeline::Scheduler sched(opt, ring, [](const glacier::pipeline::SequenceOutcome&) { return false; },
-                                     [](glacier::pipeline::SequenceOutcome&&) {});
+  std::vector<glacier::pipeline::SequenceRequest> requests;
   for (int32_t i = 0; i < kSeqs; ++i) {
     glacier::pipeline::SequenceRequest r;
     r.seq = i;
     r.tokens = {1, 40 + i, 300, 7, 99 + 3 * i};
     r.max_new_tokens = kNewTokens;
-    sched.add(std::move(r));
+    requests.push_back(std::move(r));
   }
-  sched.run();
+  const std::vector<int64_t> counts =
+      glacier::testing::allocations_per_round(*h.stages.front(), kSeqs, 256, std::move(requests));
   // Rounds 10..100 are pure decode: every sequence is past its prompt and none has finished.
-  ASSERT_GT(ring.counts.size(), 110u);
-  const int64_t during = ring.counts[100] - ring.counts[10];
+  ASSERT_GT(counts.size(), 110u);
+  const int64_t during = counts[100] - counts[10];
   std::printf("%s: heap allocations in 90 decode rounds: %lld\n", name, static_cast<long long>(during));
   EXPECT_EQ(during, 0);
 }

@@ -3,35 +3,17 @@
 #include <gtest/gtest.h>
 
 
+#include "common/decode_allocations.h"
 #include "common/engine_harness.h"
-#include "common/alloc_counter.h"
 #include "common/test_env.h"
-#include "pipeline/local_ring.h"
 
 namespace {
 
-using glacier::testing::allocation_count;
-using glacier::testing::CountingRing;
-
 TEST(DecodeAllocations, SteadyStateDecodeStepAllocatesNothing) {
   GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
-  {  // the counter sees allocations at all (else the check below could not fail)
-    const int64_t before = allocation_count();
-    auto* probe = new std::vector<int>(3);
-    delete probe;
-    ASSERT_GE(allocation_count() - before, 2);
-  }
+  ASSERT_TRUE(glacier::testing::counter_sees_allocations());
   glacier::testing::EngineHarness eng(model, 512, 8, 64, 2);
-  glacier::pipeline::LocalRing local(*eng.stage, 4);
-  CountingRing ring(local);
-  glacier::pipeline::SchedulerOptions opt;
-  opt.n_slots = 8;
-  opt.n_ctx = 512;
-  opt.ubatch = 64;
-  opt.max_in_flight = 2;
-  opt.decode_groups = 2;
-  glacier::pipeline::Scheduler sched(opt, ring, [](const glacier::pipeline::SequenceOutcome&) { return false; },
-                                     [](glacier::pipeline::SequenceOutcome&&) {});
+  std::vector<glacier::pipeline::SequenceRequest> requests;
   for (int i = 0; i < 8; ++i) {
     glacier::pipeline::SequenceRequest r;
     r.seq = i;
@@ -40,12 +22,12 @@ TEST(DecodeAllocations, SteadyStateDecodeStepAllocatesNothing) {
     r.sampling.temperature = i % 2 ? 0.8f : 0.0f;  // greedy and sampled sequences both
     r.sampling.top_k = 40;
     r.sampling.top_p = 0.9f;
-    sched.add(std::move(r));
+    requests.push_back(std::move(r));
   }
-  sched.run();
+  const std::vector<int64_t> counts = glacier::testing::allocations_per_round(*eng.stage, 8, 512, std::move(requests));
   // Rounds 20..150 are pure decode: every sequence is past its prompt and none has finished.
-  ASSERT_GT(ring.counts.size(), 160u);
-  const int64_t during = ring.counts[150] - ring.counts[20];
+  ASSERT_GT(counts.size(), 160u);
+  const int64_t during = counts[150] - counts[20];
   std::printf("heap allocations in 130 decode rounds: %lld\n", static_cast<long long>(during));
   EXPECT_EQ(during, 0);
 }
