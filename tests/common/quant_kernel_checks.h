@@ -1,5 +1,6 @@
 // Checks shared by the quantized kernel tests: a variant's dot and multi-row tile against the
-// reference twin (bit for bit), and a variant's activation quantizer against the twin's (byte for byte).
+// reference twin and a tile against its own dot (bit for bit), and a variant's activation quantizer
+// against the twin's (byte for byte) on rows of every magnitude.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -19,15 +20,40 @@ inline std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, 
   return v;
 }
 
+// A row of n random values in +-range for each range from 1e-6 to 1e6: the magnitudes an activation
+// quantizer's scale must follow.
+inline std::vector<std::vector<float>> rows_of_every_magnitude(std::mt19937& rng, int64_t n) {
+  std::vector<std::vector<float>> rows;
+  for (float range : {1e-6f, 1.0f, 1000.0f, 1e6f}) rows.push_back(random_floats(rng, n, -range, range));
+  return rows;
+}
+
 inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 template <class W, class X>
 using DotFn = float (*)(const W*, const X*, int64_t);
 
+// The tile over 1..kMaxTileRows of the activation rows xs (each n long) writes, bit for bit, what dot
+// gives for each row, at an output stride of 2 (so a tile writing densely is caught).
+template <class W, class X>
+void expect_tile_equals_dot(kernels::DotTileFn tile, DotFn<W, X> dot, const std::vector<W>& w,
+                            const std::vector<std::vector<X>>& xs, int64_t n, const std::string& what) {
+  const size_t stride = xs[0].size() * sizeof(X);
+  std::vector<unsigned char> packed(stride * xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
+  for (int nx = 1; nx <= kernels::kMaxTileRows; ++nx) {
+    std::vector<float> out(2 * kernels::kMaxTileRows, -1.0f);
+    tile(w.data(), packed.data(), stride, nx, n, out.data(), 2);
+    for (int i = 0; i < nx; ++i)
+      EXPECT_TRUE(same_bits(out[size_t(2 * i)], dot(w.data(), xs[size_t(i)].data(), n)))
+          << what << " n=" << n << " tile nx=" << nx << " row " << i;
+  }
+}
+
 // For each length n: weights(n) gives one row of W blocks and activation(n) one row of X blocks (called
 // kMaxTileRows times). The variant's dot equals the reference dot bit for bit on every activation row,
-// and the variant's tile, for every row count 1..kMaxTileRows, writes each row's variant dot (at an
-// output stride of 2, so a tile writing densely is caught). `what` names the ISA and weight type.
+// and the variant's tile writes each row's variant dot (expect_tile_equals_dot). `what` names the ISA and
+// weight type.
 template <class W, class X, class Weights, class Activation>
 void expect_dot_and_tiles_equal_reference(const std::string& what, DotFn<W, X> dot, DotFn<W, X> ref_dot,
                                           kernels::DotTileFn tile, const std::vector<int64_t>& lengths,
@@ -40,16 +66,7 @@ void expect_dot_and_tiles_equal_reference(const std::string& what, DotFn<W, X> d
       const float got = dot(w.data(), x.data(), n), want = ref_dot(w.data(), x.data(), n);
       EXPECT_TRUE(same_bits(got, want)) << what << " n=" << n << ": got " << got << " ref " << want;
     }
-    const size_t stride = xs[0].size() * sizeof(X);
-    std::vector<unsigned char> packed(stride * xs.size());
-    for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
-    for (int nx = 1; nx <= kernels::kMaxTileRows; ++nx) {
-      std::vector<float> out(2 * kernels::kMaxTileRows, -1.0f);
-      tile(w.data(), packed.data(), stride, nx, n, out.data(), 2);
-      for (int i = 0; i < nx; ++i)
-        EXPECT_TRUE(same_bits(out[size_t(2 * i)], dot(w.data(), xs[size_t(i)].data(), n)))
-            << what << " n=" << n << " tile nx=" << nx << " row " << i;
-    }
+    expect_tile_equals_dot(tile, dot, w, xs, n, what);
   }
 }
 

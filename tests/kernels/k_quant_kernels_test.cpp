@@ -41,8 +41,7 @@ TEST_P(KQuantVariants, Q6KDotAndTilesEqualReferenceBitwise) { check_variant_agai
 
 TEST_P(KQuantVariants, QuantizeRowQ8KIsBitIdenticalToReference) {
   std::mt19937 rng(404);
-  std::vector<std::vector<float>> rows;
-  for (float range : {1e-6f, 1.0f, 1000.0f, 1e6f}) rows.push_back(random_floats(rng, 1024, -range, range));
+  std::vector<std::vector<float>> rows = testing::rows_of_every_magnitude(rng, 1024);
   // The largest magnitude twice with opposite signs (the first decides the sign of the scale), an
   // all-zero second block, and values on exact .5 boundaries once scaled (max -127 gives iscale 1).
   std::vector<float> ties(512, 0.0f);

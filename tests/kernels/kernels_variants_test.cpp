@@ -216,8 +216,7 @@ TEST_P(Variants, ExtremeInt8InputsMatchReference) {
 
 TEST_P(Variants, QuantizeRowIsBitIdenticalToReference) {
   std::mt19937 rng(106);
-  std::vector<std::vector<float>> rows;
-  for (float range : {1e-6f, 1.0f, 1000.0f, 1e6f}) rows.push_back(random_floats(rng, 4096, -range, range));
+  std::vector<std::vector<float>> rows = testing::rows_of_every_magnitude(rng, 4096);
   // Exact ties: with amax 127 the scale is 1, so k + 0.5 must round away from zero.
   std::vector<float> ties(64, 0.0f);
   ties[0] = 127.0f;
@@ -229,48 +228,31 @@ TEST_P(Variants, QuantizeRowIsBitIdenticalToReference) {
                                                  rows);
 }
 
-// Checks that tile(nx rows) writes exactly what the single-row dot returns for each row.
-template <typename W, typename X>
-void expect_tile_equals_single(DotTileFn tile, float (*single)(const W*, const X*, int64_t),
-                               const std::vector<W>& w, const std::vector<std::vector<X>>& xs,
-                               int64_t n, const std::string& what) {
-  const size_t stride = xs[0].size() * sizeof(X);
-  std::vector<unsigned char> packed(stride * xs.size());
-  for (size_t i = 0; i < xs.size(); ++i) std::memcpy(packed.data() + i * stride, xs[i].data(), stride);
-  for (int nx = 1; nx <= kMaxTileRows; ++nx) {
-    std::vector<float> out(2 * kMaxTileRows, -1.0f);
-    tile(w.data(), packed.data(), stride, nx, n, out.data(), 2);
-    for (int i = 0; i < nx; ++i) {
-      const float one = single(w.data(), xs[size_t(i)].data(), n);
-      EXPECT_EQ(0, std::memcmp(&out[size_t(2 * i)], &one, 4)) << what << " nx=" << nx << " row " << i;
-    }
-  }
-}
-
 TEST_P(Variants, TilesEqualSingleRowDotsBitwise) {
+  using testing::expect_tile_equals_dot;
   std::mt19937 rng(107);
   for (int64_t n : {int64_t{7}, int64_t{33}, int64_t{96}, int64_t{1000}}) {
     std::vector<std::vector<float>> xf;
     for (int i = 0; i < kMaxTileRows; ++i) xf.push_back(random_floats(rng, n));
     auto wf = random_floats(rng, n);
-    expect_tile_equals_single<float, float>(k().f32_f32_tile, k().f32_f32, wf, xf, n, label("f32", n));
+    expect_tile_equals_dot<float, float>(k().f32_f32_tile, k().f32_f32, wf, xf, n, label("f32", n));
     std::vector<std::vector<uint16_t>> xh, xb;
     for (auto& v : xf) xh.push_back(to_halves(v, f32_to_fp16)), xb.push_back(to_halves(v, f32_to_bf16));
-    expect_tile_equals_single<uint16_t, uint16_t>(k().f16_f16_tile, k().f16_f16, to_halves(wf, f32_to_fp16),
-                                                  xh, n, label("f16", n));
-    expect_tile_equals_single<uint16_t, uint16_t>(k().bf16_bf16_tile, k().bf16_bf16, to_halves(wf, f32_to_bf16),
-                                                  xb, n, label("bf16", n));
+    expect_tile_equals_dot<uint16_t, uint16_t>(k().f16_f16_tile, k().f16_f16, to_halves(wf, f32_to_fp16), xh, n,
+                                               label("f16", n));
+    expect_tile_equals_dot<uint16_t, uint16_t>(k().bf16_bf16_tile, k().bf16_bf16, to_halves(wf, f32_to_bf16), xb, n,
+                                               label("bf16", n));
     if (n % kQK8_0 != 0) continue;
     std::vector<std::vector<BlockQ8_0>> xq;
     for (auto& v : xf) xq.push_back(quantized(v));
-    expect_tile_equals_single<BlockQ8_0, BlockQ8_0>(k().q8_0_q8_0_tile, k().q8_0_q8_0, random_q8_weights(rng, n),
-                                                    xq, n, label("q8_0", n));
-    expect_tile_equals_single<BlockQ4_0, BlockQ8_0>(k().q4_0_q8_0_tile, k().q4_0_q8_0, random_q4_weights(rng, n),
-                                                    xq, n, label("q4_0", n));
-    expect_tile_equals_single<BlockQ8_0, BlockQ8_0>(k().q8_0_q8_0_block_sums_tile, k().q8_0_q8_0_block_sums,
-                                                    random_q8_weights(rng, n), xq, n, label("q8_0 block sums", n));
-    expect_tile_equals_single<BlockQ4_0, BlockQ8_0>(k().q4_0_q8_0_block_sums_tile, k().q4_0_q8_0_block_sums,
-                                                    random_q4_weights(rng, n), xq, n, label("q4_0 block sums", n));
+    expect_tile_equals_dot<BlockQ8_0, BlockQ8_0>(k().q8_0_q8_0_tile, k().q8_0_q8_0, random_q8_weights(rng, n), xq, n,
+                                                 label("q8_0", n));
+    expect_tile_equals_dot<BlockQ4_0, BlockQ8_0>(k().q4_0_q8_0_tile, k().q4_0_q8_0, random_q4_weights(rng, n), xq, n,
+                                                 label("q4_0", n));
+    expect_tile_equals_dot<BlockQ8_0, BlockQ8_0>(k().q8_0_q8_0_block_sums_tile, k().q8_0_q8_0_block_sums,
+                                                 random_q8_weights(rng, n), xq, n, label("q8_0 block sums", n));
+    expect_tile_equals_dot<BlockQ4_0, BlockQ8_0>(k().q4_0_q8_0_block_sums_tile, k().q4_0_q8_0_block_sums,
+                                                 random_q4_weights(rng, n), xq, n, label("q4_0 block sums", n));
   }
 }
 
