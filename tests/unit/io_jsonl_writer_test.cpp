@@ -151,6 +151,18 @@ std::string token_text(int32_t id) {
   return "t" + std::to_string(id);
 }
 
+// OpenAI batch-line metadata of request `number` named custom_id, answered by tiny.gguf with the token
+// texts above.
+OpenAiBatchLine tiny_batch_line(const std::string& custom_id, int64_t number) {
+  OpenAiBatchLine meta;
+  meta.custom_id = custom_id;
+  meta.request_number = number;
+  meta.model = "tiny.gguf";
+  meta.created = 1700000000;
+  meta.token_text = token_text;
+  return meta;
+}
+
 // sample_result() with k alternatives per token: the chosen token first, then ids 99, 100, ...
 ResultRecord with_top(int32_t k) {
   ResultRecord r = sample_result();
@@ -221,12 +233,7 @@ TEST(IoJsonlWriter, PromptLogprobsInTheGlacierAndVllmShapes) {
 
   // OpenAI completions: every choice of the prompt carries vLLM's dicts (the prompt token, rank null when
   // it is not among the k, and the k ranked 1..k); chat: once, on the response.
-  OpenAiBatchLine meta;
-  meta.custom_id = "req";
-  meta.request_number = 1;
-  meta.model = "tiny.gguf";
-  meta.created = 1700000000;
-  meta.token_text = token_text;
+  OpenAiBatchLine meta = tiny_batch_line("req", 1);
   meta.prompt_logprobs = true;
   meta.n = 2;
   ResultRecord second = sample_result();
@@ -256,12 +263,7 @@ TEST(IoJsonlWriter, OpenAiBatchLinesHaveEveryDocumentedField) {
     for (const auto& p : problems) all += p + "\n";
     return all;
   };
-  OpenAiBatchLine meta;
-  meta.custom_id = "req-1";
-  meta.request_number = 5;
-  meta.model = "tiny.gguf";
-  meta.created = 1700000000;
-  meta.token_text = token_text;
+  OpenAiBatchLine meta = tiny_batch_line("req-1", 5);
   for (bool chat : {false, true})
     for (int32_t k : {-1, 0, 2}) {  // -1: no log-probs asked
       SCOPED_TRACE(std::string(chat ? "chat" : "completions") + " k " + std::to_string(k));
