@@ -14,9 +14,12 @@ struct JobRun {
   double seconds = 0.0;
 };
 
+// A job's time limit unless a test sets its own: seconds of work at most, so the limit only stops a hung job.
+inline constexpr int kDefaultJobTimeLimitS = 120;
+
 // `mpiexec -np NP <flags> build/glacier_mpi ARGS`, with a time limit (seconds) after which the job is
 // killed (then exit_code is 124, as timeout(1) reports).
-JobRun run_glacier(int np, const std::string& args, int time_limit_s = 120);
+JobRun run_glacier(int np, const std::string& args, int time_limit_s = kDefaultJobTimeLimitS);
 std::vector<nlohmann::json> read_jsonl(const std::string& path);
 
 // A job's generated tokens and log-probs by prompt id, the log-probs as float bits (compared bit for bit).
@@ -46,7 +49,8 @@ struct LinesJob {
   std::string dir;
 };
 LinesJob run_lines_job(const std::string& model, const std::string& scratch_name, int np,
-                       const std::vector<nlohmann::json>& lines, const std::string& extra, int time_limit_s = 120);
+                       const std::vector<nlohmann::json>& lines, const std::string& extra,
+                       int time_limit_s = kDefaultJobTimeLimitS);
 
 // The job log's "N taken from the prefix cache" figure (prefill's summary line), or -1 when it has none.
 int64_t prefix_cache_tokens(const std::string& log);

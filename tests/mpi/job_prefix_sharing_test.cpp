@@ -18,7 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kJobTimeLimitS = 120;  // seconds of work at most; the limit only stops a hung job
 const std::vector<std::string> kPreambles = {
     "Once upon a time there was a little girl named Lily. She liked to play outside with her dog.",
     "Tom had a big red ball. He liked to kick it in the park every day with his friends.",
@@ -50,7 +49,7 @@ using Job = glacier::testing::LinesJob;
 
 Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
         const std::string& extra) {
-  return glacier::testing::run_lines_job(model, "prefix-" + name, np, lines, extra, kJobTimeLimitS);
+  return glacier::testing::run_lines_job(model, "prefix-" + name, np, lines, extra);
 }
 
 using glacier::testing::prefix_cache_tokens;

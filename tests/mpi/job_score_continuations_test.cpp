@@ -15,7 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kJobTimeLimitS = 120;  // seconds of work at most; the limit only stops a hung job
 const std::vector<std::string> kContexts = {
     "Once upon a time there was a little girl named Lily. She liked to play outside with her",
     "Tom had a big red ball. He liked to kick it in the park every day with his",
@@ -30,8 +29,7 @@ struct Job {
 
 Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
         const std::string& extra = "") {
-  const auto job = glacier::testing::run_lines_job(model, "continuations-" + name, np, lines, "--mode score " + extra,
-                                                   kJobTimeLimitS);
+  const auto job = glacier::testing::run_lines_job(model, "continuations-" + name, np, lines, "--mode score " + extra);
   return {glacier::testing::read_jsonl(job.dir + "/r.jsonl"), job.log, job.dir};
 }
 

@@ -16,7 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kJobTimeLimitS = 120;  // seconds of work at most; the limit only stops a hung job
 constexpr int kExitInputError = 2;   // app/job.h: bad model, prompts or options
 
 // Greedy prompts the small stories model continues fluently (so a same-family draft agrees often), a
@@ -37,7 +36,7 @@ std::vector<json> lines() {
 }
 
 glacier::testing::LinesJob run(const std::string& model, const std::string& name, int np, const std::string& extra) {
-  return glacier::testing::run_lines_job(model, "speculate-draft-" + name, np, lines(), extra, kJobTimeLimitS);
+  return glacier::testing::run_lines_job(model, "speculate-draft-" + name, np, lines(), extra);
 }
 
 class JobSpeculateDraft : public ::testing::TestWithParam<int> {};
@@ -95,19 +94,19 @@ TEST(JobSpeculateDraftRefused, AnotherVocabularyOrNoFileStopsEveryRank) {
   const std::string prompts = dir + "/p.txt";
   ASSERT_EQ(std::system(("echo 'Once upon a time' > " + prompts).c_str()), 0);
   const std::string base = "--model " + model + " --prompts " + prompts + " --jsonl " + dir + "/r.jsonl --threads 1 ";
-  const auto wrong = glacier::testing::run_glacier(2, base + "--speculate draft:" + other, kJobTimeLimitS);
+  const auto wrong = glacier::testing::run_glacier(2, base + "--speculate draft:" + other);
   EXPECT_EQ(wrong.exit_code, kExitInputError) << wrong.output;
   EXPECT_NE(wrong.output.find("the draft model " + other + " must share the vocabulary of " + model),
             std::string::npos) << wrong.output;
-  const auto missing = glacier::testing::run_glacier(2, base + "--speculate draft:" + dir + "/absent.gguf", kJobTimeLimitS);
+  const auto missing = glacier::testing::run_glacier(2, base + "--speculate draft:" + dir + "/absent.gguf");
   EXPECT_EQ(missing.exit_code, kExitInputError) << missing.output;
   EXPECT_NE(missing.output.find(dir + "/absent.gguf"), std::string::npos) << missing.output;
-  const auto empty = glacier::testing::run_glacier(1, base + "--speculate draft:", kJobTimeLimitS);
+  const auto empty = glacier::testing::run_glacier(1, base + "--speculate draft:");
   EXPECT_EQ(empty.exit_code, kExitInputError) << empty.output;
   EXPECT_NE(empty.output.find("--speculate"), std::string::npos) << empty.output;
   const std::string overwrite = "--model " + model + " --prompts " + prompts + " --jsonl " + other +
                                 " --speculate draft:" + other;
-  const auto clobber = glacier::testing::run_glacier(1, overwrite, kJobTimeLimitS);
+  const auto clobber = glacier::testing::run_glacier(1, overwrite);
   EXPECT_EQ(clobber.exit_code, kExitInputError) << clobber.output;
   EXPECT_NE(clobber.output.find("--speculate draft:"), std::string::npos) << clobber.output;
 }

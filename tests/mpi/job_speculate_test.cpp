@@ -22,7 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kJobTimeLimitS = 120;  // seconds of work at most; the limit only stops a hung job
 
 // Texts that repeat themselves, so the continuation tends to repeat them too.
 const std::vector<std::string> kRepetitive = {
@@ -37,7 +36,7 @@ using Job = glacier::testing::LinesJob;
 
 Job run(const std::string& model, const std::string& name, int np, const std::vector<json>& lines,
         const std::string& extra) {
-  return glacier::testing::run_lines_job(model, "speculate-" + name, np, lines, extra, kJobTimeLimitS);
+  return glacier::testing::run_lines_job(model, "speculate-" + name, np, lines, extra);
 }
 
 // The same bytes, with the first differing line named on failure.
