@@ -3,17 +3,15 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <string>
 
+#include "common/param_name.h"
 #include "kernels/dispatch.h"
 
 namespace glacier::testing {
 
 inline std::string isa_param_name(const ::testing::TestParamInfo<kernels::Isa>& info) {
-  std::string name = kernels::isa_name(info.param);
-  std::replace(name.begin(), name.end(), '-', '_');
-  return name;
+  return gtest_name(kernels::isa_name(info.param));
 }
 
 // A test over one kernel tier, active while it runs; afterwards the best supported tier is active again.

@@ -6,6 +6,7 @@
 
 #include "app/perplexity.h"
 #include "common/engine_harness.h"
+#include "common/param_name.h"
 #include "common/test_env.h"
 
 using glacier::testing::EngineHarness;
@@ -77,13 +78,7 @@ TEST_P(ModelGolden, GreedyTokensMatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stories260K, ModelGolden, ::testing::ValuesIn(kCases),
-                         [](const auto& info) {
-                           std::string n = info.param.reference;
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+                         [](const auto& info) { return glacier::testing::gtest_name(info.param.reference); });
 
 // Perplexity exactly as llama-perplexity computes it (tolerance: the issue's +-0.0005, i.e. the
 // reference's printed precision; the float sums of 1152 log-probs differ far less).

@@ -8,6 +8,7 @@
 
 #include "app/perplexity.h"
 #include "common/engine_harness.h"
+#include "common/param_name.h"
 #include "common/test_env.h"
 
 using glacier::testing::EngineHarness;
@@ -95,12 +96,7 @@ TEST_P(PerplexityReportGolden, RunningValuesAndFinalEstimateMatchLlamaPerplexity
 }
 
 INSTANTIATE_TEST_SUITE_P(Stories260K, PerplexityReportGolden, ::testing::ValuesIn(kCases),
-                         [](const auto& info) {
-                           std::string n = info.param.model;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return glacier::testing::gtest_name(info.param.model); });
 
 // Each chunk's NLL sum against refgen's (9 significant digits): a sum of 63 float log-probs, each within
 // the logit golden's 1e-4 of llama.cpp's, stays within 63 * 1e-4 at worst; measured at most 1.7e-5.

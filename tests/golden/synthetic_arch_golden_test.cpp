@@ -14,6 +14,7 @@
 
 #include "common/gguf_copy.h"
 #include "common/greedy_dump_check.h"
+#include "common/param_name.h"
 #include "common/stage_harness.h"
 #include "common/test_env.h"
 #include "gguf/gguf_writer.h"
@@ -161,12 +162,8 @@ TEST_P(SyntheticArchGolden, SplitAndSharedBatchAreBitIdentical) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Synthetic, SyntheticArchGolden, ::testing::ValuesIn(kCases), [](const auto& info) {
-  std::string n = info.param.name;
-  for (char& ch : n)
-    if (ch == '-') ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Synthetic, SyntheticArchGolden, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return glacier::testing::gtest_name(info.param.name); });
 
 TEST(SyntheticArchConfig, UnsupportedArchitectureListsTheSupportedOnes) {
   try {
