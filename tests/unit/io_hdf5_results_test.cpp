@@ -66,6 +66,24 @@ void expect_same(const ResultRecord& a, const ResultRecord& b) {
   EXPECT_EQ(a.greedy, b.greedy);
 }
 
+// The file read back holds exactly the rows make_result(0) .. make_result(n - 1), in order.
+void expect_made_rows(const FinishedResults& back, int n) {
+  ASSERT_EQ(back.rows.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    expect_same(back.rows[i], make_result(i));
+  }
+}
+
+// An ok row with index `index` (make_result's other columns), its tokens and log-probs set by the caller.
+ResultRecord ok_row(int64_t index) {
+  ResultRecord r = make_result(static_cast<int>(index) + 1);
+  r.index = index;
+  r.status = "ok";
+  r.error.clear();
+  return r;
+}
+
 using glacier::testing::have_h5py;
 
 TEST(IoHdf5Results, RoundTripEveryColumnWithSeveralFlushes) {
@@ -86,11 +104,7 @@ TEST(IoHdf5Results, RoundTripEveryColumnWithSeveralFlushes) {
     EXPECT_EQ(file.rows_written(), kRows);
   }
   FinishedResults back = read_finished(path);
-  ASSERT_EQ(back.rows.size(), static_cast<size_t>(kRows));
-  for (int i = 0; i < kRows; ++i) {
-    SCOPED_TRACE("row " + std::to_string(i));
-    expect_same(back.rows[i], make_result(i));
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_made_rows(back, kRows));
   EXPECT_EQ(std::get<std::string>(back.attributes.at("model_file")), "models/tiny.gguf");
   EXPECT_EQ(std::get<int64_t>(back.attributes.at("model_size")), 42);
   EXPECT_EQ(std::get<double>(back.attributes.at("temperature")), 0.7);
@@ -109,9 +123,7 @@ TEST(IoHdf5Results, ResumeAppendsAfterTheRowsAlreadyThere) {
     for (int i = 10; i < 15; ++i) file.append(make_result(i));
     file.close();
   }
-  auto back = read_finished(path);
-  ASSERT_EQ(back.rows.size(), 15u);
-  for (int i = 0; i < 15; ++i) expect_same(back.rows[i], make_result(i));
+  expect_made_rows(read_finished(path), 15);
 }
 
 // A job killed (SIGKILL, no close) after some flushes must leave a file that opens and holds every
@@ -140,8 +152,7 @@ TEST(IoHdf5Results, KilledWriterKeepsEveryFlushedRow) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child writer failed";
 
   FinishedResults back = read_finished(path);
-  ASSERT_EQ(back.rows.size(), static_cast<size_t>(kFlushed));
-  for (int i = 0; i < kFlushed; ++i) expect_same(back.rows[i], make_result(i));
+  ASSERT_NO_FATAL_FAILURE(expect_made_rows(back, kFlushed));
   EXPECT_EQ(std::get<std::string>(back.attributes.at("model_file")), "m.gguf");
 
   if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 with h5py not found: h5py check skipped";
@@ -169,9 +180,7 @@ TEST(IoHdf5Results, ResumeAfterKillContinuesFromTheFlushedRows) {
     EXPECT_EQ(file.rows_written(), 20);
     for (int i = 20; i < 25; ++i) file.append(make_result(i));
   }
-  auto back = read_finished(path);
-  ASSERT_EQ(back.rows.size(), 25u);
-  for (int i = 0; i < 25; ++i) expect_same(back.rows[i], make_result(i));
+  expect_made_rows(read_finished(path), 25);
 }
 
 TEST(IoHdf5Results, BadPathsAreInputErrorsNamingThePath) {
@@ -354,10 +363,7 @@ TEST(IoHdf5Results, TopLogprobsRoundTripAtTheFileWidth) {
   constexpr int32_t kWidth = 3;
   std::vector<ResultRecord> rows;
   for (int32_t k : {0, 1, 3, 3}) {
-    ResultRecord r = make_result(static_cast<int>(rows.size()) + 1);
-    r.index = static_cast<int64_t>(rows.size());
-    r.status = "ok";
-    r.error.clear();
+    ResultRecord r = ok_row(static_cast<int64_t>(rows.size()));
     r.tokens = {7, 8};
     r.logprobs = {-0.5f, -1.25f};
     r.top_logprobs = k;
@@ -404,10 +410,7 @@ TEST(IoHdf5Results, PromptLogprobsRoundTripAtTheirOwnWidth) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<ResultRecord> rows;
   for (int32_t k : {-1, 0, 2, 4}) {
-    ResultRecord r = make_result(static_cast<int>(rows.size()) + 1);
-    r.index = static_cast<int64_t>(rows.size());
-    r.status = "ok";
-    r.error.clear();
+    ResultRecord r = ok_row(static_cast<int64_t>(rows.size()));
     r.prompt_tokens = {1, 5, 9};
     r.prompt_logprobs = k;
     if (k >= 0) {
