@@ -1,15 +1,18 @@
 // Checks shared by the quantized kernel tests: a variant's dot and multi-row tile against the
-// reference twin and a tile against its own dot (bit for bit), and a variant's activation quantizer
-// against the twin's (byte for byte) on rows of every magnitude.
+// reference twin and a tile against its own dot (bit for bit), a variant's activation quantizer
+// against the twin's (byte for byte) on rows of every magnitude, and a row through an encoder and back.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/dequantize.h"
 #include "kernels/dispatch.h"
+#include "kernels/quantize.h"
 
 namespace glacier::testing {
 
@@ -26,6 +29,18 @@ inline std::vector<std::vector<float>> rows_of_every_magnitude(std::mt19937& rng
   std::vector<std::vector<float>> rows;
   for (float range : {1e-6f, 1.0f, 1000.0f, 1e6f}) rows.push_back(random_floats(rng, n, -range, range));
   return rows;
+}
+
+// x encoded as one row of type t and decoded back: what a weight row of x turns into. The output is preset
+// to NaN, so an element the decoder does not write shows.
+inline std::vector<float> encoded_and_decoded(kernels::WeightType t, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> enc(kernels::encoded_bytes(t, n));
+  kernels::encode_row(t, x.data(), enc.data(), n);
+  const kernels::Matrix m{t, enc.data(), 1, n, enc.size()};
+  std::vector<float> back(x.size(), std::numeric_limits<float>::quiet_NaN());
+  kernels::dequantize_row(m, 0, back.data());
+  return back;
 }
 
 inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }

@@ -63,11 +63,7 @@ TEST(IQ4XSReference, EncoderRoundTripsWithinItsScaleSteps) {
   const int64_t n = 4096;
   auto x = random_floats(rng, n, -1.0f, 1.0f);
   for (int j = 256; j < 288; ++j) x[size_t(j)] *= 0.01f;  // a quiet sub-block beside loud ones
-  std::vector<uint8_t> enc(encoded_bytes(WeightType::IQ4_XS, n));
-  encode_row(WeightType::IQ4_XS, x.data(), enc.data(), n);
-  const Matrix m{WeightType::IQ4_XS, enc.data(), 1, n, enc.size()};
-  std::vector<float> back(static_cast<size_t>(n));
-  dequantize_row(m, 0, back.data());
+  const std::vector<float> back = testing::encoded_and_decoded(WeightType::IQ4_XS, x);
   double err2 = 0.0, sig2 = 0.0;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     float amax = 0.0f;

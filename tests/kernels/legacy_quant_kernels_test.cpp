@@ -231,11 +231,7 @@ TEST(LegacyQuantReference, EncodersRoundTripWithinHalfAStep) {
   };
   for (const Case c : {Case{WeightType::Q4_1, 15, true}, Case{WeightType::Q5_1, 31, true},
                        Case{WeightType::Q5_0, 31, false}, Case{WeightType::IQ4_NL, 0, false}}) {
-    std::vector<uint8_t> enc(encoded_bytes(c.type, n));
-    encode_row(c.type, x.data(), enc.data(), n);
-    const Matrix m{c.type, enc.data(), 1, n, enc.size()};
-    std::vector<float> back(static_cast<size_t>(n));
-    dequantize_row(m, 0, back.data());
+    const std::vector<float> back = testing::encoded_and_decoded(c.type, x);
     for (int64_t b = 0; b < n / kQK8_0; ++b) {
       float lo = x[size_t(b * kQK8_0)], hi = lo, amax = 0.0f;
       for (int j = 0; j < kQK8_0; ++j) {

@@ -105,11 +105,7 @@ TEST(KQuantEncoders, RoundTripWithinTheirLevelCounts) {
   for (float& v : x) v = normal(rng);
   for (int j = 256; j < 288; ++j) x[size_t(j)] *= 0.25f;  // a quiet stretch beside loud ones
   for (const EncoderCase& c : kEncoderCases) {
-    std::vector<uint8_t> enc(encoded_bytes(c.type, n));
-    encode_row(c.type, x.data(), enc.data(), n);
-    const Matrix m{c.type, enc.data(), 1, n, enc.size()};
-    std::vector<float> back(static_cast<size_t>(n));
-    dequantize_row(m, 0, back.data());
+    const std::vector<float> back = testing::encoded_and_decoded(c.type, x);
     double err2 = 0.0, sig2 = 0.0, quiet_err2 = 0.0, quiet_sig2 = 0.0;
     for (int64_t i = 0; i < n; ++i) {
       const double e = double(back[size_t(i)]) - x[size_t(i)];
@@ -130,11 +126,7 @@ TEST(KQuantEncoders, ZeroRowDecodesToZero) {
   const int64_t n = 512;
   const std::vector<float> x(static_cast<size_t>(n), 0.0f);
   for (const EncoderCase& c : kEncoderCases) {
-    std::vector<uint8_t> enc(encoded_bytes(c.type, n));
-    encode_row(c.type, x.data(), enc.data(), n);
-    const Matrix m{c.type, enc.data(), 1, n, enc.size()};
-    std::vector<float> back(static_cast<size_t>(n), 1.0f);
-    dequantize_row(m, 0, back.data());
+    const std::vector<float> back = testing::encoded_and_decoded(c.type, x);
     for (float v : back) ASSERT_EQ(v, 0.0f) << weight_type_name(c.type);
   }
 }
