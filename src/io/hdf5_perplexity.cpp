@@ -4,7 +4,6 @@
 
 #include <hdf5.h>
 
-#include <filesystem>
 #include <map>
 #include <type_traits>
 #include <variant>
@@ -114,10 +113,7 @@ void write_perplexity(const std::string& path, const PerplexityTable& t) {
 }
 
 PerplexityTable read_perplexity(const std::string& path) {
-  h5::silence_errors();
-  if (!std::filesystem::exists(path)) throw InputError("results file " + path + ": expected an existing file, found none");
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) throw InputError("results file " + path + ": expected an HDF5 file" + h5::error_detail());
+  Handle file = h5::open_for_reading(path, "results file");
   if (!h5::link_exists(file.get(), "perplexity"))
     throw InputError("results file " + path + ": expected a group /perplexity (a --mode perplexity run), found none");
   Handle group(check(H5Gopen2(file.get(), "perplexity", H5P_DEFAULT), path + ": cannot open /perplexity"), H5Gclose);

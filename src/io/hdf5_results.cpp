@@ -583,20 +583,12 @@ void ResultsFile::close() {
 }
 
 std::map<std::string, AttributeValue> read_root_attributes(const std::string& path) {
-  h5::silence_errors();
-  if (!std::filesystem::exists(path))
-    throw InputError("results file " + path + ": expected an existing file, found none");
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) throw InputError("results file " + path + ": expected an HDF5 file" + h5::error_detail());
+  Handle file = h5::open_for_reading(path, "results file");
   return h5::read_attributes(file.get());
 }
 
 FinishedResults read_finished(const std::string& path) {
-  h5::silence_errors();
-  if (!std::filesystem::exists(path))
-    throw InputError("results file " + path + ": expected an existing file, found none");
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) throw InputError("results file " + path + ": expected an HDF5 file" + h5::error_detail());
+  Handle file = h5::open_for_reading(path, "results file");
   require_format(file.get(), path);
   if (!h5::link_exists(file.get(), "results"))
     throw InputError("results file " + path + ": expected a group /results, found none");

@@ -115,10 +115,7 @@ void write_trace(const std::string& path, const std::vector<TraceRow>& rows, dou
 namespace {
 
 Handle open_trace_file(const std::string& path) {
-  h5::silence_errors();
-  if (!std::filesystem::exists(path)) throw InputError("trace file " + path + ": expected an existing file, found none");
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) throw InputError("trace file " + path + ": expected an HDF5 file" + h5::error_detail());
+  Handle file = h5::open_for_reading(path, "trace file");
   if (!h5::link_exists(file.get(), "trace"))
     throw InputError("trace file " + path + ": expected a group /trace, found none (was the job run with tracing?)");
   return file;

@@ -1,10 +1,13 @@
-// HDF5 handle ownership, error-stack messages and attribute helpers for the io module.
+// HDF5 handle ownership, opening files to read, error-stack messages and attribute helpers for the io module.
 #include "io/hdf5_util.h"
 
 #include <hdf5.h>
 
+#include <filesystem>
 #include <stdexcept>
 #include <type_traits>
+
+#include "util/error.h"
 
 namespace glacier::io::h5 {
 
@@ -55,6 +58,14 @@ hid_t check(hid_t id, const std::string& what) {
 
 void check_status(herr_t status, const std::string& what) {
   if (status < 0) throw std::runtime_error(what + error_detail());
+}
+
+Handle open_for_reading(const std::string& path, const std::string& kind) {
+  silence_errors();
+  if (!std::filesystem::exists(path)) throw InputError(kind + " " + path + ": expected an existing file, found none");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) throw InputError(kind + " " + path + ": expected an HDF5 file" + error_detail());
+  return file;
 }
 
 Handle vlen_string_type() {

@@ -49,6 +49,11 @@ std::string error_detail();
 Id check(Id id, const std::string& what);
 void check_status(Status status, const std::string& what);
 
+// Opens an existing HDF5 file read-only, HDF5's error printing silenced. Throws InputError "<kind> <path>:
+// expected an existing file, found none" or "...: expected an HDF5 file (detail)", kind being e.g.
+// "results file" or "trace file".
+Handle open_for_reading(const std::string& path, const std::string& kind);
+
 Handle vlen_string_type();  // variable-length UTF-8 string
 bool link_exists(Id location, const std::string& name);
 
