@@ -90,42 +90,37 @@ constexpr const char* kWidthAttribute = "width";
 constexpr int8_t kGreedyNotScored = -1;
 constexpr int32_t kNoTopId = kNoTokenId;  // top_logprob_ids past a row's own k
 
-Handle file_type(Kind kind) {
+// The HDF5 element types a column is built from: little-endian ones in the file, native ones in memory.
+struct ElementTypes {
+  hid_t i64, i32, f64, i8, f32, u8;
+};
+
+Handle column_type(Kind kind, const ElementTypes& e) {
   switch (kind) {
     case Kind::String: return h5::vlen_string_type();
-    case Kind::Int64: return Handle(check(H5Tcopy(H5T_STD_I64LE), "H5Tcopy"), H5Tclose);
-    case Kind::Int32: return Handle(check(H5Tcopy(H5T_STD_I32LE), "H5Tcopy"), H5Tclose);
+    case Kind::Int64: return Handle(check(H5Tcopy(e.i64), "H5Tcopy"), H5Tclose);
+    case Kind::Int32: return Handle(check(H5Tcopy(e.i32), "H5Tcopy"), H5Tclose);
     case Kind::Float64:
-    case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_IEEE_F64LE), "H5Tcopy"), H5Tclose);
-    case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_STD_I8LE), "H5Tcopy"), H5Tclose);
+    case Kind::ScoreSum: return Handle(check(H5Tcopy(e.f64), "H5Tcopy"), H5Tclose);
+    case Kind::ScoreFlag: return Handle(check(H5Tcopy(e.i8), "H5Tcopy"), H5Tclose);
     case Kind::Int32List:
     case Kind::TopIds:
-    case Kind::PromptTopIds: return Handle(check(H5Tvlen_create(H5T_STD_I32LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::PromptTopIds: return Handle(check(H5Tvlen_create(e.i32), "H5Tvlen_create"), H5Tclose);
     case Kind::Float32List:
     case Kind::TopValues:
-    case Kind::PromptTopValues: return Handle(check(H5Tvlen_create(H5T_IEEE_F32LE), "H5Tvlen_create"), H5Tclose);
-    case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_STD_U8LE), "H5Tvlen_create"), H5Tclose);
+    case Kind::PromptTopValues: return Handle(check(H5Tvlen_create(e.f32), "H5Tvlen_create"), H5Tclose);
+    case Kind::RawBytes: return Handle(check(H5Tvlen_create(e.u8), "H5Tvlen_create"), H5Tclose);
   }
   GLACIER_ASSERT(false, "unknown column kind");
 }
 
+Handle file_type(Kind kind) {
+  return column_type(kind, {H5T_STD_I64LE, H5T_STD_I32LE, H5T_IEEE_F64LE, H5T_STD_I8LE, H5T_IEEE_F32LE, H5T_STD_U8LE});
+}
+
 Handle memory_type(Kind kind) {
-  switch (kind) {
-    case Kind::String: return h5::vlen_string_type();
-    case Kind::Int64: return Handle(check(H5Tcopy(H5T_NATIVE_INT64), "H5Tcopy"), H5Tclose);
-    case Kind::Int32: return Handle(check(H5Tcopy(H5T_NATIVE_INT32), "H5Tcopy"), H5Tclose);
-    case Kind::Float64:
-    case Kind::ScoreSum: return Handle(check(H5Tcopy(H5T_NATIVE_DOUBLE), "H5Tcopy"), H5Tclose);
-    case Kind::ScoreFlag: return Handle(check(H5Tcopy(H5T_NATIVE_INT8), "H5Tcopy"), H5Tclose);
-    case Kind::Int32List:
-    case Kind::TopIds:
-    case Kind::PromptTopIds: return Handle(check(H5Tvlen_create(H5T_NATIVE_INT32), "H5Tvlen_create"), H5Tclose);
-    case Kind::Float32List:
-    case Kind::TopValues:
-    case Kind::PromptTopValues: return Handle(check(H5Tvlen_create(H5T_NATIVE_FLOAT), "H5Tvlen_create"), H5Tclose);
-    case Kind::RawBytes: return Handle(check(H5Tvlen_create(H5T_NATIVE_UINT8), "H5Tvlen_create"), H5Tclose);
-  }
-  GLACIER_ASSERT(false, "unknown column kind");
+  return column_type(kind, {H5T_NATIVE_INT64, H5T_NATIVE_INT32, H5T_NATIVE_DOUBLE, H5T_NATIVE_INT8, H5T_NATIVE_FLOAT,
+                            H5T_NATIVE_UINT8});
 }
 
 Handle create_column(hid_t group, const ColumnSpec& spec, const std::string& path) {
