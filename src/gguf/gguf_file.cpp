@@ -133,6 +133,14 @@ const Array& as_array(const File& f, const std::string& key, const Value& v, con
   return std::get<Array>(v.data);
 }
 
+// The key's value through one of the as_* checks above, or nullopt when the file has no such key.
+template <class T, class Convert>
+std::optional<T> find_as(const File& f, const std::string& key, Convert as) {
+  const Value* v = f.find(key);
+  if (!v) return std::nullopt;
+  return as(f, key, *v);
+}
+
 }  // namespace
 
 std::string File::get_string(const std::string& key) const {
@@ -150,24 +158,16 @@ double File::get_float(const std::string& key) const {
 bool File::get_bool(const std::string& key) const { return as_bool(*this, key, require(*this, key, "bool")); }
 
 std::optional<std::string> File::find_string(const std::string& key) const {
-  const Value* v = find(key);
-  if (!v) return std::nullopt;
-  return as_string(*this, key, *v);
+  return find_as<std::string>(*this, key, as_string);
 }
 std::optional<uint64_t> File::find_uint(const std::string& key) const {
-  const Value* v = find(key);
-  if (!v) return std::nullopt;
-  return as_uint(*this, key, *v);
+  return find_as<uint64_t>(*this, key, as_uint);
 }
 std::optional<double> File::find_float(const std::string& key) const {
-  const Value* v = find(key);
-  if (!v) return std::nullopt;
-  return as_float(*this, key, *v);
+  return find_as<double>(*this, key, as_float);
 }
 std::optional<bool> File::find_bool(const std::string& key) const {
-  const Value* v = find(key);
-  if (!v) return std::nullopt;
-  return as_bool(*this, key, *v);
+  return find_as<bool>(*this, key, as_bool);
 }
 
 std::vector<std::string> File::get_string_array(const std::string& key) const {
