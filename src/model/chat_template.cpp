@@ -69,6 +69,15 @@ void check_alternating(ChatTemplate t, const std::vector<ChatMessage>& messages,
   }
 }
 
+// Checks messages for an [INST] format and returns the index of the first turn: 1 after a leading
+// system message (which the format folds into that turn), else 0.
+size_t first_inst_turn(ChatTemplate t, const std::vector<ChatMessage>& messages) {
+  check_system_only_first(t, messages);
+  const size_t start = messages.front().role == "system" ? 1 : 0;
+  check_alternating(t, messages, start);
+  return start;
+}
+
 std::string render_chatml(const std::vector<ChatMessage>& messages) {
   std::string out;
   for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
@@ -86,10 +95,8 @@ std::string render_llama3(const std::vector<ChatMessage>& messages, const std::s
 }
 
 std::string render_llama2(const std::vector<ChatMessage>& messages, const std::string& bos_text) {
-  check_system_only_first(ChatTemplate::Llama2, messages);
-  const bool has_system = messages.front().role == "system";
-  const size_t start = has_system ? 1 : 0;
-  check_alternating(ChatTemplate::Llama2, messages, start);
+  const size_t start = first_inst_turn(ChatTemplate::Llama2, messages);
+  const bool has_system = start == 1;
 
   std::string out = bos_text + "[INST] ";
   if (has_system) out += "<<SYS>>\n" + messages.front().content + "\n<</SYS>>\n\n";
@@ -107,10 +114,8 @@ std::string render_llama2(const std::vector<ChatMessage>& messages, const std::s
 }
 
 std::string render_mistral(const std::vector<ChatMessage>& messages, const std::string& bos_text) {
-  check_system_only_first(ChatTemplate::Mistral, messages);
-  const bool has_system = messages.front().role == "system";
-  const size_t start = has_system ? 1 : 0;
-  check_alternating(ChatTemplate::Mistral, messages, start);
+  const size_t start = first_inst_turn(ChatTemplate::Mistral, messages);
+  const bool has_system = start == 1;
 
   std::string out = bos_text;
   for (size_t i = start; i < messages.size(); ++i) {
