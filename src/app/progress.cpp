@@ -18,6 +18,17 @@ std::string format_rate(double tok_per_s) {
   return buf;
 }
 
+// Appends the counts, rate and ETA, sep between them; piece by piece, as GCC 12 warns falsely
+// (-Wrestrict) on "literal" + std::string chains.
+void append_fields(std::string& line, const std::string& counts, const std::string& rate, const std::string& eta,
+                   const char* sep) {
+  line += counts;
+  line += sep;
+  line += rate;
+  line += sep;
+  line += eta;
+}
+
 }  // namespace
 
 std::string format_duration(double seconds) {
@@ -44,11 +55,7 @@ std::string format_progress(int64_t done, int64_t total, double tok_per_s, doubl
   std::string line;
   if (!tty) {
     line = "progress: ";
-    line += counts;
-    line += ", ";
-    line += rate;
-    line += ", ";
-    line += eta;
+    append_fields(line, counts, rate, eta, ", ");
     return line;
   }
   const int64_t filled =
@@ -57,11 +64,7 @@ std::string format_progress(int64_t done, int64_t total, double tok_per_s, doubl
   line.append(static_cast<size_t>(filled), '#');
   line.append(static_cast<size_t>(kBarWidth - filled), '.');
   line += "] ";
-  line += counts;
-  line += "  ";
-  line += rate;
-  line += "  ";
-  line += eta;
+  append_fields(line, counts, rate, eta, "  ");
   return line;
 }
 
