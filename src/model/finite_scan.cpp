@@ -60,50 +60,33 @@ struct BlockLayout {
   int n_scales = 0;
 };
 
+// A block whose only scale is its fp16 d.
+template <class Block>
+BlockLayout one_scale(int64_t block_elems) {
+  return {sizeof(Block), block_elems, {offsetof(Block, d), 0}, 1};
+}
+
+// A block with an fp16 d and an fp16 minimum at min_offset.
+template <class Block>
+BlockLayout scale_and_min(int64_t block_elems, size_t min_offset) {
+  return {sizeof(Block), block_elems, {offsetof(Block, d), min_offset}, 2};
+}
+
 bool block_layout(gguf::TensorType type, BlockLayout& out) {
   using gguf::TensorType;
   switch (type) {
-    case TensorType::Q8_0:
-      out = {sizeof(kernels::BlockQ8_0), kernels::kQK8_0, {offsetof(kernels::BlockQ8_0, d), 0}, 1};
-      return true;
-    case TensorType::Q4_0:
-      out = {sizeof(kernels::BlockQ4_0), kernels::kQK4_0, {offsetof(kernels::BlockQ4_0, d), 0}, 1};
-      return true;
-    case TensorType::Q4_1:
-      out = {sizeof(kernels::BlockQ4_1), kernels::kQK8_0,
-             {offsetof(kernels::BlockQ4_1, d), offsetof(kernels::BlockQ4_1, m)}, 2};
-      return true;
-    case TensorType::Q5_0:
-      out = {sizeof(kernels::BlockQ5_0), kernels::kQK8_0, {offsetof(kernels::BlockQ5_0, d), 0}, 1};
-      return true;
-    case TensorType::Q5_1:
-      out = {sizeof(kernels::BlockQ5_1), kernels::kQK8_0,
-             {offsetof(kernels::BlockQ5_1, d), offsetof(kernels::BlockQ5_1, m)}, 2};
-      return true;
-    case TensorType::IQ4_NL:
-      out = {sizeof(kernels::BlockIQ4_NL), kernels::kQK8_0, {offsetof(kernels::BlockIQ4_NL, d), 0}, 1};
-      return true;
-    case TensorType::IQ4_XS:
-      out = {sizeof(kernels::BlockIQ4_XS), kernels::kQK_K, {offsetof(kernels::BlockIQ4_XS, d), 0}, 1};
-      return true;
-    case TensorType::Q2_K:
-      out = {sizeof(kernels::BlockQ2_K), kernels::kQK_K,
-             {offsetof(kernels::BlockQ2_K, d), offsetof(kernels::BlockQ2_K, dmin)}, 2};
-      return true;
-    case TensorType::Q3_K:
-      out = {sizeof(kernels::BlockQ3_K), kernels::kQK_K, {offsetof(kernels::BlockQ3_K, d), 0}, 1};
-      return true;
-    case TensorType::Q4_K:
-      out = {sizeof(kernels::BlockQ4_K), kernels::kQK_K,
-             {offsetof(kernels::BlockQ4_K, d), offsetof(kernels::BlockQ4_K, dmin)}, 2};
-      return true;
-    case TensorType::Q5_K:
-      out = {sizeof(kernels::BlockQ5_K), kernels::kQK_K,
-             {offsetof(kernels::BlockQ5_K, d), offsetof(kernels::BlockQ5_K, dmin)}, 2};
-      return true;
-    case TensorType::Q6_K:
-      out = {sizeof(kernels::BlockQ6_K), kernels::kQK_K, {offsetof(kernels::BlockQ6_K, d), 0}, 1};
-      return true;
+    case TensorType::Q8_0: out = one_scale<kernels::BlockQ8_0>(kernels::kQK8_0); return true;
+    case TensorType::Q4_0: out = one_scale<kernels::BlockQ4_0>(kernels::kQK4_0); return true;
+    case TensorType::Q4_1: out = scale_and_min<kernels::BlockQ4_1>(kernels::kQK8_0, offsetof(kernels::BlockQ4_1, m)); return true;
+    case TensorType::Q5_0: out = one_scale<kernels::BlockQ5_0>(kernels::kQK8_0); return true;
+    case TensorType::Q5_1: out = scale_and_min<kernels::BlockQ5_1>(kernels::kQK8_0, offsetof(kernels::BlockQ5_1, m)); return true;
+    case TensorType::IQ4_NL: out = one_scale<kernels::BlockIQ4_NL>(kernels::kQK8_0); return true;
+    case TensorType::IQ4_XS: out = one_scale<kernels::BlockIQ4_XS>(kernels::kQK_K); return true;
+    case TensorType::Q2_K: out = scale_and_min<kernels::BlockQ2_K>(kernels::kQK_K, offsetof(kernels::BlockQ2_K, dmin)); return true;
+    case TensorType::Q3_K: out = one_scale<kernels::BlockQ3_K>(kernels::kQK_K); return true;
+    case TensorType::Q4_K: out = scale_and_min<kernels::BlockQ4_K>(kernels::kQK_K, offsetof(kernels::BlockQ4_K, dmin)); return true;
+    case TensorType::Q5_K: out = scale_and_min<kernels::BlockQ5_K>(kernels::kQK_K, offsetof(kernels::BlockQ5_K, dmin)); return true;
+    case TensorType::Q6_K: out = one_scale<kernels::BlockQ6_K>(kernels::kQK_K); return true;
     default:
       return false;
   }
