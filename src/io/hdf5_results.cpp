@@ -247,15 +247,28 @@ Widths read_widths(hid_t group, const std::string& path) {
   return {top_width(group, path), top_width(group, path, "prompt_top_logprob_ids")};
 }
 
+// Writes each row's field of a number column as it is.
+template <typename T, typename Write>
+void write_numbers(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, Write& write) {
+  auto field = std::get<T ResultRecord::*>(spec.field);
+  std::vector<T> values;
+  for (const auto& r : rows) values.push_back(r.*field);
+  write(values.data());
+}
+
+// Writes each row's field of a list column as variable-length data pointing into the rows.
+template <typename T, typename Write>
+void write_lists(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, Write& write) {
+  auto field = std::get<std::vector<T> ResultRecord::*>(spec.field);
+  std::vector<hvl_t> values;
+  for (const auto& r : rows) values.push_back(as_vlen(r.*field));
+  write(values.data());
+}
+
 template <typename Write>
 void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows, Widths width, Write&& write) {
   switch (spec.kind) {
-    case Kind::Int32: {
-      auto field = std::get<int32_t ResultRecord::*>(spec.field);
-      std::vector<int32_t> values;
-      for (const auto& r : rows) values.push_back(r.*field);
-      return write(values.data());
-    }
+    case Kind::Int32: return write_numbers<int32_t>(spec, rows, write);
     case Kind::TopIds:
     case Kind::TopValues:
     case Kind::PromptTopIds:
@@ -300,12 +313,7 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
       }
       return write(values.data());
     }
-    case Kind::Int64: {
-      auto field = std::get<int64_t ResultRecord::*>(spec.field);
-      std::vector<int64_t> values;
-      for (const auto& r : rows) values.push_back(r.*field);
-      return write(values.data());
-    }
+    case Kind::Int64: return write_numbers<int64_t>(spec, rows, write);
     case Kind::Float64:
     case Kind::ScoreSum: {
       auto field = std::get<double ResultRecord::*>(spec.field);
@@ -320,18 +328,8 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
       for (const auto& r : rows) values.push_back(r.score ? static_cast<int8_t>(r.greedy) : kGreedyNotScored);
       return write(values.data());
     }
-    case Kind::Int32List: {
-      auto field = std::get<std::vector<int32_t> ResultRecord::*>(spec.field);
-      std::vector<hvl_t> values;
-      for (const auto& r : rows) values.push_back(as_vlen(r.*field));
-      return write(values.data());
-    }
-    case Kind::Float32List: {
-      auto field = std::get<std::vector<float> ResultRecord::*>(spec.field);
-      std::vector<hvl_t> values;
-      for (const auto& r : rows) values.push_back(as_vlen(r.*field));
-      return write(values.data());
-    }
+    case Kind::Int32List: return write_lists<int32_t>(spec, rows, write);
+    case Kind::Float32List: return write_lists<float>(spec, rows, write);
     case Kind::RawBytes: {
       auto field = std::get<std::string ResultRecord::*>(spec.field);
       std::vector<hvl_t> values;
@@ -344,6 +342,25 @@ void write_column(const ColumnSpec& spec, const std::vector<ResultRecord>& rows,
   }
 }
 
+// Reads a number column into each row's field.
+template <typename T, typename Read>
+void read_numbers(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Read& read) {
+  auto field = std::get<T ResultRecord::*>(spec.field);
+  std::vector<T> values(rows.size());
+  read(values.data());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].*field = values[i];
+}
+
+// Reads a list column into each row's field, then frees what HDF5 allocated for it.
+template <typename T, typename Read, typename Reclaim>
+void read_lists(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Read& read, Reclaim& reclaim) {
+  auto field = std::get<std::vector<T> ResultRecord::*>(spec.field);
+  std::vector<hvl_t> values(rows.size());
+  read(values.data());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].*field = from_vlen<T>(values[i]);
+  reclaim(values.data());
+}
+
 // Reads one column into `rows` (already sized); read(buffer) fills buffer, reclaim(buffer) frees
 // what HDF5 allocated for variable-length data.
 template <typename Read, typename Reclaim>
@@ -351,13 +368,7 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Widths
                  Read&& read, Reclaim&& reclaim) {
   const size_t n = rows.size();
   switch (spec.kind) {
-    case Kind::Int32: {
-      auto field = std::get<int32_t ResultRecord::*>(spec.field);
-      std::vector<int32_t> values(n);
-      read(values.data());
-      for (size_t i = 0; i < n; ++i) rows[i].*field = values[i];
-      return;
-    }
+    case Kind::Int32: return read_numbers<int32_t>(spec, rows, read);
     case Kind::TopIds:
     case Kind::TopValues:
     case Kind::PromptTopIds:
@@ -391,13 +402,7 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Widths
       for (size_t i = 0; i < n; ++i) rows[i].*field = values[i] ? values[i] : "";
       return reclaim(values.data());
     }
-    case Kind::Int64: {
-      auto field = std::get<int64_t ResultRecord::*>(spec.field);
-      std::vector<int64_t> values(n);
-      read(values.data());
-      for (size_t i = 0; i < n; ++i) rows[i].*field = values[i];
-      return;
-    }
+    case Kind::Int64: return read_numbers<int64_t>(spec, rows, read);
     case Kind::Float64:
     case Kind::ScoreSum: {
       auto field = std::get<double ResultRecord::*>(spec.field);
@@ -415,20 +420,8 @@ void read_column(const ColumnSpec& spec, std::vector<ResultRecord>& rows, Widths
       }
       return;
     }
-    case Kind::Int32List: {
-      auto field = std::get<std::vector<int32_t> ResultRecord::*>(spec.field);
-      std::vector<hvl_t> values(n);
-      read(values.data());
-      for (size_t i = 0; i < n; ++i) rows[i].*field = from_vlen<int32_t>(values[i]);
-      return reclaim(values.data());
-    }
-    case Kind::Float32List: {
-      auto field = std::get<std::vector<float> ResultRecord::*>(spec.field);
-      std::vector<hvl_t> values(n);
-      read(values.data());
-      for (size_t i = 0; i < n; ++i) rows[i].*field = from_vlen<float>(values[i]);
-      return reclaim(values.data());
-    }
+    case Kind::Int32List: return read_lists<int32_t>(spec, rows, read, reclaim);
+    case Kind::Float32List: return read_lists<float>(spec, rows, read, reclaim);
     case Kind::RawBytes: {  // read after the string column it keeps exact: the bytes replace its repaired form
       auto field = std::get<std::string ResultRecord::*>(spec.field);
       std::vector<hvl_t> values(n);
