@@ -71,6 +71,14 @@ json glacier_top_logprobs(const ResultRecord& r, const TokenText& token_text) {
   return out;
 }
 
+// Per prompt token: null for the first (no earlier token predicts it), else entry(t).
+template <typename Entry>
+json per_prompt_token(const ResultRecord& r, Entry&& entry) {
+  json out = json::array();
+  for (size_t t = 0; t < r.prompt_tokens.size(); ++t) out.push_back(t == 0 ? json(nullptr) : entry(t));
+  return out;
+}
+
 // Rows that carry prompt log-probs: per prompt token null (the first) or {"id", "token", "logprob",
 // "top_logprobs": k {"id", "token", "logprob"}}.
 json glacier_prompt_logprobs(const ResultRecord& r, const TokenText& token_text) {
@@ -78,22 +86,16 @@ json glacier_prompt_logprobs(const ResultRecord& r, const TokenText& token_text)
   const auto k = static_cast<size_t>(r.prompt_logprobs);
   GLACIER_ASSERT(r.prompt_logprob_values.size() == r.prompt_tokens.size() && r.prompt_top_ids.size() == r.prompt_tokens.size() * k,
                  "a prompt log-prob and k alternatives per prompt token");
-  json out = json::array();
-  for (size_t t = 0; t < r.prompt_tokens.size(); ++t) {
-    if (t == 0) {
-      out.push_back(nullptr);
-      continue;
-    }
+  return per_prompt_token(r, [&](size_t t) {
     json alternatives = json::array();
     for (size_t j = t * k; j < (t + 1) * k; ++j)
       alternatives.push_back(
           {{"id", r.prompt_top_ids[j]}, {"token", token_text(r.prompt_top_ids[j])}, {"logprob", json_float(r.prompt_top_values[j])}});
-    out.push_back({{"id", r.prompt_tokens[t]},
-                   {"token", token_text(r.prompt_tokens[t])},
-                   {"logprob", json_float(r.prompt_logprob_values[t])},
-                   {"top_logprobs", std::move(alternatives)}});
-  }
-  return out;
+    return json{{"id", r.prompt_tokens[t]},
+                {"token", token_text(r.prompt_tokens[t])},
+                {"logprob", json_float(r.prompt_logprob_values[t])},
+                {"top_logprobs", std::move(alternatives)}};
+  });
 }
 
 // vLLM's OpenAI-server prompt_logprobs: per prompt token null (the first) or {"<token id>": {"logprob",
@@ -101,12 +103,7 @@ json glacier_prompt_logprobs(const ResultRecord& r, const TokenText& token_text)
 // among the k (ties: lower id first); the prompt token's is null when it is not among them (not computed).
 json vllm_prompt_logprobs(const ResultRecord& r, const TokenText& token_text) {
   const auto k = static_cast<size_t>(r.prompt_logprobs);
-  json out = json::array();
-  for (size_t t = 0; t < r.prompt_tokens.size(); ++t) {
-    if (t == 0) {
-      out.push_back(nullptr);
-      continue;
-    }
+  return per_prompt_token(r, [&](size_t t) {
     json entries = json::object();
     const int32_t token = r.prompt_tokens[t];
     entries[std::to_string(token)] = {
@@ -117,9 +114,8 @@ json vllm_prompt_logprobs(const ResultRecord& r, const TokenText& token_text) {
                                      {"rank", j + 1},
                                      {"decoded_token", token_text(id)}};
     }
-    out.push_back(std::move(entries));
-  }
-  return out;
+    return entries;
+  });
 }
 
 // OpenAI's completions log-probs: the tokens' texts, their log-probs, per token {text: logprob} of the
