@@ -95,8 +95,8 @@ inline void k4_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane
 // Q6_K's unsigned stored levels (level + 32) at quad q (0..7) of chunk K (0..3) of half H: elements
 // 128H + 32K + 4q .. + 3, all in sub-block 8H + 2K + q / 4. Chunks 0..2 are the low 6 bits of their own
 // vector; chunk 3 gathers its bit pairs from the three vectors' top bits, masked before each 16-bit shift
-// so that no bit crosses into the next byte. One mask (not one a pair) keeps AVX2's decode tile from
-// spilling: with three it lost a quarter of its speed from memory.
+// so that no bit crosses into the next byte. One mask rather than one a bit pair: AVX2's 16 registers
+// hold one constant fewer (with three, avx2-vnni's GEMV from memory was slower still).
 template <class V, int H, int K>
 inline typename V::I q6_levels(const uint8_t* sb, const KQuantPackedLayout& lay, int lane0, int q) {
   constexpr size_t kPlane = 8 * kVector;  // the quads of one of a half's three vectors
