@@ -41,6 +41,9 @@ KQuantPackedLayout k_quant_packed_layout(WeightType t);
 size_t k_quant_packed_group_bytes(WeightType t, int64_t cols);
 
 constexpr int kK4QuadsPerSubBlock = 4;  // quad vectors of nibbles per 32-element sub-block
+// Batches of at least this many activation rows have each tile of weight rows unpack its levels once, a
+// few super-blocks at a time, for all of its row tiles (the SIMD variants; same results, other code path).
+constexpr int64_t kPackedKQuantExpandFromRows = 16;
 
 // Writes groups [g_begin, g_end) of m's packed form into dst (kPackAlign-aligned, packed_bytes(m) long).
 void pack_k_quant_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g_end);

@@ -7,8 +7,10 @@
 // stored levels carry +32, taken off as 32 times the Q8_K block sums. The floats then follow
 // ref/dot_k_quant_ref.cpp operation for operation.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -112,6 +114,72 @@ inline typename V::I q6_levels(const uint8_t* sb, const KQuantPackedLayout& lay,
   }
 }
 
+// Where a tile's level vectors come from. PackedLevels unpacks them from the packed super-block at each
+// use: the decode GEMV reads a super-block once, so unpacking in the loop is free. ExpandedLevels loads
+// them from a scratch that expand_levels filled: in a batch every row tile of a unit reads the same
+// super-blocks, and unpacking them once for all rows takes the unpacking (Q5_K's fifth bit, Q6_K's
+// chunk 3) out of the tile's loop.
+template <class V, WeightType T>
+struct PackedLevels {
+  using I = typename V::I;
+  const uint8_t* sb;
+  const KQuantPackedLayout* lay;
+  int lane0;
+  void k4(int s, int q, I& lo, I& hi) const { k4_levels<V, T == WeightType::Q5_K>(sb, *lay, lane0, s, q, lo, hi); }
+  template <int H, int K>
+  I q6(int q) const {
+    return q6_levels<V, H, K>(sb, *lay, lane0, q);
+  }
+};
+
+// A unit's super-block unpacked: 64 level vectors, Q4_K/Q5_K as (sub-block s, quad q, lo then hi) and
+// Q6_K as (half H, chunk K, quad q), in the order the tile reads them.
+template <class V>
+constexpr size_t kExpandedSuperBlockBytes = 64 * sizeof(typename V::I);
+
+template <class V>
+struct ExpandedLevels {
+  using I = typename V::I;
+  static constexpr size_t kBytes = sizeof(I);
+  const uint8_t* e;
+  void k4(int s, int q, I& lo, I& hi) const {
+    lo = V::load(e + static_cast<size_t>(2 * (s * kK4QuadsPerSubBlock + q)) * kBytes);
+    hi = V::load(e + static_cast<size_t>(2 * (s * kK4QuadsPerSubBlock + q) + 1) * kBytes);
+  }
+  template <int H, int K>
+  I q6(int q) const {
+    return V::load(e + static_cast<size_t>((H * 4 + K) * 8 + q) * kBytes);
+  }
+};
+
+// Unpacks one super-block of each of G units into out (kExpandedSuperBlockBytes a unit, unit after unit).
+template <class V, WeightType T, int G>
+void expand_levels(const uint8_t* const (&sb)[G], const int (&lane0)[G], const KQuantPackedLayout& lay, uint8_t* out) {
+  using I = typename V::I;
+  constexpr size_t kBytes = sizeof(I);
+  for (int g = 0; g < G; ++g) {
+    uint8_t* e = out + static_cast<size_t>(g) * kExpandedSuperBlockBytes<V>;
+    const PackedLevels<V, T> packed{sb[g], &lay, lane0[g]};
+    if constexpr (T != WeightType::Q6_K) {
+      for (int i = 0; i < 8 * kK4QuadsPerSubBlock; ++i) {
+        I lo, hi;
+        packed.k4(i / kK4QuadsPerSubBlock, i % kK4QuadsPerSubBlock, lo, hi);
+        std::memcpy(e + static_cast<size_t>(2 * i) * kBytes, &lo, kBytes);
+        std::memcpy(e + static_cast<size_t>(2 * i + 1) * kBytes, &hi, kBytes);
+      }
+    } else {
+      unrolled<2>([&](auto h) {
+        unrolled<4>([&](auto k) {
+          for (int q = 0; q < 8; ++q) {
+            const I lv = packed.template q6<h, k>(q);
+            std::memcpy(e + static_cast<size_t>((h * 4 + k) * 8 + q) * kBytes, &lv, kBytes);
+          }
+        });
+      });
+    }
+  }
+}
+
 // Quads of Q4_K/Q5_K whose int16 partial sums stay exact without VNNI: a maddubs lane is at most
 // 2 * 15 * 127 (Q4_K) or 2 * 31 * 127 (Q5_K), and a quad adds two (lo and hi) to each int16 lane, so a
 // whole sub-block (16 products a lane) fits int16 for Q4_K, half of one for Q5_K.
@@ -119,11 +187,10 @@ template <WeightType T>
 constexpr int kK4QuadsPerPartial = T == WeightType::Q4_K ? kK4QuadsPerSubBlock : kK4QuadsPerSubBlock / 2;
 
 // The levels' integer of one Q4_K/Q5_K super-block for G units x R rows, added to sum.
-template <class V, WeightType T, int G, int R>
-inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], const KQuantPackedLayout& lay,
-                          const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
+template <class V, WeightType T, int G, int R, class Levels>
+inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], const Levels (&levels)[G],
+                          const KQuantPackedLayout& lay, const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
   using I = typename V::I;
-  constexpr bool kQh = T == WeightType::Q5_K;
   constexpr int kQuadsPerPartial = V::kVnni ? kK4QuadsPerSubBlock : kK4QuadsPerPartial<T>;
   for (int s = 0; s < 8; ++s) {
     I scale[G];
@@ -137,7 +204,7 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
         for (int r = 0; r < R; ++r) part[g][r] = V::zero();
       for (int q = q0; q < q0 + kQuadsPerPartial; ++q) {
         I lo[G], hi[G];
-        for (int g = 0; g < G; ++g) k4_levels<V, kQh>(sb[g], lay, lane0[g], s, q, lo[g], hi[g]);
+        for (int g = 0; g < G; ++g) levels[g].k4(s, q, lo[g], hi[g]);
         for (int r = 0; r < R; ++r) {
           const int8_t* xq = xb[r]->qs + 32 * s + kQuadBytes * q;
           const I x_lo = V::bcast32(xq), x_hi = V::bcast32(xq + 16);
@@ -161,9 +228,9 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
 // stored levels' dots less 32 times its Q8_K block sum, times the scale. With VNNI the dots start from
 // -32 * bsum; without, a maddubs lane is at most 2 * 63 * 127, so two quads a partial, and the offset
 // goes in as one more madd of (-16 * bsum, -16 * bsum) with the scale.
-template <class V, int G, int R>
-inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], const KQuantPackedLayout& lay,
-                          const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
+template <class V, int G, int R, class Levels>
+inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], const Levels (&levels)[G],
+                          const KQuantPackedLayout& lay, const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
   using I = typename V::I;
   constexpr int kQuadsPerSubBlock = 4;
   constexpr int kQuadsPerPartial = V::kVnni ? kQuadsPerSubBlock : 2;
@@ -187,7 +254,7 @@ inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
             for (int r = 0; r < R; ++r) part[g][r] = V::kVnni ? offset[r] : V::zero();
           for (int q = q0; q < q0 + kQuadsPerPartial; ++q) {
             I lv[G];
-            for (int g = 0; g < G; ++g) lv[g] = q6_levels<V, h, k>(sb[g], lay, lane0[g], q);
+            for (int g = 0; g < G; ++g) lv[g] = levels[g].template q6<h, k>(q);
             for (int r = 0; r < R; ++r) {
               const I xq = V::bcast32(xb[r]->qs + 32 * (4 * h + k) + kQuadBytes * q);
               for (int g = 0; g < G; ++g)
@@ -207,29 +274,55 @@ inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
   });
 }
 
-// Units [u0, u0 + G) x activation rows [r0, r0 + R).
-template <class V, WeightType T, int G, int R>
-void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t nsb, int64_t rows, int64_t u0,
-          const uint8_t* x, size_t x_row_bytes, int64_t r0, float* y, int64_t ldy) {
+// Units [u0, u0 + G) x activation rows [r0, r0 + R), super-blocks [b_begin, b_end): the first range of
+// a row starts from zero, a later one from the partial sums the range before stored in y (a float stored
+// and loaded back is the same float, so the sums are those of one pass). kExpanded: the levels come from
+// `expanded`, the units' super-blocks from b_begin unpacked by expand_levels.
+template <class V, WeightType T, int G, int R, bool kExpanded>
+void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t b_begin, int64_t b_end,
+          int64_t rows, int64_t u0, const uint8_t* x, size_t x_row_bytes, int64_t r0, float* y, int64_t ldy,
+          const uint8_t* expanded) {
   using I = typename V::I;
   using F = typename V::F;
   constexpr bool kK4 = T != WeightType::Q6_K;
   Unit<V> u[G];
   units_at<V, G>(w, group_bytes, u0, u);
-  int lane0[G];
-  for (int g = 0; g < G; ++g) lane0[g] = u[g].lane0;
+  int lane0[G], valid[G];
+  for (int g = 0; g < G; ++g) {
+    lane0[g] = u[g].lane0;
+    const int64_t left = rows - ((u[g].group - w) / static_cast<int64_t>(group_bytes) * kPackRows + u[g].lane0);
+    valid[g] = left < V::kLanes ? static_cast<int>(std::max<int64_t>(left, 0)) : V::kLanes;
+  }
+  auto out = [&](int g, int r) { return y + (r0 + r) * ldy + (u[g].group - w) / static_cast<int64_t>(group_bytes) * kPackRows + u[g].lane0; };
   const BlockQ8_K* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const BlockQ8_K*>(x + (r0 + r) * x_row_bytes);
   F acc[G][R];
   for (int g = 0; g < G; ++g)
-    for (int r = 0; r < R; ++r) acc[g][r] = V::zero_ps();
-  for (int64_t b = 0; b < nsb; ++b) {
+    for (int r = 0; r < R; ++r) {
+      acc[g][r] = V::zero_ps();
+      if (b_begin > 0 && valid[g] > 0) {
+        float partial[V::kLanes] = {};
+        std::memcpy(partial, out(g, r), static_cast<size_t>(valid[g]) * sizeof(float));
+        std::memcpy(&acc[g][r], partial, sizeof partial);
+      }
+    }
+  for (int64_t b = b_begin; b < b_end; ++b) {
     const uint8_t* sb[G];
     for (int g = 0; g < G; ++g) {
       sb[g] = u[g].group + b * lay.super_block_bytes;
       // The group's first unit fetches for all of its units (they share every cache line); batches
       // re-read it from the caches, where a prefetch costs a load slot and no more.
-      if (u[g].lane0 == 0) prefetch_super_block(sb[g] + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
+      if (!kExpanded && u[g].lane0 == 0)
+        prefetch_super_block(sb[g] + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
+    }
+    using Levels = std::conditional_t<kExpanded, ExpandedLevels<V>, PackedLevels<V, T>>;
+    Levels levels[G];
+    for (int g = 0; g < G; ++g) {
+      if constexpr (kExpanded) {
+        levels[g] = {expanded + static_cast<size_t>((b - b_begin) * G + g) * kExpandedSuperBlockBytes<V>};
+      } else {
+        levels[g] = {sb[g], &lay, lane0[g]};
+      }
     }
     const BlockQ8_K* xb[R];
     for (int r = 0; r < R; ++r) xb[r] = xr[r] + b;
@@ -237,9 +330,9 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     for (int g = 0; g < G; ++g)
       for (int r = 0; r < R; ++r) sum[g][r] = V::zero();
     if constexpr (kK4) {
-      k4_levels_sum<V, T, G, R>(sb, lane0, lay, xb, sum);
+      k4_levels_sum<V, T, G, R>(sb, lane0, levels, lay, xb, sum);
     } else {
-      q6_levels_sum<V, G, R>(sb, lane0, lay, xb, sum);
+      q6_levels_sum<V, G, R>(sb, lane0, levels, lay, xb, sum);
     }
     for (int g = 0; g < G; ++g) {
       const F wd = V::load_ph(reinterpret_cast<const uint16_t*>(sb[g] + lay.d) + u[g].lane0);
@@ -267,25 +360,64 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     }
   }
   for (int g = 0; g < G; ++g) {
-    const int64_t first = (u[g].group - w) / static_cast<int64_t>(group_bytes) * kPackRows + u[g].lane0;
-    const int64_t left = rows - first;
-    const int valid = left < V::kLanes ? static_cast<int>(left) : V::kLanes;
-    if (valid <= 0) continue;
-    for (int r = 0; r < R; ++r) V::store(y + (r0 + r) * ldy + first, acc[g][r], valid);
+    if (valid[g] == 0) continue;
+    for (int r = 0; r < R; ++r) V::store(out(g, r), acc[g][r], valid[g]);
   }
 }
 
-// Rows of one tile of G units, R rows at a time and the rest (tiles of 2 and 1 rows).
-template <class V, WeightType T, int G, int R>
-void unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t nsb, int64_t rows,
-               int64_t u0, const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
+// Rows of one tile of G units, R rows at a time and the rest (tiles of 2 and 1 rows), over super-blocks
+// [b_begin, b_end).
+template <class V, WeightType T, int G, int R, bool kExpanded>
+void unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t b_begin, int64_t b_end,
+               int64_t rows, int64_t u0, const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy,
+               const uint8_t* expanded) {
   int64_t r = 0;
-  for (; r + R <= n_rows; r += R) tile<V, T, G, R>(w, group_bytes, lay, nsb, rows, u0, x, x_row_bytes, r, y, ldy);
+  for (; r + R <= n_rows; r += R)
+    tile<V, T, G, R, kExpanded>(w, group_bytes, lay, b_begin, b_end, rows, u0, x, x_row_bytes, r, y, ldy, expanded);
   if constexpr (R > 2) {
-    for (; r + 2 <= n_rows; r += 2) tile<V, T, G, 2>(w, group_bytes, lay, nsb, rows, u0, x, x_row_bytes, r, y, ldy);
+    for (; r + 2 <= n_rows; r += 2)
+      tile<V, T, G, 2, kExpanded>(w, group_bytes, lay, b_begin, b_end, rows, u0, x, x_row_bytes, r, y, ldy, expanded);
   }
   if constexpr (R > 1) {
-    for (; r < n_rows; ++r) tile<V, T, G, 1>(w, group_bytes, lay, nsb, rows, u0, x, x_row_bytes, r, y, ldy);
+    for (; r < n_rows; ++r)
+      tile<V, T, G, 1, kExpanded>(w, group_bytes, lay, b_begin, b_end, rows, u0, x, x_row_bytes, r, y, ldy, expanded);
+  }
+}
+
+// The scratch of unpacked levels a unit tile fills and its row tiles re-read: a whole 4096-wide row of a
+// 32-row AVX-512 tile, from L2. Smaller fills cut every activation row into short pieces, one a fill,
+// which the hardware prefetcher follows badly (avx512 Q4_K 4096x4096/512 was slower with 24 KB than
+// without unpacking ahead at all).
+constexpr size_t kExpandScratchBytes = 128 * 1024;
+
+// This thread's scratch, made at its first large batch and kept: on the heap, since a program that
+// embeds the engine may run it on a thread with a small stack.
+inline uint8_t* expand_scratch() {
+  constexpr size_t kAlign = 64;
+  thread_local std::unique_ptr<uint8_t[]> storage(new uint8_t[kExpandScratchBytes + kAlign]);
+  const auto at = reinterpret_cast<uintptr_t>(storage.get());
+  return storage.get() + ((kAlign - at % kAlign) % kAlign);
+}
+
+// A unit tile's rows with its levels unpacked a few super-blocks at a time.
+template <class V, WeightType T, int G, int R>
+void expanded_unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t nsb, int64_t rows,
+                        int64_t u0, const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
+  constexpr size_t kTileBytes = G * kExpandedSuperBlockBytes<V>;
+  constexpr int64_t kSuperBlocks = kExpandScratchBytes / kTileBytes > 0 ? kExpandScratchBytes / kTileBytes : 1;
+  uint8_t* const scratch = expand_scratch();
+  Unit<V> u[G];
+  units_at<V, G>(w, group_bytes, u0, u);
+  int lane0[G];
+  for (int g = 0; g < G; ++g) lane0[g] = u[g].lane0;
+  for (int64_t b0 = 0; b0 < nsb; b0 += kSuperBlocks) {
+    const int64_t b1 = std::min(nsb, b0 + kSuperBlocks);
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* sb[G];
+      for (int g = 0; g < G; ++g) sb[g] = u[g].group + b * lay.super_block_bytes;
+      expand_levels<V, T, G>(sb, lane0, lay, scratch + static_cast<size_t>(b - b0) * kTileBytes);
+    }
+    unit_rows<V, T, G, R, true>(w, group_bytes, lay, b0, b1, rows, u0, x, x_row_bytes, n_rows, y, ldy, scratch);
   }
 }
 
@@ -302,13 +434,21 @@ void gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t
   int64_t u = g_begin * kUnits;
   if (n_rows == 1) {
     for (; u + kDecodeUnits <= u_end; u += kDecodeUnits)
-      tile<V, T, kDecodeUnits, 1>(w, group_bytes, lay, nsb, rows, u, x, x_row_bytes, 0, y, ldy);
-    for (; u < u_end; ++u) tile<V, T, 1, 1>(w, group_bytes, lay, nsb, rows, u, x, x_row_bytes, 0, y, ldy);
+      tile<V, T, kDecodeUnits, 1, false>(w, group_bytes, lay, 0, nsb, rows, u, x, x_row_bytes, 0, y, ldy, nullptr);
+    for (; u < u_end; ++u) tile<V, T, 1, 1, false>(w, group_bytes, lay, 0, nsb, rows, u, x, x_row_bytes, 0, y, ldy, nullptr);
+    return;
+  }
+  if (n_rows >= kPackedKQuantExpandFromRows) {
+    for (; u + kBatchUnits <= u_end; u += kBatchUnits)
+      expanded_unit_rows<V, T, kBatchUnits, kBatchRows>(w, group_bytes, lay, nsb, rows, u, x, x_row_bytes, n_rows, y, ldy);
+    for (; u < u_end; ++u)
+      expanded_unit_rows<V, T, 1, kBatchRows>(w, group_bytes, lay, nsb, rows, u, x, x_row_bytes, n_rows, y, ldy);
     return;
   }
   for (; u + kBatchUnits <= u_end; u += kBatchUnits)
-    unit_rows<V, T, kBatchUnits, kBatchRows>(w, group_bytes, lay, nsb, rows, u, x, x_row_bytes, n_rows, y, ldy);
-  for (; u < u_end; ++u) unit_rows<V, T, 1, kBatchRows>(w, group_bytes, lay, nsb, rows, u, x, x_row_bytes, n_rows, y, ldy);
+    unit_rows<V, T, kBatchUnits, kBatchRows, false>(w, group_bytes, lay, 0, nsb, rows, u, x, x_row_bytes, n_rows, y, ldy, nullptr);
+  for (; u < u_end; ++u)
+    unit_rows<V, T, 1, kBatchRows, false>(w, group_bytes, lay, 0, nsb, rows, u, x, x_row_bytes, n_rows, y, ldy, nullptr);
 }
 
 }  // namespace packed_k

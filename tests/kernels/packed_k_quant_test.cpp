@@ -74,10 +74,10 @@ std::string name(const Matrix& m) {
 class PackedKQuantVariants : public testing::ActiveIsaTest {
  protected:
   // The variant's packed results against the twin's and against its own unpacked matmul.
-  void expect_equal_everywhere(const Weights& w, const std::vector<float>& x, int64_t n) {
-    testing::expect_equals_twin(w.packed, x, n, kMaxBatch, name(w.plain));
-    const std::vector<float> got = testing::all_outputs(w.packed, x, n, kMaxBatch);
-    const std::vector<float> unpacked = testing::all_outputs(w.plain, x, n, kMaxBatch);
+  void expect_equal_everywhere(const Weights& w, const std::vector<float>& x, int64_t n, int64_t max_batch = kMaxBatch) {
+    testing::expect_equals_twin(w.packed, x, n, max_batch, name(w.plain));
+    const std::vector<float> got = testing::all_outputs(w.packed, x, n, max_batch);
+    const std::vector<float> unpacked = testing::all_outputs(w.plain, x, n, max_batch);
     EXPECT_TRUE(testing::same_bytes(got, unpacked)) << name(w.plain) << " batch " << n << " on " << isa_name(GetParam())
                                                     << ": first output " << got[0] << " vs unpacked " << unpacked[0];
   }
@@ -117,6 +117,22 @@ TEST_P(PackedKQuantVariants, ExtremeBytesEqualTheTwin) {
       const Weights w = make_weights(t, s, gguf);
       const std::vector<float> x = testing::extreme_activations(kMaxBatch, s.cols, rng);
       for (int64_t n : {int64_t{1}, int64_t{2}, kMaxBatch}) expect_equal_everywhere(w, x, n);
+    }
+}
+
+// Batches large enough that the SIMD tiles unpack the levels once for all their row tiles, a scratch
+// fill at a time: a width of one super-block and one of 66, more than one fill on every tier (64
+// super-blocks a fill on AVX2, 16 or 32 on AVX-512), and batches that end on a full row tile and on each
+// remainder.
+TEST_P(PackedKQuantVariants, BatchesThatUnpackTheLevelsOnceEqualTheTwin) {
+  std::mt19937 rng(404);
+  constexpr int64_t kFrom = kPackedKQuantExpandFromRows;
+  constexpr int64_t kBatch = kFrom + 8;
+  for (WeightType t : kTypes)
+    for (Shape s : {Shape{37, 256}, Shape{37, 66 * 256}}) {
+      const Weights w = random_weights(t, s, rng);
+      const auto x = random_activations(kBatch, s.cols, rng);
+      for (int64_t n : {kFrom, kFrom + 1, kFrom + 2, kFrom + 3, kBatch}) expect_equal_everywhere(w, x, n, kBatch);
     }
 }
 
