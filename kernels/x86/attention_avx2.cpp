@@ -7,6 +7,7 @@
 #include "kernels/attention.h"
 #include "kernels/exp_approx.h"
 #include "kernels/x86/attention_value_blocks.h"
+#include "kernels/x86/lanes_256.h"
 
 namespace glacier::kernels {
 
@@ -34,13 +35,7 @@ __m256 softcap8(__m256 s, __m256 cap, __m256 inv_cap) {
 }
 
 // tree16 of one 16-lane value held as two halves: lane i + lane i+8 is low + high.
-float halving_sum(__m256 low, __m256 high) {
-  const __m256 h = _mm256_add_ps(high, low);
-  __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
-  q = _mm_add_ps(_mm_movehl_ps(q, q), q);
-  q = _mm_add_ss(_mm_movehdup_ps(q), q);
-  return _mm_cvtss_f32(q);
-}
+float halving_sum(__m256 low, __m256 high) { return hsum8(_mm256_add_ps(high, low)); }
 
 // Lanes [8 half, 8 half + 8) of tile j that lie inside [first, last], as an all-ones/zero lane mask.
 __m256 visible(int32_t j, int half, int32_t first, int32_t last) {

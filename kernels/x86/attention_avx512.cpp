@@ -9,6 +9,7 @@
 #include "kernels/attention.h"
 #include "kernels/exp_approx.h"
 #include "kernels/x86/attention_value_blocks.h"
+#include "kernels/x86/lanes_256.h"
 
 namespace glacier::kernels {
 
@@ -34,13 +35,7 @@ __m512 softcap16(__m512 s, __m512 cap, __m512 inv_cap) {
 }
 
 // attention.h's tree16 on one vector: lane i + lane i+8, then +4, +2, +1.
-float halving_sum(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
-  __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
-  q = _mm_add_ps(_mm_movehl_ps(q, q), q);
-  q = _mm_add_ss(_mm_movehdup_ps(q), q);
-  return _mm_cvtss_f32(q);
-}
+float halving_sum(__m512 v) { return hsum8(_mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v))); }
 
 // tree16 across 16 vectors, lane by lane (c is consumed).
 __m512 tree16(__m512 (&c)[kKeyTile]) {

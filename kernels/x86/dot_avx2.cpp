@@ -12,19 +12,13 @@
 #include "kernels/x86/f16_kernels.h"
 #include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
+#include "kernels/x86/lanes_256.h"
 #include "kernels/x86/legacy_quant.h"
 #include "kernels/x86/q8_block_256.h"
 
 namespace glacier::kernels {
 
 namespace {
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Adds one block's int8 dot (w signed, any value; x in [-127, 127]) scaled by d into acc.
 inline __m256 add_block(__m256i wq, const BlockQ8_0& xb, float dw, __m256 acc) {
@@ -44,11 +38,7 @@ struct Q8Weights {
 struct Q4Weights {
   using Block = BlockQ4_0;
   static __m256i load(const Block& b) {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask),
-                                             _mm_and_si128(packed, mask));
-    return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+    return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
   }
 };
 
@@ -67,10 +57,7 @@ struct BlockSumDot {
       for (int r = 0; r < R; ++r) {
         const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qs));
         const __m256i quads = x86::dpbusd(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-        acc[r] = std::fma(static_cast<float>(_mm_cvtsi128_si32(s)), dw * _cvtsh_ss(x[r][b].d), acc[r]);
+        acc[r] = std::fma(static_cast<float>(hsum_epi32(quads)), dw * _cvtsh_ss(x[r][b].d), acc[r]);
       }
     }
     for (int r = 0; r < R; ++r) out[r] = acc[r];
@@ -92,7 +79,7 @@ struct BlockDot {
       const float d = _cvtsh_ss(w[b].d);
       for (int r = 0; r < R; ++r) acc[r] = add_block(wq, x[r][b], d, acc[r]);
     }
-    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+    for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
   }
 };
 

@@ -15,6 +15,7 @@
 #include "kernels/x86/float_gemm.h"
 #include "kernels/x86/isa_tier.h"
 #include "kernels/x86/k_quant_avx2.h"
+#include "kernels/x86/lanes_256.h"
 #include "kernels/x86/legacy_quant.h"
 
 #if GLACIER_X86_BF16 && !GLACIER_X86_VNNI
@@ -97,13 +98,8 @@ struct Q8Weights {
 // sum near the int16 limit).
 struct Q4Weights {
   using Block = BlockQ4_0;
-  static __m256i nibbles(const Block& b) {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask));
-  }
-  static __m512i bytes(const Block& b) { return _mm512_zextsi256_si512(nibbles(b)); }
-  static __m512i bytes(const Block& a, const Block& b) { return join(nibbles(a), nibbles(b)); }
+  static __m512i bytes(const Block& b) { return _mm512_zextsi256_si512(nibbles(b.qs)); }
+  static __m512i bytes(const Block& a, const Block& b) { return join(nibbles(a.qs), nibbles(b.qs)); }
   static __m512i products(__m512i wq, __m512i xq) {
     const __m512i zero = _mm512_setzero_si512();
     return _mm512_sub_epi32(dpbusd(zero, wq, xq), dpbusd(zero, _mm512_set1_epi8(8), xq));
@@ -112,13 +108,6 @@ struct Q4Weights {
 
 // Products of two blocks a zmm (low half block b, high half block b + 1), then fused into one 8-lane
 // accumulator block by block: ggml's lane order (see dot_ref.cpp), so every variant agrees bitwise.
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 template <class Weights>
 struct BlockDot {
   using W = typename Weights::Block;

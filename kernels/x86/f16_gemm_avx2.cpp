@@ -8,6 +8,7 @@
 
 #include "kernels/x86/f16_kernels.h"
 #include "kernels/x86/float_gemm.h"
+#include "kernels/x86/lanes_256.h"
 
 namespace glacier::kernels {
 
@@ -33,12 +34,7 @@ struct Float8Lanes {
     return _mm256_loadu_ps(padded);
   }
   static __m256 madd(__m256 acc, __m256 w, __m256 x) { return _mm256_fmadd_ps(w, x, acc); }
-  static float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
+  static float hsum(__m256 v) { return hsum8(v); }
   static __m128i halves_tail(const uint16_t* p, int left) {
     uint16_t padded[8] = {};
     std::memcpy(padded, p, sizeof(uint16_t) * static_cast<size_t>(left));

@@ -11,30 +11,13 @@
 
 #include "kernels/k_quant_layout.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/lanes_256.h"
 
 namespace glacier::kernels {
 namespace {
 namespace kquant {
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// (hi + lo) per lane, then (t0 + t2) + (t1 + t3): the reference's hsum8.
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// Exact integer sums of 4 and 8 lanes.
-inline int32_t hsum_epi32(__m128i v) {
-  v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
-  return _mm_cvtsi128_si32(v);
-}
-inline int32_t hsum_epi32(__m256i v) {
-  return hsum_epi32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-}
 
 // Decoded Q4_K/Q5_K super-block: 8 vectors of 32 unsigned levels (one per sub-block), each sub-block's
 // scale broadcast to 16 int16 lanes, and the 8 mins as int16.

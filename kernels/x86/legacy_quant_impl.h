@@ -9,33 +9,13 @@
 #include <cstring>
 
 #include "kernels/x86/dot_tile.h"
+#include "kernels/x86/lanes_256.h"
 #include "kernels/x86/legacy_quant.h"
 #include "kernels/x86/q8_block_256.h"
 
 namespace glacier::kernels {
 
 namespace {
-
-float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-// Elements 0..15 from the low nibbles, 16..31 from the high ones.
-__m256i nibbles(const uint8_t* qs) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0f);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask));
-}
 
 __m256i load_x(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
 
@@ -120,7 +100,7 @@ struct IQ4NLDot {
       const __m256i q = iq4_nl_levels(w[b]);
       const float dw = _cvtsh_ss(w[b].d);
       for (int r = 0; r < R; ++r) {
-        const float isum = static_cast<float>(hsum_i32(quads_signed_i32(q, load_x(x[r][b].qs))));
+        const float isum = static_cast<float>(hsum_epi32(quads_signed_i32(q, load_x(x[r][b].qs))));
         out[r] = std::fma(_cvtsh_ss(x[r][b].d) * dw, isum, out[r]);
       }
     }
@@ -162,7 +142,7 @@ void LEGACY_QUANT_NAME(quantize_row_q8_1)(const float* x, BlockQ8_1* y, int64_t 
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     const Q8Block256 q = quantize_q8_block_256(x + b * kQK8_0);
     const float d = q.amax / 127.0f;
-    const int32_t sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q.q[0], q.q[1]), _mm256_add_epi32(q.q[2], q.q[3])));
+    const int32_t sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q.q[0], q.q[1]), _mm256_add_epi32(q.q[2], q.q[3])));
     y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
     y[b].s = _cvtss_sh(d * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT);
     store_q8_quants_256(q, y[b].qs);
