@@ -132,16 +132,16 @@ const DotKernels& avx2_kernels() {
 #endif
   static const DotKernels table{
       .f32_f32 = simd::dot_single<DotF32>,
-      .f16_f16 = dot_f16_avx2,
-      .bf16_bf16 = dot_bf16_avx2,
+      .f16_f16 = f16_kernels_avx2.dot,
+      .bf16_bf16 = bf16_kernels_avx2.dot,
       .q8_0_q8_0 = simd::dot_single<DotQ8>,
       .q4_0_q8_0 = simd::dot_single<DotQ4>,
       .quantize_row_q8_0 = quantize_row_q8_0_avx2,
       .q4_0_q8_0_block_sums = simd::dot_single<BlockSumDot<Q4Weights>>,
       .q8_0_q8_0_block_sums = simd::dot_single<BlockSumDot<Q8Weights>>,
       .f32_f32_tile = simd::dot_tile<DotF32>,
-      .f16_f16_tile = dot_f16_tile_avx2,
-      .bf16_bf16_tile = dot_bf16_tile_avx2,
+      .f16_f16_tile = f16_kernels_avx2.tile,
+      .bf16_bf16_tile = bf16_kernels_avx2.tile,
       .q8_0_q8_0_tile = simd::dot_tile<DotQ8>,
       .q4_0_q8_0_tile = simd::dot_tile<DotQ4>,
       .q4_0_q8_0_block_sums_tile = simd::dot_tile<BlockSumDot<Q4Weights>>,
@@ -160,7 +160,7 @@ const DotKernels& avx2_kernels() {
       .attend = attend_avx2,
       .swiglu = swiglu_avx2,
       .sum_exp = sum_exp_avx2,
-      .f16_gemm = f16_gemm_avx2,
+      .f16_gemm = f16_kernels_avx2.gemm,
       .q4_1_q8_1 = dot_q4_1_q8_1_avx2,
       .q5_0_q8_0 = dot_q5_0_q8_0_avx2,
       .q5_1_q8_1 = dot_q5_1_q8_1_avx2,
@@ -176,7 +176,7 @@ const DotKernels& avx2_kernels() {
       .q3_k_q8_k = simd::dot_single<kquant::Q3KDot>,
       .q2_k_q8_k_tile = simd::dot_tile<kquant::Q2KDot>,
       .q3_k_q8_k_tile = simd::dot_tile<kquant::Q3KDot>,
-      .bf16_gemm = bf16_gemm_avx2,
+      .bf16_gemm = bf16_kernels_avx2.gemm,
       .f32_to_f16_row = f32_to_f16_row_avx2,
   };
   return table;

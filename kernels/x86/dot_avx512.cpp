@@ -56,22 +56,10 @@ struct Bf16PairOps {
   static float hsum(__m512 acc) { return _mm512_reduce_add_ps(acc); }
 };
 
-float dot_bf16_pairs(const uint16_t* w, const uint16_t* x, int64_t n) { return x86::float_gemm::dot<Bf16PairOps>(w, x, n); }
-void dot_bf16_pairs_tile(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out, int64_t out_stride) {
-  x86::float_gemm::dot_tile<Bf16PairOps>(w, x, x_stride, nx, n, out, out_stride);
-}
-void bf16_pairs_gemm(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
-                     size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
-  x86::float_gemm::gemm<Bf16PairOps>(w, w_row_bytes, o_begin, o_end, n, x, x_row_bytes, n_rows, y, ldy);
-}
-#define GLACIER_BF16_DOT dot_bf16_pairs
-#define GLACIER_BF16_TILE dot_bf16_pairs_tile
-#define GLACIER_BF16_GEMM bf16_pairs_gemm
+constexpr FloatDotKernels bf16_kernels = x86::float_gemm::kernels<Bf16PairOps>();
 #else
 // Without BF16: each bf16 widened exactly to float and summed by fma (f16_gemm_avx512.cpp).
-#define GLACIER_BF16_DOT dot_bf16_widen_avx512
-#define GLACIER_BF16_TILE dot_bf16_widen_tile_avx512
-#define GLACIER_BF16_GEMM bf16_widen_gemm_avx512
+const FloatDotKernels& bf16_kernels = bf16_widen_kernels_avx512;
 #endif
 
 inline __m512i join(__m256i low, __m256i high) {
@@ -219,16 +207,16 @@ const DotKernels& avx512_novnni_kernels() {
 #endif
   static const DotKernels table{
       .f32_f32 = simd::dot_single<DotF32>,
-      .f16_f16 = dot_f16_avx512,
-      .bf16_bf16 = GLACIER_BF16_DOT,
+      .f16_f16 = f16_kernels_avx512.dot,
+      .bf16_bf16 = bf16_kernels.dot,
       .q8_0_q8_0 = simd::dot_single<DotQ8>,
       .q4_0_q8_0 = simd::dot_single<DotQ4>,
       .quantize_row_q8_0 = quantize_row_q8_0_avx512,
       .q4_0_q8_0_block_sums = simd::dot_single<BlockSumDot<Q4Weights>>,
       .q8_0_q8_0_block_sums = simd::dot_single<BlockSumDot<Q8Weights>>,
       .f32_f32_tile = simd::dot_tile<DotF32>,
-      .f16_f16_tile = dot_f16_tile_avx512,
-      .bf16_bf16_tile = GLACIER_BF16_TILE,
+      .f16_f16_tile = f16_kernels_avx512.tile,
+      .bf16_bf16_tile = bf16_kernels.tile,
       .q8_0_q8_0_tile = simd::dot_tile<DotQ8>,
       .q4_0_q8_0_tile = simd::dot_tile<DotQ4>,
       .q4_0_q8_0_block_sums_tile = simd::dot_tile<BlockSumDot<Q4Weights>>,
@@ -247,7 +235,7 @@ const DotKernels& avx512_novnni_kernels() {
       .attend = attend_avx512,
       .swiglu = swiglu_avx512,
       .sum_exp = sum_exp_avx512,
-      .f16_gemm = f16_gemm_avx512,
+      .f16_gemm = f16_kernels_avx512.gemm,
       .q4_1_q8_1 = GLACIER_AVX512_TIER_NAME(dot_q4_1_q8_1_avx512),
       .q5_0_q8_0 = GLACIER_AVX512_TIER_NAME(dot_q5_0_q8_0_avx512),
       .q5_1_q8_1 = GLACIER_AVX512_TIER_NAME(dot_q5_1_q8_1_avx512),
@@ -263,7 +251,7 @@ const DotKernels& avx512_novnni_kernels() {
       .q3_k_q8_k = simd::dot_single<kquant::Q3KDot>,
       .q2_k_q8_k_tile = simd::dot_tile<kquant::Q2KDot>,
       .q3_k_q8_k_tile = simd::dot_tile<kquant::Q3KDot>,
-      .bf16_gemm = GLACIER_BF16_GEMM,
+      .bf16_gemm = bf16_kernels.gemm,
       .f32_to_f16_row = f32_to_f16_row_avx512,
   };
   return table;

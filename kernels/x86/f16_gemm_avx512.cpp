@@ -74,26 +74,7 @@ void f32_to_f16_row_avx512(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-float dot_f16_avx512(const uint16_t* w, const uint16_t* x, int64_t n) { return x86::float_gemm::dot<F16Ops>(w, x, n); }
-void dot_f16_tile_avx512(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
-                         int64_t out_stride) {
-  x86::float_gemm::dot_tile<F16Ops>(w, x, x_stride, nx, n, out, out_stride);
-}
-void f16_gemm_avx512(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n, const uint8_t* x,
-                     size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
-  x86::float_gemm::gemm<F16Ops>(w, w_row_bytes, o_begin, o_end, n, x, x_row_bytes, n_rows, y, ldy);
-}
-
-float dot_bf16_widen_avx512(const uint16_t* w, const uint16_t* x, int64_t n) {
-  return x86::float_gemm::dot<Bf16WidenOps>(w, x, n);
-}
-void dot_bf16_widen_tile_avx512(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
-                                int64_t out_stride) {
-  x86::float_gemm::dot_tile<Bf16WidenOps>(w, x, x_stride, nx, n, out, out_stride);
-}
-void bf16_widen_gemm_avx512(const uint8_t* w, size_t w_row_bytes, int64_t o_begin, int64_t o_end, int64_t n,
-                            const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
-  x86::float_gemm::gemm<Bf16WidenOps>(w, w_row_bytes, o_begin, o_end, n, x, x_row_bytes, n_rows, y, ldy);
-}
+constexpr FloatDotKernels f16_kernels_avx512 = x86::float_gemm::kernels<F16Ops>();
+constexpr FloatDotKernels bf16_widen_kernels_avx512 = x86::float_gemm::kernels<Bf16WidenOps>();
 
 }  // namespace glacier::kernels

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/x86/f16_kernels.h"
+
 namespace glacier::kernels::x86::float_gemm {
 
 // Ops (one per ISA and weight type, from the including file's anonymous namespace) provides:
@@ -251,6 +253,12 @@ void dot_tile(const void* w, const void* x, size_t x_stride, int nx, int64_t n, 
     case 2: return tile<Ops, 1, 2, false>(ws, xs, n, out, out_stride);
     default: return tile<Ops, 1, 1, false>(ws, xs, n, out, out_stride);
   }
+}
+
+// The three entry points of one Ops, as a tier table lists them (f16_kernels.h).
+template <class Ops>
+constexpr FloatDotKernels kernels() {
+  return {dot<Ops>, dot_tile<Ops>, gemm<Ops>};
 }
 
 }  // namespace glacier::kernels::x86::float_gemm
