@@ -20,45 +20,27 @@ constexpr size_t kLaneBytes = kPackRows * kQuadBytes;  // one zmm: a quad of eac
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// Lane order keeps the file's signed bytes; block-sum order stores w + 128 (packed_gemm.h).
-void pack_q8_0_group(const Matrix& m, int64_t g, uint8_t* out) {
-  const uint8_t offset = m.block_sum_order ? kQ8Offset : 0;
+// Group g's kPackRows rows of one 32-element block type: each block's quant bytes quad by quad (row l's
+// quad j at j * kLaneBytes + l * kQuadBytes), each stored plus `offset`, then the fp16 scales (row l of
+// block b at b * kPackRows + l). Rows past the matrix pad the group with `blank` bytes and scale 0.
+template <class Block>
+void pack_group(const Matrix& m, int64_t g, uint8_t offset, uint8_t blank, uint8_t* out) {
+  constexpr int kQuads = sizeof(Block::qs) / kQuadBytes;
   const int64_t nb = m.cols / kQK8_0;
-  const size_t quad_bytes = packed_block_quad_bytes(WeightType::Q8_0);
+  const size_t quad_bytes = packed_block_quad_bytes(m.type);
   auto* scales = reinterpret_cast<uint16_t*>(out + nb * quad_bytes);
   for (int l = 0; l < kPackRows; ++l) {
     const int64_t row = g * kPackRows + l;
     const bool real = row < m.rows;
-    const auto* blocks = real ? reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(m.data) + row * m.row_bytes)
+    const auto* blocks = real ? reinterpret_cast<const Block*>(static_cast<const uint8_t*>(m.data) + row * m.row_bytes)
                               : nullptr;
     for (int64_t b = 0; b < nb; ++b) {
       scales[b * kPackRows + l] = real ? blocks[b].d : 0;
       uint8_t* block_out = out + b * quad_bytes;
-      for (int q = 0; q < kQK8_0 / kQuadBytes; ++q)
-        for (int k = 0; k < kQuadBytes; ++k) {
-          const int8_t w = real ? blocks[b].qs[q * kQuadBytes + k] : 0;
-          block_out[q * kLaneBytes + l * kQuadBytes + k] = static_cast<uint8_t>(static_cast<uint8_t>(w) + offset);
-        }
-    }
-  }
-}
-
-void pack_q4_0_group(const Matrix& m, int64_t g, uint8_t* out) {
-  const int64_t nb = m.cols / kQK4_0;
-  const size_t quad_bytes = packed_block_quad_bytes(WeightType::Q4_0);
-  auto* scales = reinterpret_cast<uint16_t*>(out + nb * quad_bytes);
-  constexpr uint8_t kZeroNibbles = kQ4Offset | (kQ4Offset << 4);  // value 0 in both nibbles
-  for (int l = 0; l < kPackRows; ++l) {
-    const int64_t row = g * kPackRows + l;
-    const bool real = row < m.rows;
-    const auto* blocks = real ? reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(m.data) + row * m.row_bytes)
-                              : nullptr;
-    for (int64_t b = 0; b < nb; ++b) {
-      scales[b * kPackRows + l] = real ? blocks[b].d : 0;
-      uint8_t* block_out = out + b * quad_bytes;
-      for (int j = 0; j < kQK4_0 / 2 / kQuadBytes; ++j)
+      for (int q = 0; q < kQuads; ++q)
         for (int k = 0; k < kQuadBytes; ++k)
-          block_out[j * kLaneBytes + l * kQuadBytes + k] = real ? blocks[b].qs[j * kQuadBytes + k] : kZeroNibbles;
+          block_out[q * kLaneBytes + l * kQuadBytes + k] =
+              real ? static_cast<uint8_t>(static_cast<uint8_t>(blocks[b].qs[q * kQuadBytes + k]) + offset) : blank;
     }
   }
 }
@@ -93,9 +75,12 @@ void pack_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g_end) 
     uint8_t* out = dst + static_cast<size_t>(g) * group_bytes;
     std::memset(out, 0, group_bytes);  // the padding after the scales, too
     if (m.type == WeightType::Q8_0) {
-      pack_q8_0_group(m, g, out);
+      // Lane order keeps the file's signed bytes; block-sum order stores w + 128 (packed_gemm.h), 128 for 0.
+      const uint8_t offset = m.block_sum_order ? kQ8Offset : 0;
+      pack_group<BlockQ8_0>(m, g, offset, offset, out);
     } else {
-      pack_q4_0_group(m, g, out);
+      constexpr uint8_t kZeroNibbles = kQ4Offset | (kQ4Offset << 4);  // value 0 in both nibbles
+      pack_group<BlockQ4_0>(m, g, 0, kZeroNibbles, out);
     }
   }
 }
