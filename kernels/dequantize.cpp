@@ -26,6 +26,15 @@ void dequantize_k4(const Block* b, int64_t n, int (*level)(const Block&, int), f
   }
 }
 
+// Element j of each block of kElements by element(block, j): the walk every type without sub-block
+// scales shares.
+template <class Block, int kElements, class Element>
+void dequantize_blocks(const uint8_t* src, int64_t n, float* out, Element element) {
+  const auto* b = reinterpret_cast<const Block*>(src);
+  for (int64_t i = 0; i < n / kElements; ++i)
+    for (int j = 0; j < kElements; ++j) out[i * kElements + j] = element(b[i], j);
+}
+
 }  // namespace
 
 void dequantize_row(const Matrix& w, int64_t row, float* out) {
@@ -44,99 +53,53 @@ void dequantize_row(const Matrix& w, int64_t row, float* out) {
         out[i] = w.type == WeightType::F16 ? fp16_to_f32(h) : bf16_to_f32(h);
       }
       return;
-    case WeightType::Q8_0: {
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
-      for (int64_t i = 0; i < n / kQK8_0; ++i) {
-        const float d = fp16_to_f32(b[i].d);
-        for (int j = 0; j < kQK8_0; ++j) out[i * kQK8_0 + j] = d * static_cast<float>(b[i].qs[j]);
-      }
-      return;
-    }
-    case WeightType::Q4_0: {
-      const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
-      for (int64_t i = 0; i < n / kQK4_0; ++i) {
-        const float d = fp16_to_f32(b[i].d);
-        for (int j = 0; j < kQK4_0 / 2; ++j) {
-          out[i * kQK4_0 + j] = d * static_cast<float>((b[i].qs[j] & 0x0f) - 8);
-          out[i * kQK4_0 + j + kQK4_0 / 2] = d * static_cast<float>((b[i].qs[j] >> 4) - 8);
-        }
-      }
-      return;
-    }
-    case WeightType::Q4_1: {
-      const auto* b = reinterpret_cast<const BlockQ4_1*>(src);
-      for (int64_t i = 0; i < n / kQK8_0; ++i)
-        for (int j = 0; j < kQK8_0; ++j)
-          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(nibble_level(b[i].qs, j)) + fp16_to_f32(b[i].m);
-      return;
-    }
-    case WeightType::Q5_0: {
-      const auto* b = reinterpret_cast<const BlockQ5_0*>(src);
-      for (int64_t i = 0; i < n / kQK8_0; ++i)
-        for (int j = 0; j < kQK8_0; ++j)
-          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(q5_level(b[i], j) - 16);
-      return;
-    }
-    case WeightType::Q5_1: {
-      const auto* b = reinterpret_cast<const BlockQ5_1*>(src);
-      for (int64_t i = 0; i < n / kQK8_0; ++i)
-        for (int j = 0; j < kQK8_0; ++j)
-          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(q5_level(b[i], j)) + fp16_to_f32(b[i].m);
-      return;
-    }
-    case WeightType::IQ4_NL: {
-      const auto* b = reinterpret_cast<const BlockIQ4_NL*>(src);
-      for (int64_t i = 0; i < n / kQK8_0; ++i)
-        for (int j = 0; j < kQK8_0; ++j)
-          out[i * kQK8_0 + j] = fp16_to_f32(b[i].d) * static_cast<float>(kIQ4NLValues[nibble_level(b[i].qs, j)]);
-      return;
-    }
-    case WeightType::IQ4_XS: {
-      const auto* b = reinterpret_cast<const BlockIQ4_XS*>(src);
-      for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(b[i].d);
-        for (int j = 0; j < kQK_K; ++j)
-          out[i * kQK_K + j] = d * static_cast<float>(iq4_xs_scale(b[i], j / 32)) * static_cast<float>(iq4_xs_level(b[i], j));
-      }
-      return;
-    }
-    case WeightType::Q2_K: {
-      const auto* b = reinterpret_cast<const BlockQ2_K*>(src);
-      for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(b[i].d), dmin = fp16_to_f32(b[i].dmin);
-        for (int j = 0; j < kQK_K; ++j) {
-          const uint8_t sm = b[i].scales[j / 16];
-          out[i * kQK_K + j] = d * static_cast<float>(sm & 0x0f) * static_cast<float>(q2_k_level(b[i], j)) -
-                               dmin * static_cast<float>(sm >> 4);
-        }
-      }
-      return;
-    }
-    case WeightType::Q3_K: {
-      const auto* b = reinterpret_cast<const BlockQ3_K*>(src);
-      for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(b[i].d);
-        for (int j = 0; j < kQK_K; ++j)
-          out[i * kQK_K + j] = d * static_cast<float>(q3_k_scale(b[i], j / 16)) * static_cast<float>(q3_k_level(b[i], j));
-      }
-      return;
-    }
+    case WeightType::Q8_0:
+      return dequantize_blocks<BlockQ8_0, kQK8_0>(src, n, out, [](const BlockQ8_0& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(b.qs[j]);
+      });
+    case WeightType::Q4_0:
+      return dequantize_blocks<BlockQ4_0, kQK4_0>(src, n, out, [](const BlockQ4_0& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(nibble_level(b.qs, j) - 8);
+      });
+    case WeightType::Q4_1:
+      return dequantize_blocks<BlockQ4_1, kQK8_0>(src, n, out, [](const BlockQ4_1& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(nibble_level(b.qs, j)) + fp16_to_f32(b.m);
+      });
+    case WeightType::Q5_0:
+      return dequantize_blocks<BlockQ5_0, kQK8_0>(src, n, out, [](const BlockQ5_0& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(q5_level(b, j) - 16);
+      });
+    case WeightType::Q5_1:
+      return dequantize_blocks<BlockQ5_1, kQK8_0>(src, n, out, [](const BlockQ5_1& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(q5_level(b, j)) + fp16_to_f32(b.m);
+      });
+    case WeightType::IQ4_NL:
+      return dequantize_blocks<BlockIQ4_NL, kQK8_0>(src, n, out, [](const BlockIQ4_NL& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(kIQ4NLValues[nibble_level(b.qs, j)]);
+      });
+    case WeightType::IQ4_XS:
+      return dequantize_blocks<BlockIQ4_XS, kQK_K>(src, n, out, [](const BlockIQ4_XS& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(iq4_xs_scale(b, j / 32)) * static_cast<float>(iq4_xs_level(b, j));
+      });
+    case WeightType::Q2_K:
+      return dequantize_blocks<BlockQ2_K, kQK_K>(src, n, out, [](const BlockQ2_K& b, int j) {
+        const uint8_t sm = b.scales[j / 16];
+        return fp16_to_f32(b.d) * static_cast<float>(sm & 0x0f) * static_cast<float>(q2_k_level(b, j)) -
+               fp16_to_f32(b.dmin) * static_cast<float>(sm >> 4);
+      });
+    case WeightType::Q3_K:
+      return dequantize_blocks<BlockQ3_K, kQK_K>(src, n, out, [](const BlockQ3_K& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(q3_k_scale(b, j / 16)) * static_cast<float>(q3_k_level(b, j));
+      });
     case WeightType::Q4_K:
-      dequantize_k4(reinterpret_cast<const BlockQ4_K*>(src), n, q4_k_level, out);
-      return;
+      return dequantize_k4(reinterpret_cast<const BlockQ4_K*>(src), n, q4_k_level, out);
     case WeightType::Q5_K:
-      dequantize_k4(reinterpret_cast<const BlockQ5_K*>(src), n, q5_k_level, out);
-      return;
-    case WeightType::Q6_K: {
-      const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
-      for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(b[i].d);
-        // (d * scale) * q, left to right, as ggml's row dequantizer rounds it.
-        for (int j = 0; j < kQK_K; ++j)
-          out[i * kQK_K + j] = d * static_cast<float>(b[i].scales[j / 16]) * static_cast<float>(q6_k_level(b[i], j));
-      }
-      return;
-    }
+      return dequantize_k4(reinterpret_cast<const BlockQ5_K*>(src), n, q5_k_level, out);
+    case WeightType::Q6_K:
+      // (d * scale) * q, left to right, as ggml's row dequantizer rounds it.
+      return dequantize_blocks<BlockQ6_K, kQK_K>(src, n, out, [](const BlockQ6_K& b, int j) {
+        return fp16_to_f32(b.d) * static_cast<float>(b.scales[j / 16]) * static_cast<float>(q6_k_level(b, j));
+      });
   }
   GLACIER_ASSERT(false, "unhandled weight type");
 }
