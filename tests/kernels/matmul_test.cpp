@@ -109,6 +109,20 @@ void run(const TestWeights& w, const std::vector<float>& x, int64_t r0, int64_t 
   matmul(w.matrix(), p, y.data() + r0 * kRows, kRows, o_begin, o_end);
 }
 
+// Random weights of type t, a batch of activations and their whole product y (kBatch x kRows) on the
+// active variant: where each variant test starts.
+struct Product {
+  TestWeights w;
+  std::vector<float> x;
+  std::vector<float> y;
+};
+
+Product random_product(WeightType t, std::mt19937& rng) {
+  Product p{make_weights(t, rng), make_activations(rng, kBatch), std::vector<float>(size_t(kBatch * kRows))};
+  run(p.w, p.x, 0, kBatch, 0, kRows, p.y);
+  return p;
+}
+
 const WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16, WeightType::Q8_0,
                              WeightType::Q4_0};
 
@@ -117,10 +131,7 @@ using MatmulVariants = testing::ActiveIsaTest;
 TEST_P(MatmulVariants, BatchSizeAndOutputSliceDoNotChangeAnyBit) {
   std::mt19937 rng(201);
   for (WeightType t : kTypes) {
-    const TestWeights w = make_weights(t, rng);
-    const auto x = make_activations(rng, kBatch);
-    std::vector<float> whole(size_t(kBatch * kRows));
-    run(w, x, 0, kBatch, 0, kRows, whole);
+    const auto [w, x, whole] = random_product(t, rng);
     for (int64_t batch : {1, 3, 8}) {
       std::vector<float> pieces(whole.size(), NAN);
       for (int64_t r0 = 0; r0 < kBatch; r0 += batch) {
@@ -139,10 +150,7 @@ TEST_P(MatmulVariants, BatchSizeAndOutputSliceDoNotChangeAnyBit) {
 TEST_P(MatmulVariants, MatchesFloat64DequantizeAndMultiply) {
   std::mt19937 rng(202);
   for (WeightType t : kTypes) {
-    const TestWeights w = make_weights(t, rng);
-    const auto x = make_activations(rng, kBatch);
-    std::vector<float> y(size_t(kBatch * kRows));
-    run(w, x, 0, kBatch, 0, kRows, y);
+    const auto [w, x, y] = random_product(t, rng);
     for (int64_t r = 0; r < kBatch; ++r) {
       const float* xr = x.data() + r * kCols;
       for (int64_t o = 0; o < kRows; ++o) {
@@ -181,10 +189,7 @@ TEST_P(MatmulVariants, EveryOutputIsTheSingleRowDot) {
   std::mt19937 rng(205);
   const DotKernels& k = kernels_for(GetParam());
   for (WeightType t : kTypes) {
-    const TestWeights w = make_weights(t, rng);
-    const auto x = make_activations(rng, kBatch);
-    std::vector<float> y(size_t(kBatch * kRows));
-    run(w, x, 0, kBatch, 0, kRows, y);
+    const auto [w, x, y] = random_product(t, rng);
     std::vector<unsigned char> storage(activation_bytes(w.type, kBatch, kCols));
     const PreparedActivations p = prepare_activations(w.type, x.data(), kBatch, kCols, kCols, storage.data());
     for (int64_t r = 0; r < kBatch; ++r)
