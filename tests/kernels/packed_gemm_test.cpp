@@ -92,26 +92,30 @@ std::string name(const Weights& w) {
          std::to_string(w.shape.rows) + "x" + std::to_string(w.shape.cols);
 }
 
+// Every kind and shape: random weights, then kMaxBatch random activation rows, both drawn from rng.
+template <class Check>
+void for_each_random_case(std::mt19937& rng, Check check) {
+  for (Kind kind : kKinds)
+    for (Shape s : kShapes) {
+      const Weights w = make_weights(kind, s, rng);
+      check(w, random_activations(kMaxBatch, s.cols, rng));
+    }
+}
+
 using PackedGemmVariants = testing::ActiveIsaTest;
 
 TEST_P(PackedGemmVariants, EqualsTheReferenceTwinBitForBit) {
   std::mt19937 rng(301);
-  for (Kind kind : kKinds)
-    for (Shape s : kShapes) {
-      const Weights w = make_weights(kind, s, rng);
-      const auto x = random_activations(kMaxBatch, s.cols, rng);
-      for (int64_t n = 1; n <= kMaxBatch; ++n) testing::expect_equals_twin(w.matrix, x, n, kMaxBatch, name(w));
-    }
+  for_each_random_case(rng, [](const Weights& w, const std::vector<float>& x) {
+    for (int64_t n = 1; n <= kMaxBatch; ++n) testing::expect_equals_twin(w.matrix, x, n, kMaxBatch, name(w));
+  });
 }
 
 TEST_P(PackedGemmVariants, BatchAndGroupSplitDoNotChangeAnyBit) {
   std::mt19937 rng(302);
-  for (Kind kind : kKinds)
-    for (Shape s : kShapes) {
-      const Weights w = make_weights(kind, s, rng);
-      const auto x = random_activations(kMaxBatch, s.cols, rng);
-      testing::expect_batch_and_group_split_bitwise(w.matrix, x, kMaxBatch, {1, 2, 3, 5}, name(w));
-    }
+  for_each_random_case(rng, [](const Weights& w, const std::vector<float>& x) {
+    testing::expect_batch_and_group_split_bitwise(w.matrix, x, kMaxBatch, {1, 2, 3, 5}, name(w));
+  });
 }
 
 // Saturation edges: weight bytes all -128, all 127 or a random mix of the two (Q8_0; Q4_0 nibbles 0 and
