@@ -99,14 +99,24 @@ void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
   }
 }
 
+// The weight and activation element types of a dot, read off its signature.
+template <class DotFn>
+struct DotOperands;
+template <class W, class X>
+struct DotOperands<float (*)(const W*, const X*, int64_t)> {
+  using Weight = W;
+  using Activation = X;
+};
+
 // The reference tile is the definition of "same as the single-row dot": it calls it.
-template <typename W, typename X, float (*Dot)(const W*, const X*, int64_t)>
+template <auto Dot>
 void tile_by_rows(const void* w, const void* x, size_t x_stride, int nx, int64_t n, float* out,
                   int64_t out_stride) {
+  using Operands = DotOperands<decltype(Dot)>;
   const auto* xb = static_cast<const unsigned char*>(x);
   for (int i = 0; i < nx; ++i)
-    out[i * out_stride] =
-        Dot(static_cast<const W*>(w), reinterpret_cast<const X*>(xb + i * x_stride), n);
+    out[i * out_stride] = Dot(static_cast<const typename Operands::Weight*>(w),
+                              reinterpret_cast<const typename Operands::Activation*>(xb + i * x_stride), n);
 }
 
 void f32_to_f16_row_ref(const float* x, uint16_t* y, int64_t n) {
@@ -125,20 +135,20 @@ const DotKernels& ref_kernels() {
       .quantize_row_q8_0 = quantize_row_q8_0_ref,
       .q4_0_q8_0_block_sums = dot_q4_0_block_sums_ref,
       .q8_0_q8_0_block_sums = dot_q8_0_block_sums_ref,
-      .f32_f32_tile = tile_by_rows<float, float, dot_f32_ref>,
-      .f16_f16_tile = tile_by_rows<uint16_t, uint16_t, dot_f16_ref>,
-      .bf16_bf16_tile = tile_by_rows<uint16_t, uint16_t, dot_bf16_ref>,
-      .q8_0_q8_0_tile = tile_by_rows<BlockQ8_0, BlockQ8_0, dot_q8_0_ref>,
-      .q4_0_q8_0_tile = tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_ref>,
-      .q4_0_q8_0_block_sums_tile = tile_by_rows<BlockQ4_0, BlockQ8_0, dot_q4_0_block_sums_ref>,
-      .q8_0_q8_0_block_sums_tile = tile_by_rows<BlockQ8_0, BlockQ8_0, dot_q8_0_block_sums_ref>,
+      .f32_f32_tile = tile_by_rows<dot_f32_ref>,
+      .f16_f16_tile = tile_by_rows<dot_f16_ref>,
+      .bf16_bf16_tile = tile_by_rows<dot_bf16_ref>,
+      .q8_0_q8_0_tile = tile_by_rows<dot_q8_0_ref>,
+      .q4_0_q8_0_tile = tile_by_rows<dot_q4_0_ref>,
+      .q4_0_q8_0_block_sums_tile = tile_by_rows<dot_q4_0_block_sums_ref>,
+      .q8_0_q8_0_block_sums_tile = tile_by_rows<dot_q8_0_block_sums_ref>,
       .q4_k_q8_k = dot_q4_k_q8_k_ref,
       .q5_k_q8_k = dot_q5_k_q8_k_ref,
       .q6_k_q8_k = dot_q6_k_q8_k_ref,
       .quantize_row_q8_k = quantize_row_q8_k_ref,
-      .q4_k_q8_k_tile = tile_by_rows<BlockQ4_K, BlockQ8_K, dot_q4_k_q8_k_ref>,
-      .q5_k_q8_k_tile = tile_by_rows<BlockQ5_K, BlockQ8_K, dot_q5_k_q8_k_ref>,
-      .q6_k_q8_k_tile = tile_by_rows<BlockQ6_K, BlockQ8_K, dot_q6_k_q8_k_ref>,
+      .q4_k_q8_k_tile = tile_by_rows<dot_q4_k_q8_k_ref>,
+      .q5_k_q8_k_tile = tile_by_rows<dot_q5_k_q8_k_ref>,
+      .q6_k_q8_k_tile = tile_by_rows<dot_q6_k_q8_k_ref>,
       .q8_0_packed_gemm = packed_gemm_q8_0_ref,
       .q8_0_packed_block_sums_gemm = packed_gemm_q8_0_block_sums_ref,
       .q4_0_packed_gemm = packed_gemm_q4_0_ref,
@@ -152,16 +162,16 @@ const DotKernels& ref_kernels() {
       .q5_1_q8_1 = dot_q5_1_q8_1_ref,
       .iq4_nl_q8_0 = dot_iq4_nl_q8_0_ref,
       .quantize_row_q8_1 = quantize_row_q8_1_ref,
-      .q4_1_q8_1_tile = tile_by_rows<BlockQ4_1, BlockQ8_1, dot_q4_1_q8_1_ref>,
-      .q5_0_q8_0_tile = tile_by_rows<BlockQ5_0, BlockQ8_0, dot_q5_0_q8_0_ref>,
-      .q5_1_q8_1_tile = tile_by_rows<BlockQ5_1, BlockQ8_1, dot_q5_1_q8_1_ref>,
-      .iq4_nl_q8_0_tile = tile_by_rows<BlockIQ4_NL, BlockQ8_0, dot_iq4_nl_q8_0_ref>,
+      .q4_1_q8_1_tile = tile_by_rows<dot_q4_1_q8_1_ref>,
+      .q5_0_q8_0_tile = tile_by_rows<dot_q5_0_q8_0_ref>,
+      .q5_1_q8_1_tile = tile_by_rows<dot_q5_1_q8_1_ref>,
+      .iq4_nl_q8_0_tile = tile_by_rows<dot_iq4_nl_q8_0_ref>,
       .iq4_xs_q8_k = dot_iq4_xs_q8_k_ref,
-      .iq4_xs_q8_k_tile = tile_by_rows<BlockIQ4_XS, BlockQ8_K, dot_iq4_xs_q8_k_ref>,
+      .iq4_xs_q8_k_tile = tile_by_rows<dot_iq4_xs_q8_k_ref>,
       .q2_k_q8_k = dot_q2_k_q8_k_ref,
       .q3_k_q8_k = dot_q3_k_q8_k_ref,
-      .q2_k_q8_k_tile = tile_by_rows<BlockQ2_K, BlockQ8_K, dot_q2_k_q8_k_ref>,
-      .q3_k_q8_k_tile = tile_by_rows<BlockQ3_K, BlockQ8_K, dot_q3_k_q8_k_ref>,
+      .q2_k_q8_k_tile = tile_by_rows<dot_q2_k_q8_k_ref>,
+      .q3_k_q8_k_tile = tile_by_rows<dot_q3_k_q8_k_ref>,
       .bf16_gemm = nullptr,  // the tile loop of matmul.cpp
       .f32_to_f16_row = f32_to_f16_row_ref,
   };
