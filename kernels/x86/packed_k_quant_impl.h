@@ -415,7 +415,11 @@ void expanded_unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPacked
     const int64_t b1 = std::min(nsb, b0 + kSuperBlocks);
     for (int64_t b = b0; b < b1; ++b) {
       const uint8_t* sb[G];
-      for (int g = 0; g < G; ++g) sb[g] = u[g].group + b * lay.super_block_bytes;
+      for (int g = 0; g < G; ++g) {
+        sb[g] = u[g].group + b * lay.super_block_bytes;
+        // Batched decode reads the weights from memory here, once: ahead as the decode tile does.
+        if (u[g].lane0 == 0) prefetch_super_block(sb[g] + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
+      }
       expand_levels<V, T, G>(sb, lane0, lay, scratch + static_cast<size_t>(b - b0) * kTileBytes);
     }
     unit_rows<V, T, G, R, true>(w, group_bytes, lay, b0, b1, rows, u0, x, x_row_bytes, n_rows, y, ldy, scratch);
