@@ -37,19 +37,24 @@ run() {  # ranks latency off|on rep -> the job's log
     > "$dir/log-$1-$2-$3-$4" 2>&1
 }
 rate() { sed -n 's/^done: .* \([0-9.]*\) generated tok\/s.*/\1/p' "$1"; }
+# Both tables time the same alternation and check the same bytes; only the failure's wording and the last
+# columns (what the speculating run's log says) differ.
+row() {  # ranks latency what(for the failure) sed-expression(last columns from the log) -> a table row
+  local rep off on
+  for rep in $(seq "$reps"); do run "$1" "$2" off "$rep"; run "$1" "$2" on "$rep"; done
+  cmp -s "$dir/out-$1-$2-off.jsonl" "$dir/out-$1-$2-on.jsonl" ||
+    { echo "compare.sh: the outputs differ with speculation on and off ($3)" >&2; exit 1; }
+  off=$(for rep in $(seq "$reps"); do rate "$dir/log-$1-$2-off-$rep"; done | median)
+  on=$(for rep in $(seq "$reps"); do rate "$dir/log-$1-$2-on-$rep"; done | median)
+  printf '| %d | %s ms | %s | %s | %.2fx | %s |\n' "$1" "$2" "$off" "$on" "$(echo "$on / $off" | bc -l)" \
+    "$(sed -n "$4" "$dir/log-$1-$2-on-1")"
+}
 echo "model $(basename "$model"); --speculate $speculate; --slots 1, $max_tokens new tokens a prompt, --draft-max $draft_max; median of $reps"
 printf '| ranks | hop latency | off tok/s | speculating tok/s | speed-up | accepted | tokens per verification |\n|---|---|---|---|---|---|---|\n'
 for ranks in 1 4; do
   for lat in 0 1; do
-    for rep in $(seq "$reps"); do run "$ranks" "$lat" off "$rep"; run "$ranks" "$lat" on "$rep"; done
-    cmp -s "$dir/out-$ranks-$lat-off.jsonl" "$dir/out-$ranks-$lat-on.jsonl" ||
-      { echo "compare.sh: the outputs differ with speculation on and off ($ranks ranks, $lat ms)" >&2; exit 1; }
-    off=$(for rep in $(seq "$reps"); do rate "$dir/log-$ranks-$lat-off-$rep"; done | median)
-    on=$(for rep in $(seq "$reps"); do rate "$dir/log-$ranks-$lat-on-$rep"; done | median)
-    counts=$(sed -n 's/^speculation: .* \([0-9]* accepted ([0-9.]*%)\), \([0-9.]*\) tokens per verification.*/\1|\2/p' \
-             "$dir/log-$ranks-$lat-on-1")
-    printf '| %d | %s ms | %s | %s | %.2fx | %s |\n' "$ranks" "$lat" "$off" "$on" "$(echo "$on / $off" | bc -l)" \
-      "${counts/|/ | }"
+    row "$ranks" "$lat" "$ranks ranks, $lat ms" \
+      's/^speculation: .* \([0-9]* accepted ([0-9.]*%)\), \([0-9.]*\) tokens per verification.*/\1 | \2/p'
   done
 done
 prompts=p32.jsonl slots=32
@@ -58,14 +63,8 @@ echo
 echo "32 prompts, --slots 32: speculation decided per step (median of $reps)"
 printf '| ranks | hop latency | off tok/s | speculating tok/s | speed-up | verify steps | skipped: groups full | skipped: low acceptance |\n|---|---|---|---|---|---|---|---|\n'
 for ranks in 1 4; do
- for lat in 0 1; do
-  for rep in $(seq "$reps"); do run "$ranks" "$lat" off "$rep"; run "$ranks" "$lat" on "$rep"; done
-  cmp -s "$dir/out-$ranks-$lat-off.jsonl" "$dir/out-$ranks-$lat-on.jsonl" ||
-    { echo "compare.sh: the outputs differ with speculation on and off (32 prompts, $ranks ranks)" >&2; exit 1; }
-  off=$(for rep in $(seq "$reps"); do rate "$dir/log-$ranks-$lat-off-$rep"; done | median)
-  on=$(for rep in $(seq "$reps"); do rate "$dir/log-$ranks-$lat-on-$rep"; done | median)
-  skips=$(sed -n 's/^speculation: \([0-9]*\) verify steps.*, \([0-9]*\) steps without drafts as the decode groups were full, \([0-9]*\) for low acceptance.*/\1 | \2 | \3/p' \
-          "$dir/log-$ranks-$lat-on-1")
-  printf '| %d | %s ms | %s | %s | %.2fx | %s |\n' "$ranks" "$lat" "$off" "$on" "$(echo "$on / $off" | bc -l)" "$skips"
- done
+  for lat in 0 1; do
+    row "$ranks" "$lat" "32 prompts, $ranks ranks" \
+      's/^speculation: \([0-9]*\) verify steps.*, \([0-9]*\) steps without drafts as the decode groups were full, \([0-9]*\) for low acceptance.*/\1 | \2 | \3/p'
+  done
 done
