@@ -29,6 +29,19 @@ BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0"
                     "q4_k": 144 / 256, "q5_k": 176 / 256, "q6_k": 210 / 256}
 
 
+def check_shape_keys(kv, want, optional, alternatives=""):
+    """--shape's key=value pairs (Shape's and MoeShape's): every key of `want` given, no key outside `want`
+    and `optional`, a known weight type. `alternatives`: what else --shape takes, named when keys are missing."""
+    missing = [k for k in want if k not in kv]
+    if missing:
+        raise SystemExit(f"pipeline_model: --shape: expected {' '.join(k + '=' for k in want)}{alternatives}, missing {missing}")
+    unknown = [k for k in kv if k not in want and k not in optional]
+    if unknown:
+        raise SystemExit(f"pipeline_model: --shape: expected only {' '.join(want + optional)}, found {unknown}")
+    if kv["type"] not in BYTES_PER_WEIGHT:
+        raise SystemExit(f"pipeline_model: --shape type: expected one of {sorted(BYTES_PER_WEIGHT)}, found {kv['type']}")
+
+
 @dataclass
 class Shape:
     n_embd: int
@@ -52,14 +65,7 @@ class Shape:
         kv = dict(item.split("=", 1) for item in text.split())
         want = ("n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_vocab", "type")
         optional = ("layer_bytes", "kv_lora_rank", "rope_dim")
-        missing = [k for k in want if k not in kv]
-        if missing:
-            raise SystemExit(f"pipeline_model: --shape: expected {' '.join(k + '=' for k in want)}, missing {missing}")
-        unknown = [k for k in kv if k not in want and k not in optional]
-        if unknown:
-            raise SystemExit(f"pipeline_model: --shape: expected only {' '.join(want + optional)}, found {unknown}")
-        if kv["type"] not in BYTES_PER_WEIGHT:
-            raise SystemExit(f"pipeline_model: --shape type: expected one of {sorted(BYTES_PER_WEIGHT)}, found {kv['type']}")
+        check_shape_keys(kv, want, optional)
         if ("kv_lora_rank" in kv) != ("rope_dim" in kv):
             raise SystemExit("pipeline_model: --shape: expected kv_lora_rank= and rope_dim= together (a latent KV cache)")
         return Shape(*(int(kv[k]) for k in want[:-1]), kv["type"], *(int(kv.get(k, 0)) for k in optional))
@@ -1295,15 +1301,7 @@ class MoeShape:
         except ValueError:
             raise SystemExit(f"pipeline_model: --shape: expected one of {sorted(MOE_PRESETS)} or key=value pairs, found '{text}'")
         want, optional = MoeShape.REQUIRED, MoeShape.OPTIONAL
-        missing = [k for k in want if k not in kv]
-        if missing:
-            raise SystemExit(f"pipeline_model: --shape: expected {' '.join(k + '=' for k in want)} (or one of "
-                             f"{sorted(MOE_PRESETS)}), missing {missing}")
-        unknown = [k for k in kv if k not in want and k not in optional]
-        if unknown:
-            raise SystemExit(f"pipeline_model: --shape: expected only {' '.join(want + optional)}, found {unknown}")
-        if kv["type"] not in BYTES_PER_WEIGHT:
-            raise SystemExit(f"pipeline_model: --shape type: expected one of {sorted(BYTES_PER_WEIGHT)}, found {kv['type']}")
+        check_shape_keys(kv, want, optional, f" (or one of {sorted(MOE_PRESETS)})")
         ints = {}
         for k in want + optional:
             if k in kv and k != "type":
