@@ -10,10 +10,7 @@ NP=${NP:-2}
 E=${E:-2}
 REPS=${REPS:-3}
 THREADS=${THREADS:-1}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-MPIRUN="mpirun --oversubscribe --bind-to none"
+source "$(dirname "$0")/bench_common.sh"
 if [ -z "$MODEL" ]; then
   # The RESULTS model: DeepSeek-2-shaped, 16 layers of 16 experts (4 used a token), 1.19 GB in bf16.
   MODEL=$WORK/moe.gguf
@@ -47,7 +44,6 @@ done
 for shape in one.txt many.txt; do
   cmp -s "$WORK/pp-$shape.jsonl" "$WORK/ep-$shape.jsonl" || { echo "bench_expert_parallel: layouts differ on $shape" >&2; exit 1; }
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 echo "medians of $REPS, generated tok/s, $NP ranks of $THREADS threads (same JSONL bytes in both layouts):"
 for shape in one.txt many.txt; do
   pp=$(echo "${rates[pp-$shape]}" | median); ep=$(echo "${rates[ep-$shape]}" | median)

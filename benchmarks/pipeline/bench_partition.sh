@@ -10,15 +10,10 @@ FACTOR=${FACTOR:-3}
 REPS=${REPS:-5}
 PROMPTS=${PROMPTS:-32}
 NEW_TOKENS=${NEW_TOKENS:-32}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-MPIRUN="mpirun --oversubscribe --bind-to none"
+source "$(dirname "$0")/bench_common.sh"
 if [ -z "$MODEL" ]; then
-  # The pipeline benchmark's synthetic llama (35 MB Q8_0: n_embd 512, 8 layers, vocab 8192).
   MODEL=$WORK/bench.gguf
-  "$BUILD/glacier_mkmodel" --preset tiny --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 4 --n-ff 1536 \
-    --n-vocab 8192 --type q8_0 --seed 7 --out "$MODEL" > /dev/null
+  synthetic_llama "$MODEL"
 fi
 python3 - "$WORK" "$PROMPTS" <<'PY'
 import json, sys
@@ -52,7 +47,6 @@ for rep in $(seq 1 "$REPS"); do
     if [ $p = bytes ]; then bytes_rates+=("$rate"); else measured_rates+=("$rate"); fi
   done
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-mb=$(median "${bytes_rates[@]}")
-mm=$(median "${measured_rates[@]}")
+mb=$(echo "${bytes_rates[@]}" | median)
+mm=$(echo "${measured_rates[@]}" | median)
 printf 'median generated tok/s: bytes %s, measured %s, ratio %.2f\n' "$mb" "$mm" "$(awk -v a="$mm" -v b="$mb" 'BEGIN{print a/b}')"

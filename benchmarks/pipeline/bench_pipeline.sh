@@ -9,15 +9,10 @@ MODEL=${2:-}
 THREADS=${THREADS:-2}
 UBATCH=${UBATCH:-128}
 LAYERS=${LAYERS:-}  # e.g. 0:4,4:8 to override the byte-balanced split for np 2
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-MPIRUN="mpirun --oversubscribe --bind-to none"
+source "$(dirname "$0")/bench_common.sh"
 if [ -z "$MODEL" ]; then
-  # A synthetic llama big enough that compute, not start-up, dominates (about 40M parameters, Q8_0).
   MODEL=$WORK/bench.gguf
-  "$BUILD/glacier_mkmodel" --preset tiny --n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 4 --n-ff 1536 \
-    --n-vocab 8192 --type q8_0 --seed 7 --out "$MODEL" > /dev/null
+  synthetic_llama "$MODEL"
 fi
 # 64 prompts of different lengths (about 40-90 tokens each).
 python3 - "$WORK" <<'PY'
