@@ -20,6 +20,14 @@ std::string synthetic_model_once(const model::SyntheticModelSpec& spec, const st
   return path;
 }
 
+std::string tiny_q8_0_model_once(int32_t n_layer, uint64_t seed, const std::string& scratch_name) {
+  model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
+  spec.n_layer = n_layer;
+  spec.weight_type = kernels::WeightType::Q8_0;
+  spec.seed = seed;
+  return synthetic_model_once(spec, scratch_name);
+}
+
 std::string write_scratch_model(const model::SyntheticModelSpec& spec, const std::string& scratch_name,
                                 const std::string& file_name) {
   const std::string path = scratch_dir(scratch_name) + "/" + file_name;

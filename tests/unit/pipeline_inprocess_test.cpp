@@ -30,13 +30,7 @@ using namespace glacier;
 constexpr int32_t kCtx = 256;
 constexpr int32_t kSlots = 6;
 
-std::string make_model() {
-  model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
-  spec.n_layer = 5;
-  spec.weight_type = kernels::WeightType::Q8_0;
-  spec.seed = 11;
-  return glacier::testing::synthetic_model_once(spec, "inproc");
-}
+std::string make_model() { return glacier::testing::tiny_q8_0_model_once(5, 11, "inproc"); }
 
 // repetitive: prompts that repeat a few tokens, so prompt lookup has drafts to offer.
 std::vector<pipeline::SequenceRequest> requests(int32_t n_vocab, bool repetitive = false) {

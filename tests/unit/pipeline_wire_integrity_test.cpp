@@ -187,13 +187,7 @@ constexpr int32_t kSlots = 4;
 constexpr int kStages = 3;
 constexpr int kWorldBase = 10;  // as if this were a later replica: reports must name world ranks
 
-std::string make_model() {
-  model::SyntheticModelSpec spec = model::synthetic_preset("tiny");
-  spec.n_layer = 3;
-  spec.weight_type = kernels::WeightType::Q8_0;
-  spec.seed = 5;
-  return glacier::testing::synthetic_model_once(spec, "wire_integrity");
-}
+std::string make_model() { return glacier::testing::tiny_q8_0_model_once(3, 5, "wire_integrity"); }
 
 // Forwards to the real ring and notes the micro-batch ids in submission order (every stage handles
 // them in that order, so a stage's n-th message carries the n-th id).
