@@ -68,23 +68,34 @@ Outputs run_job(const std::string& dir, const std::string& name, const std::stri
   return o;
 }
 
+// Bitwise the same tokens and log-probs: what every split of the same job gives (f32 wire).
+void expect_same_results(const Outputs& a, const Outputs& b) {
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.logprob_bits, b.logprob_bits);
+}
+
+// `moved`'s split leaves the slowed rank 1 fewer layers than `base`'s, with the same results; the names
+// say which run is which when it does not.
+void expect_moved_off_the_slow_rank(const Outputs& base, const std::string& base_name, const Outputs& moved,
+                                    const std::string& moved_name) {
+  ASSERT_EQ(base.split.size(), 2u);
+  ASSERT_EQ(moved.split.size(), 2u);
+  EXPECT_LT(moved.split[1].size(), base.split[1].size())
+      << base_name << " " << glacier::planning::format_layer_split(base.split) << ", " << moved_name << " "
+      << glacier::planning::format_layer_split(moved.split);
+  expect_same_results(moved, base);
+}
+
 TEST(PipelinePartition, MeasuredSplitMovesLayersOffASlowRankWithIdenticalResults) {
   const std::string dir = glacier::testing::scratch_dir("partition-measured");
   make_model(dir);
   make_prompts(dir);
   const Outputs bytes = run_job(dir, "bytes", std::string("--slow-rank ") + kSlowRank);
   const Outputs measured = run_job(dir, "measured", std::string("--partition measured --slow-rank ") + kSlowRank);
-  ASSERT_EQ(bytes.split.size(), 2u);
-  ASSERT_EQ(measured.split.size(), 2u);
-  EXPECT_LT(measured.split[1].size(), bytes.split[1].size())
-      << "bytes " << glacier::planning::format_layer_split(bytes.split) << ", measured "
-      << glacier::planning::format_layer_split(measured.split);
-  EXPECT_EQ(measured.tokens, bytes.tokens);
-  EXPECT_EQ(measured.logprob_bits, bytes.logprob_bits);
+  ASSERT_NO_FATAL_FAILURE(expect_moved_off_the_slow_rank(bytes, "bytes", measured, "measured"));
   // The memory split of one host's equal ranks is another valid split: the same results again.
   const Outputs memory = run_job(dir, "memory", "--partition memory");
-  EXPECT_EQ(memory.tokens, bytes.tokens);
-  EXPECT_EQ(memory.logprob_bits, bytes.logprob_bits);
+  expect_same_results(memory, bytes);
 }
 
 TEST(PipelinePartition, SplitFromAnEarlierRunsTraceMovesLayersOffTheSlowRank) {
@@ -93,12 +104,7 @@ TEST(PipelinePartition, SplitFromAnEarlierRunsTraceMovesLayersOffTheSlowRank) {
   make_prompts(dir);
   const Outputs earlier = run_job(dir, "earlier", std::string("--slow-rank ") + kSlowRank);
   const Outputs from = run_job(dir, "from", "--partition-from " + dir + "/earlier.h5 --slow-rank " + kSlowRank);
-  ASSERT_EQ(from.split.size(), 2u);
-  EXPECT_LT(from.split[1].size(), earlier.split[1].size())
-      << "earlier " << glacier::planning::format_layer_split(earlier.split) << ", from its trace "
-      << glacier::planning::format_layer_split(from.split);
-  EXPECT_EQ(from.tokens, earlier.tokens);
-  EXPECT_EQ(from.logprob_bits, earlier.logprob_bits);
+  ASSERT_NO_FATAL_FAILURE(expect_moved_off_the_slow_rank(earlier, "earlier", from, "from its trace"));
 
   // Another rank count than the earlier run's: refused before loading, naming the file.
   const std::string base = "--model " + dir + "/m.gguf --prompts " + dir + "/prompts.jsonl --jsonl " + dir + "/x.jsonl ";
