@@ -49,6 +49,14 @@ std::string make_prompts(const std::string& dir) {
   return path;
 }
 
+// A scratch directory holding what every job here runs on: the model (m.gguf) and prompts (prompts.jsonl).
+std::string job_dir(const std::string& scratch_name) {
+  const std::string dir = glacier::testing::scratch_dir(scratch_name);
+  make_model(dir);
+  make_prompts(dir);
+  return dir;
+}
+
 struct Outputs : glacier::testing::GeneratedById {
   std::vector<glacier::model::LayerRange> split;  // the run's layer_split attribute
 };
@@ -87,9 +95,7 @@ void expect_moved_off_the_slow_rank(const Outputs& base, const std::string& base
 }
 
 TEST(PipelinePartition, MeasuredSplitMovesLayersOffASlowRankWithIdenticalResults) {
-  const std::string dir = glacier::testing::scratch_dir("partition-measured");
-  make_model(dir);
-  make_prompts(dir);
+  const std::string dir = job_dir("partition-measured");
   const Outputs bytes = run_job(dir, "bytes", std::string("--slow-rank ") + kSlowRank);
   const Outputs measured = run_job(dir, "measured", std::string("--partition measured --slow-rank ") + kSlowRank);
   ASSERT_NO_FATAL_FAILURE(expect_moved_off_the_slow_rank(bytes, "bytes", measured, "measured"));
@@ -99,9 +105,7 @@ TEST(PipelinePartition, MeasuredSplitMovesLayersOffASlowRankWithIdenticalResults
 }
 
 TEST(PipelinePartition, SplitFromAnEarlierRunsTraceMovesLayersOffTheSlowRank) {
-  const std::string dir = glacier::testing::scratch_dir("partition-from");
-  make_model(dir);
-  make_prompts(dir);
+  const std::string dir = job_dir("partition-from");
   const Outputs earlier = run_job(dir, "earlier", std::string("--slow-rank ") + kSlowRank);
   const Outputs from = run_job(dir, "from", "--partition-from " + dir + "/earlier.h5 --slow-rank " + kSlowRank);
   ASSERT_NO_FATAL_FAILURE(expect_moved_off_the_slow_rank(earlier, "earlier", from, "from its trace"));
