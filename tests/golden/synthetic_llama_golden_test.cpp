@@ -51,6 +51,22 @@ std::string ref_rel(const SynthCase& c, const char* file) {
   return std::string("reference/synthetic/synth-llama-") + c.name + "/" + file;
 }
 
+// The deviations from llama.cpp along one prompt (its positions, or its greedy steps), split at the first
+// beyond the tight tolerance, the rounding flip: its index (n when there is none), the worst deviation
+// before it and the worst from it on.
+struct FlipSplit {
+  size_t n;
+  double tolerance;
+  size_t first_flip = n;
+  double worst_before = 0.0, worst_after = 0.0;
+
+  void add(size_t i, double deviation) {
+    if (first_flip == n && deviation > tolerance) first_flip = i;
+    double& worst = i < first_flip ? worst_before : worst_after;
+    worst = std::max(worst, deviation);
+  }
+};
+
 class SynthLlamaGolden : public ::testing::TestWithParam<SynthCase> {};
 
 TEST_P(SynthLlamaGolden, FullLogitsMatch) {
@@ -67,21 +83,17 @@ TEST_P(SynthLlamaGolden, FullLogitsMatch) {
     const std::vector<float> logits = eng.all_logits(ids);
     const auto& expected = c["logits"];
     ASSERT_EQ(expected.size(), ids.size());
-    size_t first_flip = ids.size();  // first position beyond the tight tolerance
-    double worst_before = 0.0, worst_after = 0.0;
+    FlipSplit flip{ids.size(), sc.logit_tolerance};
     for (size_t p = 0; p < ids.size(); ++p) {
       ASSERT_EQ(expected[p].size(), static_cast<size_t>(eng.cfg.n_vocab));
-      const double worst = max_abs_deviation(logits.data() + p * eng.cfg.n_vocab, expected[p], eng.cfg.n_vocab);
-      if (first_flip == ids.size() && worst > sc.logit_tolerance) first_flip = p;
-      double& bucket = p < first_flip ? worst_before : worst_after;
-      bucket = std::max(bucket, worst);
+      flip.add(p, max_abs_deviation(logits.data() + p * eng.cfg.n_vocab, expected[p], eng.cfg.n_vocab));
     }
-    EXPECT_GT(first_flip, 0u) << sc.name << " prompt " << k << ": the first position is off by " << worst_after;
-    EXPECT_LE(worst_after, kRoundingFlipTolerance) << sc.name << " prompt " << k << " from position " << first_flip;
-    std::printf("synth-llama-%s prompt %zu: max |dlogit| %.3g over %zu positions", sc.name, k, worst_before,
-                std::min(first_flip, ids.size()));
-    if (first_flip < ids.size())
-      std::printf("; rounding flip at position %zu, max |dlogit| %.3g after it", first_flip, worst_after);
+    EXPECT_GT(flip.first_flip, 0u) << sc.name << " prompt " << k << ": the first position is off by " << flip.worst_after;
+    EXPECT_LE(flip.worst_after, kRoundingFlipTolerance) << sc.name << " prompt " << k << " from position " << flip.first_flip;
+    std::printf("synth-llama-%s prompt %zu: max |dlogit| %.3g over %zu positions", sc.name, k, flip.worst_before,
+                std::min(flip.first_flip, ids.size()));
+    if (flip.first_flip < ids.size())
+      std::printf("; rounding flip at position %zu, max |dlogit| %.3g after it", flip.first_flip, flip.worst_after);
     std::printf("\n");
   }
 }
@@ -106,24 +118,21 @@ TEST_P(SynthLlamaGolden, GreedyTokensMatchUntilARoundingFlip) {
     ASSERT_EQ(steps.size(), expected.size());
     const std::vector<float> logits = glacier::testing::teacher_forced_logits(eng, prompt, expected);
     const int32_t n_vocab = eng.cfg.n_vocab;
-    size_t first_flip = expected.size();
-    double worst_before = 0.0, worst_after = 0.0;
+    FlipSplit flip{expected.size(), sc.logit_tolerance};
     for (size_t i = 0; i < expected.size(); ++i) {
       const float* row = logits.data() + (prompt.size() - 1 + i) * static_cast<size_t>(n_vocab);
       double dev = 0.0;  // against llama.cpp's five best logits of the step
       for (const auto& entry : steps[i]["top5"])
         dev = std::max(dev, std::abs(double(row[entry[0].get<int32_t>()]) - entry[1].get<double>()));
-      if (first_flip == expected.size() && dev > sc.logit_tolerance) first_flip = i;
-      double& worst = i < first_flip ? worst_before : worst_after;
-      worst = std::max(worst, dev);
-      if (i < first_flip && steps[i]["margin"].get<double>() > sc.logit_tolerance) {
+      flip.add(i, dev);
+      if (i < flip.first_flip && steps[i]["margin"].get<double>() > sc.logit_tolerance) {
         EXPECT_EQ(std::max_element(row, row + n_vocab) - row, expected[i]) << sc.name << " prompt " << k << " replayed step " << i;
       }
     }
-    EXPECT_LE(worst_after, kRoundingFlipTolerance) << sc.name << " prompt " << k << " from step " << first_flip;
+    EXPECT_LE(flip.worst_after, kRoundingFlipTolerance) << sc.name << " prompt " << k << " from step " << flip.first_flip;
     // The free-running generation follows llama.cpp while both are decidable and no flip intervened.
     size_t compared = 0;
-    while (compared < first_flip && steps[compared]["margin"].get<double>() > sc.logit_tolerance) ++compared;
+    while (compared < flip.first_flip && steps[compared]["margin"].get<double>() > sc.logit_tolerance) ++compared;
     const auto& got = outcomes[k].generated;
     ASSERT_GE(got.size(), compared) << sc.name << " prompt " << k;
     for (size_t i = 0; i < compared; ++i) {
@@ -133,8 +142,9 @@ TEST_P(SynthLlamaGolden, GreedyTokensMatchUntilARoundingFlip) {
       EXPECT_EQ(got.size(), expected.size()) << sc.name << " prompt " << k;
     }
     std::printf("synth-llama-%s prompt %zu: %zu of %zu greedy tokens compared (max |dlogit| %.3g", sc.name, k, compared,
-                expected.size(), worst_before);
-    if (first_flip < expected.size()) std::printf("; rounding flip at step %zu, %.3g after it", first_flip, worst_after);
+                expected.size(), flip.worst_before);
+    if (flip.first_flip < expected.size())
+      std::printf("; rounding flip at step %zu, %.3g after it", flip.first_flip, flip.worst_after);
     std::printf(")\n");
   }
 }
