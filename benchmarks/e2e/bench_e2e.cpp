@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../kernels/machine_peaks.h"
+#include "compute/decode_batch.h"
 #include "compute/transformer_stage.h"
 #include "gguf/gguf_file.h"
 #include "kernels/crc32c.h"
@@ -171,19 +172,8 @@ class Engine {
 // (one per sequence): the work the checksum adds on each side of a link, the sender sealing the message
 // and the receiver checking it. Median of repeated timings of many checks each.
 double message_checksum_seconds(int n_tokens, int32_t n_embd) {
-  compute::MicroBatch mb;
+  compute::MicroBatch mb = compute::one_token_rows(n_tokens, 1, compute::OutputKind::Sample);
   mb.id = 1;
-  for (int i = 0; i < n_tokens; ++i) {
-    compute::Chunk c;
-    c.seq = i;
-    c.slot = i;
-    c.n_tokens = 1;
-    c.token_offset = i;
-    c.output = compute::OutputKind::Sample;
-    mb.chunks.push_back(c);
-    mb.tokens.push_back(1);
-    mb.targets.push_back(-1);
-  }
   std::vector<float> x(static_cast<size_t>(n_tokens) * n_embd, 0.5f);
   std::vector<uint8_t> msg;
   pipeline::encode_forward(mb, x.data(), n_embd, pipeline::WireCodec::F32, msg);

@@ -7,6 +7,7 @@
 
 #include "comm/ring_timing.h"
 #include "comm/startup_watchdog.h"
+#include "compute/decode_batch.h"
 #include "pipeline/wire.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -18,18 +19,8 @@ namespace {
 // through this stage: the embedding on the first, the layers, the head on the last.
 double time_decode_step(compute::TransformerStage& stage, int32_t rows, const compute::ComputeThrottle& throttle) {
   const model::ModelConfig& cfg = stage.config();
-  compute::MicroBatch mb;
+  compute::MicroBatch mb = compute::one_token_rows(rows, 0, compute::OutputKind::None);
   mb.id = -1;
-  for (int32_t i = 0; i < rows; ++i) {
-    compute::Chunk c;
-    c.seq = i;
-    c.slot = i;
-    c.n_tokens = 1;
-    c.token_offset = i;
-    mb.chunks.push_back(c);
-  }
-  mb.tokens.assign(static_cast<size_t>(rows), 0);
-  mb.targets.assign(static_cast<size_t>(rows), -1);
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cfg.n_embd);
   std::vector<float> x(n);
   std::vector<int32_t> head_rows(static_cast<size_t>(rows));
