@@ -58,12 +58,17 @@ inline GoldenModel gemma2_golden(const std::string& vocab) {
   return {"synth gemma2", s, "77cfba96e9991e5078fadd26447cc40cba268c2446479860f0a202fcd8a4037f", "gemma2/gemma2.json"};
 }
 
-// Granite with each of its four scales set so that it moves llama.cpp's logits (data/granite/README.md).
+// The four Granite scales of the golden granite and granitemoe files, each set so that it moves llama.cpp's
+// logits (data/granite/README.md).
+inline constexpr model::SyntheticModelSpec::Granite kGoldenGraniteScales{
+    .embedding_scale = 4.0f, .residual_scale = 0.5f, .attention_scale = 0.2f, .logit_scale = 0.5f};
+
+// Granite with the golden scales.
 inline GoldenModel granite_golden(const std::string& vocab) {
   model::SyntheticModelSpec s = tiny_with_vocab(vocab);
   s.arch = "granite";
   s.n_layer = 3;
-  s.granite = {.embedding_scale = 4.0f, .residual_scale = 0.5f, .attention_scale = 0.2f, .logit_scale = 0.5f};
+  s.granite = kGoldenGraniteScales;
   return {"synth granite", s, "f0d24c5548cd7e5d56a4dd287933e9666bcdf0f9a701d41f2997a657c401bd47", "granite/granite.json"};
 }
 

@@ -105,4 +105,11 @@ void check_golden_run(const GoldenRun& run, const GreedyDumpTolerances& tol,
   check_against_greedy_dump(eng, cases, run.label, tol);
 }
 
+void expect_golden_granite_scales(const model::ModelConfig& c) {
+  EXPECT_EQ(c.embedding_scale, kGoldenGraniteScales.embedding_scale);
+  EXPECT_EQ(c.residual_scale, kGoldenGraniteScales.residual_scale);
+  EXPECT_EQ(c.query_scale, kGoldenGraniteScales.attention_scale);
+  EXPECT_EQ(c.logit_scale, kGoldenGraniteScales.logit_scale);
+}
+
 }  // namespace glacier::testing

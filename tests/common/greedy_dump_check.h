@@ -59,4 +59,8 @@ inline GoldenRun golden_run(const std::string& path, const GoldenModel& m) {
 void check_golden_run(const GoldenRun& run, const GreedyDumpTolerances& tol,
                       const std::function<void(const model::ModelConfig&)>& expect_config = nullptr);
 
+// An expect_config for the golden granite and granitemoe files: the config carries kGoldenGraniteScales
+// (the file's attention.scale as its query scale).
+void expect_golden_granite_scales(const model::ModelConfig& c);
+
 }  // namespace glacier::testing

@@ -36,12 +36,7 @@ std::string make_model(const std::string& vocab) {
 TEST(GraniteGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
   GLACIER_REQUIRE_SHARED(vocab, "models/vocab/ggml-vocab-llama-spm.gguf");
   const auto run = glacier::testing::golden_run(make_model(vocab), glacier::testing::granite_golden(vocab));
-  glacier::testing::check_golden_run(run, {kF32Tolerance, kF32Tolerance}, [](const model::ModelConfig& c) {
-    EXPECT_EQ(c.embedding_scale, 4.0f);
-    EXPECT_EQ(c.residual_scale, 0.5f);
-    EXPECT_EQ(c.query_scale, 0.2f);
-    EXPECT_EQ(c.logit_scale, 0.5f);
-  });
+  glacier::testing::check_golden_run(run, {kF32Tolerance, kF32Tolerance}, glacier::testing::expect_golden_granite_scales);
 }
 
 TEST(GraniteGolden, ThreeStageSplitGivesTheSameLogitsBitForBit) {

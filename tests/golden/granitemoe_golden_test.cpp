@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/gguf_copy.h"
+#include "common/golden_models.h"
 #include "common/greedy_dump_check.h"
 #include "common/stage_harness.h"
 #include "common/test_env.h"
@@ -39,10 +40,11 @@ std::string write_granitemoe(const std::string& mixtral) {
       w.set(key, value);
     }
   }
-  w.set_f32("granitemoe.embedding_scale", 4.0f);
-  w.set_f32("granitemoe.residual_scale", 0.5f);
-  w.set_f32("granitemoe.attention.scale", 0.2f);
-  w.set_f32("granitemoe.logit_scale", 0.5f);
+  const auto& scales = glacier::testing::kGoldenGraniteScales;
+  w.set_f32("granitemoe.embedding_scale", scales.embedding_scale);
+  w.set_f32("granitemoe.residual_scale", scales.residual_scale);
+  w.set_f32("granitemoe.attention.scale", scales.attention_scale);
+  w.set_f32("granitemoe.logit_scale", scales.logit_scale);
   glacier::testing::copy_tensors(*base, w);
   const std::string path = glacier::testing::scratch_dir("granitemoe-golden") + "/granitemoe.gguf";
   w.write(path);
@@ -56,8 +58,7 @@ TEST(GraniteMoeGolden, TopLogitsAndGreedyTokensMatchLlamaCpp) {
   glacier::testing::check_golden_run(run, {kF32Tolerance, kF32Tolerance}, [](const glacier::model::ModelConfig& c) {
     EXPECT_EQ(c.n_expert, 4);
     EXPECT_EQ(c.n_expert_used, 2);
-    EXPECT_EQ(c.embedding_scale, 4.0f);
-    EXPECT_EQ(c.logit_scale, 0.5f);
+    glacier::testing::expect_golden_granite_scales(c);
   });
 }
 
