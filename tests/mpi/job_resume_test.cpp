@@ -184,6 +184,17 @@ std::optional<pid_t> pid_of_rank(const BackgroundProcess& job, int rank) {
   return glacier::testing::pid_of_mpi_rank(job.pid(), rank);
 }
 
+// The rows an interrupted job left in its results file: some, not all, each the reference's; `cause`
+// names the interruption in the messages ("the stop"), `label` the file ("interrupted").
+glacier::io::FinishedResults expect_part_of_the_rows(const Paths& p, const Reference& ref, const std::string& cause,
+                                                      const std::string& label) {
+  auto left = glacier::io::read_finished(p.h5());
+  EXPECT_GT(left.rows.size(), 0u) << "no rows were flushed before " << cause;
+  EXPECT_LT(left.rows.size(), size_t{kPromptCount}) << cause << " came too late to test resuming";
+  expect_rows_match(left.rows, ref, label + " " + p.h5());
+  return left;
+}
+
 // Runs the job, sends `signal_number` to one rank part way, and checks that the job ends on its own
 // within kRankFaultEndS with a non-zero code and a readable prefix of the reference rows; returns the output.
 std::string fault_one_rank(const Paths& p, const Reference& ref, int np, int rank, int signal_number,
@@ -216,10 +227,7 @@ std::string fault_one_rank(const Paths& p, const Reference& ref, int np, int ran
   const std::string output = job.output();
   job.kill_tree();  // nothing may be left behind (a stopped rank especially)
   EXPECT_TRUE(glacier::testing::kill_and_wait_gone(processes, kLeftoverExitS)) << "a rank outlived the job and its kill";
-  const auto left = glacier::io::read_finished(p.h5());
-  EXPECT_GT(left.rows.size(), 0u) << "no rows were flushed before the fault";
-  EXPECT_LT(left.rows.size(), size_t{kPromptCount}) << "the fault came too late to test resuming";
-  expect_rows_match(left.rows, ref, "after the fault " + p.h5());
+  const auto left = expect_part_of_the_rows(p, ref, "the fault", "after the fault");
   glacier::testing::expect_h5py_row_count(p.h5(), left.rows.size());
   return output;
 }
@@ -262,17 +270,12 @@ TEST_P(JobResume, StopSignalDrainsThenResumeMatchesUninterruptedRun) {
     EXPECT_NE(job.output().find("--resume"), std::string::npos) << "the message should say how to finish\n"
                                                                    << job.output();
   }
-  const auto interrupted = glacier::io::read_finished(p.h5());
-  EXPECT_GT(interrupted.rows.size(), 0u) << "no rows were flushed before the stop";
-  EXPECT_LT(interrupted.rows.size(), size_t{kPromptCount}) << "the stop came too late to test resuming";
-  expect_rows_match(interrupted.rows, ref_, "interrupted " + p.h5());
+  const auto interrupted = expect_part_of_the_rows(p, ref_, "the stop", "interrupted");
   // The drained run wrote every result it finished to both outputs.
   EXPECT_EQ(glacier::testing::read_jsonl(p.jsonl()).size(), interrupted.rows.size());
   std::printf("np %d: SIGUSR1 left %zu of %d rows\n", np, interrupted.rows.size(), kPromptCount);
 
-  const auto resumed = run_glacier(np, job_args(p, p.h5(), p.jsonl()) + " --resume", kJobTimeLimitS);
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_same_as_reference(p, ref_);
+  resume_and_compare(p, ref_, np);
 }
 
 TEST_P(JobResume, KilledJobLeavesReadablePrefixThenResumeMatchesUninterruptedRun) {
@@ -293,17 +296,12 @@ TEST_P(JobResume, KilledJobLeavesReadablePrefixThenResumeMatchesUninterruptedRun
       EXPECT_FALSE(glacier::testing::is_alive(rank)) << "process " << rank << " survived SIGKILL";
     }
   }
-  const auto killed = glacier::io::read_finished(p.h5());
-  EXPECT_GT(killed.rows.size(), 0u) << "no rows were flushed before the kill";
-  EXPECT_LT(killed.rows.size(), size_t{kPromptCount}) << "the kill came too late to test resuming";
+  const auto killed = expect_part_of_the_rows(p, ref_, "the kill", "killed");
   EXPECT_EQ(killed.rows.size() % kFlushEvery, 0u) << "only whole flushes of --flush-every rows may be on disk";
-  expect_rows_match(killed.rows, ref_, "killed " + p.h5());
   std::printf("np %d: SIGKILL left %zu of %d rows\n", np, killed.rows.size(), kPromptCount);
   glacier::testing::expect_h5py_row_count(p.h5(), killed.rows.size());
 
-  const auto resumed = run_glacier(np, job_args(p, p.h5(), p.jsonl()) + " --resume", kJobTimeLimitS);
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_same_as_reference(p, ref_);
+  resume_and_compare(p, ref_, np);
 }
 
 TEST_P(JobResume, ResumeWithOtherModelOrOptionsIsRefusedAndTouchesNothing) {
