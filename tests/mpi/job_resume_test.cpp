@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -180,6 +181,17 @@ bool wait_until_part_way(BackgroundProcess& job, const std::string& jsonl) {
   return false;
 }
 
+// Starts the job (extra_args after the usual ones, its output in <dir>/<log_name>) and waits until it is
+// part way; nullptr, with a failure saying there is nothing to `action`, when it ended or stalled first.
+std::unique_ptr<BackgroundProcess> start_until_part_way(const Paths& p, int np, const std::string& extra_args,
+                                                        const std::string& log_name, const std::string& action) {
+  auto job = std::make_unique<BackgroundProcess>(
+      glacier::testing::glacier_argv(np, job_args(p, p.h5(), p.jsonl()) + extra_args), p.dir + "/" + log_name);
+  if (wait_until_part_way(*job, p.jsonl())) return job;
+  ADD_FAILURE() << "the job ended (or stalled) before it was part way: nothing to " << action << "\n" << job->output();
+  return nullptr;
+}
+
 std::optional<pid_t> pid_of_rank(const BackgroundProcess& job, int rank) {
   return glacier::testing::pid_of_mpi_rank(job.pid(), rank);
 }
@@ -199,12 +211,9 @@ glacier::io::FinishedResults expect_part_of_the_rows(const Paths& p, const Refer
 // within kRankFaultEndS with a non-zero code and a readable prefix of the reference rows; returns the output.
 std::string fault_one_rank(const Paths& p, const Reference& ref, int np, int rank, int signal_number,
                            const std::string& extra_args) {
-  BackgroundProcess job(glacier::testing::glacier_argv(np, job_args(p, p.h5(), p.jsonl()) + extra_args),
-                        p.dir + "/fault.log");
-  if (!wait_until_part_way(job, p.jsonl())) {
-    ADD_FAILURE() << "the job ended (or stalled) before it was part way: nothing to interrupt\n" << job.output();
-    return job.output();
-  }
+  const auto started = start_until_part_way(p, np, extra_args, "fault.log", "interrupt");
+  if (!started) return "";
+  BackgroundProcess& job = *started;
   const std::optional<pid_t> target = pid_of_rank(job, rank);
   if (!target) {
     ADD_FAILURE() << "rank " << rank << " not found among the job's processes";
@@ -259,9 +268,9 @@ TEST_P(JobResume, StopSignalDrainsThenResumeMatchesUninterruptedRun) {
   const int np = GetParam();
   const Paths& p = paths_;
   {
-    BackgroundProcess job(glacier::testing::glacier_argv(np, job_args(p, p.h5(), p.jsonl())), p.dir + "/usr1.log");
-    ASSERT_TRUE(wait_until_part_way(job, p.jsonl()))
-        << "the job ended (or stalled) before it was part way: nothing to interrupt\n" << job.output();
+    const auto started = start_until_part_way(p, np, "", "usr1.log", "interrupt");
+    if (!started) return;  // the failure is recorded
+    BackgroundProcess& job = *started;
     job.signal(SIGUSR1);  // mpiexec forwards SIGUSR1 to every rank
     const auto code = job.wait_for(kJobTimeLimitS);
     ASSERT_TRUE(code.has_value()) << "the job did not stop within " << kJobTimeLimitS << " s of SIGUSR1\n"
@@ -284,9 +293,9 @@ TEST_P(JobResume, KilledJobLeavesReadablePrefixThenResumeMatchesUninterruptedRun
   const int np = GetParam();
   const Paths& p = paths_;
   {
-    BackgroundProcess job(glacier::testing::glacier_argv(np, job_args(p, p.h5(), p.jsonl())), p.dir + "/kill.log");
-    ASSERT_TRUE(wait_until_part_way(job, p.jsonl()))
-        << "the job ended (or stalled) before it was part way: nothing to kill\n" << job.output();
+    const auto started = start_until_part_way(p, np, "", "kill.log", "kill");
+    if (!started) return;  // the failure is recorded
+    BackgroundProcess& job = *started;
     const std::vector<pid_t> tree = glacier::testing::descendants_of(job.pid());
     EXPECT_GE(tree.size(), size_t(np)) << "expected mpiexec to have started " << np << " ranks";
     job.kill_tree();
