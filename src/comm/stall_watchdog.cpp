@@ -9,6 +9,7 @@
 #include "comm/message_tags.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/text_format.h"
 
 namespace glacier::comm {
 namespace {
@@ -17,13 +18,6 @@ namespace {
 // so the slowest layer of a large micro-batch bounds it; a tenth of the stall timeout is ample for
 // that and keeps detection quick (at least 1 s so scheduling noise on a busy node does not count).
 double answer_grace(double stall_timeout_s) { return std::clamp(stall_timeout_s / 10.0, 1.0, 10.0); }
-
-template <typename... Args>
-std::string format(const char* fmt, Args... args) {
-  char buf[1024];
-  std::snprintf(buf, sizeof buf, fmt, args...);
-  return buf;
-}
 
 }  // namespace
 
@@ -88,10 +82,10 @@ void StallWatchdog::check(double& quiet_since) {
   const double grace = answer_grace(timeout_s_);
   if (rank_ != 0) {
     if (now - std::max(quiet_since, last_ping_) >= 2 * timeout_s_ + grace)
-      throw StallError(format("stall watchdog on rank %d (%s): waited %.0f s for rank %d, and rank 0 has not checked "
-                              "on the ranks for %.0f s: rank 0 is stopped or hung",
-                              rank_, host(rank_).c_str(), now - wait_started_, waiting_on_,
-                              now - std::max(quiet_since, last_ping_)));
+      throw StallError(format_line("stall watchdog on rank %d (%s): waited %.0f s for rank %d, and rank 0 has not "
+                                   "checked on the ranks for %.0f s: rank 0 is stopped or hung",
+                                   rank_, host(rank_).c_str(), now - wait_started_, waiting_on_,
+                                   now - std::max(quiet_since, last_ping_)));
     return;
   }
   if (!check_active_) {
@@ -117,11 +111,11 @@ void StallWatchdog::check(double& quiet_since) {
   for (int r = 1; r < size_; ++r) {
     if (answers_[static_cast<size_t>(r)]) continue;
     if (!silent.empty()) silent += ", ";
-    silent += format("rank %d (%s)", r, host(r).c_str());
+    silent += format_line("rank %d (%s)", r, host(r).c_str());
   }
-  throw StallError(format("stall watchdog: no transfer completed for %.0f s (--stall-timeout %.0f) and %s did not "
-                          "answer within %.0f s: stopped or hung; the others: %s",
-                          now - quiet_since, timeout_s_, silent.c_str(), grace, describe_answers().c_str()));
+  throw StallError(format_line("stall watchdog: no transfer completed for %.0f s (--stall-timeout %.0f) and %s did "
+                               "not answer within %.0f s: stopped or hung; the others: %s",
+                               now - quiet_since, timeout_s_, silent.c_str(), grace, describe_answers().c_str()));
 }
 
 void StallWatchdog::collect_pongs() {
@@ -140,9 +134,9 @@ std::string StallWatchdog::describe_answers() const {
     const auto& a = answers_[static_cast<size_t>(r)];
     if (!a) continue;
     if (!s.empty()) s += "; ";
-    s += a->waiting_on < 0 ? format("rank %d computing", r)
-                           : format("rank %d waiting %.1f s for rank %lld", r, a->waited_ms / 1000.0,
-                                    static_cast<long long>(a->waiting_on));
+    s += a->waiting_on < 0 ? format_line("rank %d computing", r)
+                           : format_line("rank %d waiting %.1f s for rank %lld", r, a->waited_ms / 1000.0,
+                                         static_cast<long long>(a->waiting_on));
   }
   return s.empty() ? "none" : s;
 }

@@ -17,6 +17,7 @@
 #include "util/backoff.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/text_format.h"
 
 namespace glacier::comm::startup {
 namespace {
@@ -50,13 +51,6 @@ struct Outgoing {
 
 void copy(char* to, size_t size, const std::string& from) {
   std::snprintf(to, size, "%s", from.c_str());
-}
-
-template <typename... Args>
-std::string format(const char* fmt, Args... args) {
-  char buf[1024];
-  std::snprintf(buf, sizeof buf, fmt, args...);
-  return buf;
 }
 
 struct Watch {
@@ -123,10 +117,10 @@ struct Watch {
   std::string silence(int r, double now) const {
     const Report& rep = last[static_cast<size_t>(r)];
     const bool reported = rep.phase[0] != '\0';
-    return format("rank %d (%s) has reported nothing for %.1f s (--stall-timeout %g) %s", r,
-                  reported ? rep.host : "?", now - heard[static_cast<size_t>(r)], timeout,
-                  reported ? ("in start-up phase " + describe(rep.phase, rep.detail)).c_str()
-                           : "since start-up began (no report yet)");
+    return format_line("rank %d (%s) has reported nothing for %.1f s (--stall-timeout %g) %s", r,
+                       reported ? rep.host : "?", now - heard[static_cast<size_t>(r)], timeout,
+                       reported ? ("in start-up phase " + describe(rep.phase, rep.detail)).c_str()
+                                : "since start-up began (no report yet)");
   }
 
   void check(double now) {
