@@ -96,8 +96,19 @@ class Shape:
 
 def partition_by_bytes(shape, n_stages):
     """glacier's --partition bytes (src/pipeline/partition.cpp): equal layers, so the split that minimises
-    the heaviest stage when the last one also holds the output head; ties go to earlier cuts."""
-    L, lb, hb = shape.n_layer, shape.layer_bytes(), shape.head_bytes()
+    the heaviest stage when the last one also holds the output head; ties go to earlier cuts. A Shape's layer
+    bytes are whole multiples of a power-of-two fraction (BYTES_PER_WEIGHT), so partition_layers' prefix sums
+    are exact and its ties fall as with (i - j) x the layer's bytes."""
+    return partition_layers([shape.layer_bytes()] * shape.n_layer, shape.head_bytes(), n_stages)
+
+
+def partition_layers(layer_bytes, head_bytes, n_stages):
+    """The split of layers of the given bytes that minimises the heaviest stage, the last holding the head
+    too; ties go to earlier cuts. The layers may differ (a MoE model's dense leading layers)."""
+    L = len(layer_bytes)
+    prefix = [0.0]
+    for b in layer_bytes:
+        prefix.append(prefix[-1] + b)
     inf = float("inf")
     best = [[inf] * (L + 1) for _ in range(n_stages + 1)]
     cut = [[-1] * (L + 1) for _ in range(n_stages + 1)]
@@ -107,7 +118,7 @@ def partition_by_bytes(shape, n_stages):
             for j in range(s - 1, i):
                 if best[s - 1][j] == inf:
                     continue
-                c = max(best[s - 1][j], (i - j) * lb + (hb if s == n_stages else 0.0))
+                c = max(best[s - 1][j], prefix[i] - prefix[j] + (head_bytes if s == n_stages else 0.0))
                 if c < best[s][i]:
                     best[s][i], cut[s][i] = c, j
     split, end = [], L
@@ -1516,32 +1527,6 @@ def is_routed_expert(name):
     """blk.N.ffn_{gate,up,down}_exps (stacked) or blk.N.ffn_{gate,up,down}.E.weight (one tensor an expert)."""
     parts = name.split(".")
     return "_exps" in name or (len(parts) == 5 and parts[2] in ("ffn_gate", "ffn_up", "ffn_down") and parts[3].isdigit())
-
-
-def partition_layers(layer_bytes, head_bytes, n_stages):
-    """partition_by_bytes for layers of unequal bytes (a MoE model's dense leading layers): the split that
-    minimises the heaviest stage, the last holding the head too; ties go to earlier cuts."""
-    L = len(layer_bytes)
-    prefix = [0.0]
-    for b in layer_bytes:
-        prefix.append(prefix[-1] + b)
-    inf = float("inf")
-    best = [[inf] * (L + 1) for _ in range(n_stages + 1)]
-    cut = [[-1] * (L + 1) for _ in range(n_stages + 1)]
-    best[0][0] = 0.0
-    for s in range(1, n_stages + 1):
-        for i in range(s, L - (n_stages - s) + 1):
-            for j in range(s - 1, i):
-                if best[s - 1][j] == inf:
-                    continue
-                c = max(best[s - 1][j], prefix[i] - prefix[j] + (head_bytes if s == n_stages else 0.0))
-                if c < best[s][i]:
-                    best[s][i], cut[s][i] = c, j
-    split, end = [], L
-    for s in range(n_stages, 0, -1):
-        split.insert(0, (cut[s][end], end))
-        end = cut[s][end]
-    return split
 
 
 def moe_split(moe, n_stages):
