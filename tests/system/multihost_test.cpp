@@ -88,6 +88,27 @@ bool wait_until_job_on_every_host(pid_t script_pid, double seconds) {
   return false;
 }
 
+// A `sleep 600` run on every host, for the tests of how a run ends: the run, its script's PID (which names
+// its hosts) and the processes it started; no run, with the failure recorded, when a host never got its job.
+struct SleepingRun {
+  std::unique_ptr<BackgroundProcess> run;
+  pid_t script_pid = 0;
+  std::vector<pid_t> started;
+};
+
+SleepingRun start_sleep_on_every_host(const std::string& scratch_name) {
+  SleepingRun s;
+  s.run = start_hosts_run({"sleep", "600"}, scratch_dir(scratch_name) + "/run.log");
+  s.script_pid = s.run->pid();
+  if (!wait_until_job_on_every_host(s.script_pid, kRunLimitSeconds)) {
+    ADD_FAILURE() << "not every host had the job within " << kRunLimitSeconds << " s\n" << s.run->output();
+    s.run.reset();
+    return s;
+  }
+  s.started = glacier::testing::descendants_of(s.script_pid);
+  return s;
+}
+
 TEST(MultiHost, FourHostsOverTcpMatchOneRankBitwise) {
   REQUIRE_NETNS();
   GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
@@ -123,11 +144,8 @@ TEST(MultiHost, FourHostsOverTcpMatchOneRankBitwise) {
 // A run ended by SIGTERM (as timeout(1) or ctest ends it) stops its job and removes its hosts.
 TEST(MultiHost, SignalledRunRemovesItsHostsAndProcesses) {
   REQUIRE_NETNS();
-  const std::string dir = scratch_dir("multihost_signal");
-  auto run = start_hosts_run({"sleep", "600"}, dir + "/run.log");
-  const pid_t script_pid = run->pid();
-  ASSERT_TRUE(wait_until_job_on_every_host(script_pid, kRunLimitSeconds)) << run->output();
-  const std::vector<pid_t> started = glacier::testing::descendants_of(script_pid);
+  const auto [run, script_pid, started] = start_sleep_on_every_host("multihost_signal");
+  if (!run) return;  // the failure is recorded
   run->signal(SIGTERM);
   const auto code = run->wait_for(kCleanupLimitSeconds);
   ASSERT_TRUE(code.has_value()) << "the run did not end after SIGTERM:\n" << run->output();
@@ -141,11 +159,8 @@ TEST(MultiHost, SignalledRunRemovesItsHostsAndProcesses) {
 // the processes still inside.
 TEST(MultiHost, HostsOfAKilledRunAreRemovedAsStale) {
   REQUIRE_NETNS();
-  const std::string dir = scratch_dir("multihost_kill");
-  auto run = start_hosts_run({"sleep", "600"}, dir + "/run.log");
-  const pid_t script_pid = run->pid();
-  ASSERT_TRUE(wait_until_job_on_every_host(script_pid, kRunLimitSeconds)) << run->output();
-  const std::vector<pid_t> started = glacier::testing::descendants_of(script_pid);
+  const auto [run, script_pid, started] = start_sleep_on_every_host("multihost_kill");
+  if (!run) return;  // the failure is recorded
   run->signal(SIGKILL);  // the script alone: its children live on inside the namespaces
   ASSERT_TRUE(run->wait_for(kCleanupLimitSeconds).has_value());
   ASSERT_EQ(namespaces_of_run(script_pid).size(), static_cast<size_t>(kHosts + 1)) << "hosts plus the bridge";
