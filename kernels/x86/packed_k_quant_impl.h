@@ -59,6 +59,13 @@ inline void prefetch_super_block(const uint8_t* sb, size_t bytes) {
   for (size_t off = 0; off < bytes; off += kCacheLine) __builtin_prefetch(sb + off, 0, 3);
 }
 
+// The super-block kPrefetchSuperBlocks after sb, fetched by its group's first unit for all of them (they
+// share every cache line).
+template <class V>
+inline void prefetch_ahead(const Unit<V>& unit, const uint8_t* sb, const KQuantPackedLayout& lay) {
+  if (unit.lane0 == 0) prefetch_super_block(sb + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
+}
+
 // Calls f(std::integral_constant<int, i>{}) for i = 0 .. N - 1, unrolled: the index is a constant in f,
 // so the shifts and offsets that depend on it are too (a loop the compiler left rolled made Q6_K's
 // decode twice as slow).
@@ -289,12 +296,14 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
   Unit<V> u[G];
   units_at<V, G>(w, group_bytes, u0, u);
   int lane0[G], valid[G];
+  int64_t first[G];  // the matrix row of each unit's first lane
   for (int g = 0; g < G; ++g) {
     lane0[g] = u[g].lane0;
-    const int64_t left = rows - ((u[g].group - w) / static_cast<int64_t>(group_bytes) * kPackRows + u[g].lane0);
+    first[g] = (u[g].group - w) / static_cast<int64_t>(group_bytes) * kPackRows + u[g].lane0;
+    const int64_t left = rows - first[g];
     valid[g] = left < V::kLanes ? static_cast<int>(std::max<int64_t>(left, 0)) : V::kLanes;
   }
-  auto out = [&](int g, int r) { return y + (r0 + r) * ldy + (u[g].group - w) / static_cast<int64_t>(group_bytes) * kPackRows + u[g].lane0; };
+  auto out = [&](int g, int r) { return y + (r0 + r) * ldy + first[g]; };
   const BlockQ8_K* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const BlockQ8_K*>(x + (r0 + r) * x_row_bytes);
   F acc[G][R];
@@ -311,10 +320,9 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     const uint8_t* sb[G];
     for (int g = 0; g < G; ++g) {
       sb[g] = u[g].group + b * lay.super_block_bytes;
-      // The group's first unit fetches for all of its units (they share every cache line); batches
-      // re-read it from the caches, where a prefetch costs a load slot and no more.
-      if (!kExpanded && u[g].lane0 == 0)
-        prefetch_super_block(sb[g] + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
+      // Batches re-read it from the caches, where a prefetch costs a load slot and no more; unpacked
+      // ahead, the fill read it.
+      if constexpr (!kExpanded) prefetch_ahead(u[g], sb[g], lay);
     }
     using Levels = std::conditional_t<kExpanded, ExpandedLevels<V>, PackedLevels<V, T>>;
     Levels levels[G];
@@ -400,7 +408,7 @@ inline uint8_t* expand_scratch() {
   return storage.get() + ((kAlign - at % kAlign) % kAlign);
 }
 
-// A unit tile's rows with its levels unpacked a few super-blocks at a time.
+// A unit tile's rows with its levels unpacked a scratch fill (as many super-blocks as fit) at a time.
 template <class V, WeightType T, int G, int R>
 void expanded_unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, int64_t nsb, int64_t rows,
                         int64_t u0, const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
@@ -417,8 +425,7 @@ void expanded_unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPacked
       const uint8_t* sb[G];
       for (int g = 0; g < G; ++g) {
         sb[g] = u[g].group + b * lay.super_block_bytes;
-        // Batched decode reads the weights from memory here, once: ahead as the decode tile does.
-        if (u[g].lane0 == 0) prefetch_super_block(sb[g] + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
+        prefetch_ahead(u[g], sb[g], lay);  // batched decode reads the weights from memory here, once
       }
       expand_levels<V, T, G>(sb, lane0, lay, scratch + static_cast<size_t>(b - b0) * kTileBytes);
     }
