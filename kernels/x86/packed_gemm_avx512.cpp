@@ -91,8 +91,10 @@ struct Q8OffsetQuads {
 constexpr int64_t kPrefetchBlocks = 6;
 
 // The quads of block b + kPrefetchBlocks of a group (wb: block b's) and, every other block, the 64
-// bytes of scales that cover it and the next one.
-inline void prefetch_ahead(const uint8_t* wb, const uint16_t* wscale, int64_t b, size_t quad_bytes) {
+// bytes of scales that cover it and the next one. Both prefetch helpers are always inlined: GCC 12 deletes
+// a call it did not inline to a function of nothing but prefetches (it finds it pure).
+[[gnu::always_inline]] inline void prefetch_ahead(const uint8_t* wb, const uint16_t* wscale, int64_t b,
+                                                  size_t quad_bytes) {
   for (size_t off = 0; off < quad_bytes; off += 64)
     _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchBlocks * quad_bytes + off), _MM_HINT_T0);
   if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(wscale + (b + kPrefetchBlocks) * kPackRows), _MM_HINT_T0);
@@ -102,7 +104,8 @@ inline void prefetch_ahead(const uint8_t* wb, const uint16_t* wscale, int64_t b,
 // into L2 (not L1, where it would push out the group in use): the weight stream then overlaps that
 // arithmetic instead of stalling the next group's first tile (8 rows from memory: 15-25% faster; spread
 // over the first three tiles, or over the second and third, it gained less).
-inline void prefetch_next_group(const uint8_t* next, const uint16_t* next_scale, int64_t b, size_t quad_bytes) {
+[[gnu::always_inline]] inline void prefetch_next_group(const uint8_t* next, const uint16_t* next_scale, int64_t b,
+                                                       size_t quad_bytes) {
   for (size_t off = 0; off < quad_bytes; off += 64)
     _mm_prefetch(reinterpret_cast<const char*>(next + b * quad_bytes + off), _MM_HINT_T1);
   if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(next_scale + b * kPackRows), _MM_HINT_T1);
