@@ -23,8 +23,9 @@ namespace glacier::kernels::x86::float_gemm {
 //   zero(), load_w(p), load_w_tail(p, left), load_x(p), load_x_tail(p, left), madd(acc, w, x), hsum(acc)
 //   widen_x(const X* src, int64_t n, float* dst)   (when kWidenX)
 
-// Bytes ahead a weight row prefetches while a tile streams it from memory.
+// Bytes ahead a weight row prefetches while a tile streams it from memory, one cache line at a time.
 constexpr int64_t kPrefetchBytes = 1024;
+constexpr int64_t kCacheLineBytes = 64;
 
 // Prefetches kPrefetchBytes ahead of byte `at` of weight row `row` (row_bytes long); past the row's end,
 // the same distance into `next`, the row the following tile reads in its place. A decode group streams
@@ -64,18 +65,27 @@ template <class Ops, int G, int R, bool kPrefetch>
   typename Ops::Acc acc[G][R];
   for (int g = 0; g < G; ++g)
     for (int r = 0; r < R; ++r) acc[g][r] = load_from ? load_from[g * R + r] : Ops::zero();
-  int64_t i = k0;
-  for (; i + Ops::kStep <= k1; i += Ops::kStep) {
+  auto step = [&](int64_t i) [[gnu::always_inline]] {
     typename Ops::WV wv[G];
-    for (int g = 0; g < G; ++g) {
-      if (kPrefetch) prefetch_ahead<W>(w[g], next ? next[g] : nullptr, i * static_cast<int64_t>(sizeof(W)), row_bytes);
-      wv[g] = Ops::load_w(w[g] + i);
-    }
+    for (int g = 0; g < G; ++g) wv[g] = Ops::load_w(w[g] + i);
     for (int r = 0; r < R; ++r) {
       const typename Ops::XV xv = Ops::load_x(x[r] + i);
       for (int g = 0; g < G; ++g) acc[g][r] = Ops::madd(acc[g][r], wv[g], xv);
     }
+  };
+  int64_t i = k0;
+  if constexpr (kPrefetch) {
+    // One prefetch a row per cache line read, not per step: at one a step (four a line for F16 on
+    // AVX2) the prefetches and their distance tests cost the decode tile more than they saved.
+    constexpr int64_t kLine = kCacheLineBytes / static_cast<int64_t>(sizeof(W));
+    static_assert(kLine % Ops::kStep == 0, "a cache line holds whole steps");
+    for (; i + kLine <= k1; i += kLine) {
+      for (int g = 0; g < G; ++g)
+        prefetch_ahead<W>(w[g], next ? next[g] : nullptr, i * static_cast<int64_t>(sizeof(W)), row_bytes);
+      for (int64_t s = i; s < i + kLine; s += Ops::kStep) step(s);
+    }
   }
+  for (; i + Ops::kStep <= k1; i += Ops::kStep) step(i);
   if (i < k1 && k1 == n) {
     const int left = static_cast<int>(n - i);
     typename Ops::WV wv[G];
