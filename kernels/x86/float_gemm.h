@@ -74,9 +74,10 @@ template <class Ops, int G, int R, bool kPrefetch>
     }
   };
   int64_t i = k0;
-  if constexpr (kPrefetch) {
-    // One prefetch a row per cache line read, not per step: at one a step (four a line for F16 on
-    // AVX2) the prefetches and their distance tests cost the decode tile more than they saved.
+  if constexpr (kPrefetch && R == 1) {
+    // Decode: one prefetch a row per cache line read, not per step. At one a step (four a line for F16
+    // on AVX2) the prefetches and their distance tests cost the decode tile more than they saved; a
+    // batch tile spreads them over its activation rows and measured alike either way.
     constexpr int64_t kLine = kCacheLineBytes / static_cast<int64_t>(sizeof(W));
     static_assert(kLine % Ops::kStep == 0, "a cache line holds whole steps");
     for (; i + kLine <= k1; i += kLine) {
@@ -85,7 +86,12 @@ template <class Ops, int G, int R, bool kPrefetch>
       for (int64_t s = i; s < i + kLine; s += Ops::kStep) step(s);
     }
   }
-  for (; i + Ops::kStep <= k1; i += Ops::kStep) step(i);
+  for (; i + Ops::kStep <= k1; i += Ops::kStep) {
+    if constexpr (kPrefetch && R > 1)
+      for (int g = 0; g < G; ++g)
+        prefetch_ahead<W>(w[g], next ? next[g] : nullptr, i * static_cast<int64_t>(sizeof(W)), row_bytes);
+    step(i);
+  }
   if (i < k1 && k1 == n) {
     const int left = static_cast<int>(n - i);
     typename Ops::WV wv[G];
