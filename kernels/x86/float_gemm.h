@@ -65,7 +65,7 @@ template <class Ops, int G, int R, bool kPrefetch>
   typename Ops::Acc acc[G][R];
   for (int g = 0; g < G; ++g)
     for (int r = 0; r < R; ++r) acc[g][r] = load_from ? load_from[g * R + r] : Ops::zero();
-  auto step = [&](int64_t i) [[gnu::always_inline]] {
+  auto step = [&](int64_t i) __attribute__((always_inline)) {
     typename Ops::WV wv[G];
     for (int g = 0; g < G; ++g) wv[g] = Ops::load_w(w[g] + i);
     for (int r = 0; r < R; ++r) {
