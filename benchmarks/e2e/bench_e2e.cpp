@@ -131,9 +131,13 @@ class Engine {
   const gguf::File& file() const { return *file_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
 
-  // Runs n_seq sequences of `prompt` random tokens each, generating `generate` tokens (greedy, no stop);
-  // returns the seconds it took.
-  double run(int n_seq, int prompt, int generate, uint32_t seed) {
+  struct Timing {
+    double seconds = 0.0;         // the whole run
+    double decode_seconds = 0.0;  // from when the last prompt token was computed to the end
+    int64_t decode_tokens = 0;    // tokens decoded in that span (all sequences decoding, as in a TG phase)
+  };
+  // Runs n_seq sequences of `prompt` random tokens each, generating `generate` tokens (greedy, no stop).
+  Timing run(int n_seq, int prompt, int generate, uint32_t seed) {
     pipeline::LocalRing ring(*stage_, 1);
     pipeline::SchedulerOptions opt;
     opt.n_slots = n_slots_;
@@ -154,9 +158,29 @@ class Engine {
       r.prompt_key = static_cast<uint64_t>(s);
       sched.add(std::move(r));
     }
+    // The scheduler asks before building each micro-batch, one in flight: the first time every prompt
+    // token has been sent, all of them have been computed, and each micro-batch after is decode only.
+    const int64_t prompt_tokens = static_cast<int64_t>(n_seq) * prompt;
+    double t_prefilled = -1.0;
+    int64_t decoded_before = 0;
+    sched.set_decode_groups_policy([&](const pipeline::Scheduler::DecodeGroupsQuery& q) {
+      if (t_prefilled < 0.0 && q.prompt_tokens_sent >= prompt_tokens) {
+        t_prefilled = now();
+        decoded_before = q.decode_steps_sent;
+      }
+      return opt.decode_groups;
+    });
     const double t0 = now();
     sched.run();
-    return now() - t0;
+    const double t1 = now();
+    Timing t;
+    t.seconds = t1 - t0;
+    if (t_prefilled >= 0.0) {
+      t.decode_seconds = t1 - t_prefilled;
+      // Every sequence takes generate - 1 decode steps (its first token is sampled by its prefill).
+      t.decode_tokens = static_cast<int64_t>(n_seq) * (generate - 1) - decoded_before;
+    }
+    return t;
   }
 
  private:
@@ -242,7 +266,7 @@ int main(int argc, char** argv) {
     std::printf("Q8_0 products take the sign trick on this tier: %.0f GOP/s with %s -> ceiling %.1f tok/s\n",
                 peaks.signed_int8_ops_per_s / 1e9, peaks.signed_int8_instructions.c_str(),
                 peaks.signed_int8_ops_per_s / work.ops);
-  engine.run(1, 8, 2, 1);  // warm-up: first touches of the KV cache and buffers
+  (void)engine.run(1, 8, 2, 1);  // warm-up: first touches of the KV cache and buffers
 
   double decode_step = 0.0;
   std::ostringstream json;
@@ -256,7 +280,7 @@ int main(int argc, char** argv) {
   std::printf("%-10s %6s %6s %10s %10s\n", "test", "seqs", "tokens", "seconds", "tok/s");
   for (int p : o.pp) {
     std::vector<double> t;
-    for (int r = 0; r < o.reps; ++r) t.push_back(engine.run(1, p, 1, 10 + r));  // one sampled token: the head once
+    for (int r = 0; r < o.reps; ++r) t.push_back(engine.run(1, p, 1, 10 + r).seconds);  // one sampled token: the head once
     const double s = median(t);
     std::printf("%-10s %6d %6d %10.3f %10.1f   (%.0f%% of the %s ceiling", ("pp" + std::to_string(p)).c_str(), 1, p, s,
                 p / s, 100.0 * p / s * work.ops / op_ceiling, ceiling_kind);
@@ -267,7 +291,7 @@ int main(int argc, char** argv) {
   {
     std::vector<double> t;
     // One prompt token, then tg decode steps of one token (llama-bench's tg starts from an empty context).
-    for (int r = 0; r < o.reps; ++r) t.push_back(engine.run(1, 1, o.tg, 20 + r));
+    for (int r = 0; r < o.reps; ++r) t.push_back(engine.run(1, 1, o.tg, 20 + r).seconds);
     const double s = median(t);
     std::printf("%-10s %6d %6d %10.3f %10.1f   (%.0f%% of the bandwidth bound)\n", ("tg" + std::to_string(o.tg)).c_str(), 1,
                 o.tg, s, o.tg / s, 100.0 * o.tg / s * double(decode_bytes) / bandwidth);
@@ -278,16 +302,20 @@ int main(int argc, char** argv) {
   json << ", \"batched\": [";
   for (size_t i = 0; i < o.npl.size(); ++i) {
     const int n = o.npl[i];
-    std::vector<double> prefill, whole;
+    // As llama-batched-bench times its phases: prefill from a run that samples one token a sequence,
+    // decode from the whole run's span after its last prompt token (there every micro-batch is a decode
+    // step of all n sequences; before it, decode steps ride with other sequences' prompt chunks).
+    std::vector<double> prefill, whole, decode_rate;
     for (int r = 0; r < o.reps; ++r) {
-      prefill.push_back(engine.run(n, o.npp, 1, 30 + r));
-      whole.push_back(engine.run(n, o.npp, o.ntg, 30 + r));
+      prefill.push_back(engine.run(n, o.npp, 1, 30 + r).seconds);
+      const Engine::Timing t = engine.run(n, o.npp, o.ntg, 30 + r);
+      whole.push_back(t.seconds);
+      decode_rate.push_back(t.decode_seconds > 0.0 ? t.decode_tokens / t.decode_seconds : 0.0);
     }
     const double t_pp = median(prefill), t_all = median(whole);
-    const double t_tg = std::max(1e-9, t_all - t_pp);
     const double s_total = double(n) * (o.npp + o.ntg) / t_all;
-    const double s_tg = double(n) * (o.ntg - 1) / t_tg;  // the prefill run already sampled one token
-    batched_steps.emplace_back(n, t_tg / (o.ntg - 1));
+    const double s_tg = median(decode_rate);
+    batched_steps.emplace_back(n, s_tg > 0.0 ? n / s_tg : 0.0);
     std::printf("%-10s %6d %6d %10.3f %10.1f   (prefill %.1f tok/s, decode %.1f tok/s)\n", "batched", n,
                 n * (o.npp + o.ntg), t_all, s_total, n * o.npp / t_pp, s_tg);
     json << (i ? ", " : "") << "{\"npl\": " << n << ", \"npp\": " << o.npp << ", \"ntg\": " << o.ntg
