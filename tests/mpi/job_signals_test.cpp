@@ -35,17 +35,16 @@ constexpr int kJobTimeLimitS = 90;
 // mpiexec killing every rank (about a second here).
 constexpr int kStartupStallTimeoutS = 3;
 constexpr double kStallEndSlackS = 5.0;
-// --slow-rank factor that makes the slowed rank's load of the test model last several seconds (about
-// 3.5 s here for 43 MiB of f32 weights), so that the stop lands inside it and a live slow load spans
-// several stall timeouts.
-constexpr const char* kSlowLoadFactor = "100";
+// How long the slowed rank's load of the test model should last: long enough that a stop 0.5 s in lands
+// inside it and that a live slow load spans several 1 s stall timeouts. A fixed --slow-rank factor does
+// not give that everywhere (100 made 3.5 s on the first machine, 1.7 s on a quiet Zen 5 VM and 0.55 s on
+// a Zen 3 VM), so the factor is set from the load's plain length on the machine (slow_rank_factor).
+constexpr double kSlowLoadSeconds = 4.0;
+constexpr double kMinSlowLoadFactor = 100.0;  // slow machines and sanitizer builds: as before
 // After the loading phase starts: time for a progress report, so the verdict can quote one.
 constexpr double kIntoLoadingS = 0.5;
 constexpr double kPhaseWaitS = 60.0;
 constexpr int kLiveLoadStallTimeoutS = 1;
-// The live-load test needs a load of several stall timeouts even on a quiet, fast machine (at 100 a
-// quiet Zen 5 VM loaded in 1.7 s, under the 2 s the test needs), so it slows the load further.
-constexpr double kLiveLoadSlowFactor = 200.0;
 constexpr double kMaxSlowRankFactor = 1000.0;  // --slow-rank's bound (app/options.cpp)
 
 // A synthetic f32 model of 87 MiB (8 layers, 768 wide): big enough that a slowed load takes seconds,
@@ -84,6 +83,26 @@ std::string loading_line(int rank) {
   return line;
 }
 
+// The --slow-rank factor that makes rank 1's load of `model` last about kSlowLoadSeconds here: its plain
+// load is timed once per test program (a run without --slow-rank), and the factor kept within
+// [kMinSlowLoadFactor, --slow-rank's bound].
+std::string slow_rank_factor(const std::string& dir, const std::string& model) {
+  static double plain_load_s = -1.0;
+  if (plain_load_s < 0.0) {
+    const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
+                             "/plain.jsonl --max-tokens 1 --log-level debug --ctx 256";
+    BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/plain.log");
+    const bool started = wait_for_output(job, loading_line(1)) >= 0.0;
+    const double load_s = started ? wait_for_output(job, "rank 1: debug: start-up phase: allocating the KV cache") : -1.0;
+    const auto code = job.wait_for(kJobTimeLimitS);
+    EXPECT_TRUE(code.has_value() && *code == 0 && load_s >= 0.0) << "the plain run\n" << job.output();
+    plain_load_s = std::max(load_s, 1e-3);
+    std::printf("the test model's plain load took %.3f s\n", plain_load_s);
+  }
+  const double factor = std::clamp(std::ceil(kSlowLoadSeconds / plain_load_s), kMinSlowLoadFactor, kMaxSlowRankFactor);
+  return std::to_string(static_cast<int>(factor));
+}
+
 class StartupStall : public ::testing::TestWithParam<int> {};
 
 TEST_P(StartupStall, RankStoppedWhileLoadingEndsTheJobNamingRankAndPhase) {
@@ -94,7 +113,7 @@ TEST_P(StartupStall, RankStoppedWhileLoadingEndsTheJobNamingRankAndPhase) {
   const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
                            "/out.jsonl --max-tokens 1 --log-level debug --stall-timeout " +
                            std::to_string(kStartupStallTimeoutS) + " --slow-rank " + std::to_string(stopped) + ":" +
-                           kSlowLoadFactor;
+                           slow_rank_factor(dir, model);
   BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
   ASSERT_GE(wait_for_output(job, loading_line(stopped)), 0.0) << "rank " << stopped << " never started loading\n"
                                                                << job.output();
@@ -137,7 +156,8 @@ TEST(StartupStop, SigtermToARankWhileLoadingEndsTheJobWith75AfterTheStep) {
   const std::string model = make_model(dir);
   ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
-                           "/out.jsonl --max-tokens 1 --log-level debug --slow-rank 1:" + kSlowLoadFactor;
+                           "/out.jsonl --max-tokens 1 --log-level debug --slow-rank 1:" +
+                           slow_rank_factor(dir, model);
   BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
   ASSERT_GE(wait_for_output(job, loading_line(1)), 0.0) << job.output();
   const auto target = glacier::testing::pid_of_mpi_rank(job.pid(), 1);
@@ -152,38 +172,27 @@ TEST(StartupStop, SigtermToARankWhileLoadingEndsTheJobWith75AfterTheStep) {
       << "the job went on past the step the signal came in\n" << output;
 }
 
-// The same slowed load with a stall timeout far below its length: progress reports keep it alive. A
-// machine that loads the model quicker than kLiveLoadSlowFactor allows for gets one more run, slowed
-// in proportion (within --slow-rank's bound), so that the load spans several timeouts there too.
+// The same slowed load with a stall timeout far below its length: progress reports keep it alive.
 TEST(StartupWatchdog, SlowLoadThatReportsProgressIsNotAStall) {
   const std::string dir = glacier::testing::scratch_dir("startup-slow-load");
   const std::string model = make_model(dir);
   ASSERT_FALSE(::testing::Test::HasFailure());
-  const double wanted_s = 2.0 * kLiveLoadStallTimeoutS;
-  double factor = kLiveLoadSlowFactor;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
-                             "/out.jsonl --max-tokens 1 --log-level debug --stall-timeout " +
-                             std::to_string(kLiveLoadStallTimeoutS) + " --slow-rank 1:" + std::to_string(static_cast<int>(factor)) +
-                             // A short context: the other phases (the KV cache of 2048 positions took over the
-                             // second in a sanitizer build on a busy machine) stay well inside the timeout.
-                             " --ctx 256";
-    BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
-    ASSERT_GE(wait_for_output(job, loading_line(1)), 0.0) << job.output();
-    const double load_s = wait_for_output(job, "rank 1: debug: start-up phase: allocating the KV cache");
-    ASSERT_GE(load_s, 0.0) << job.output();
-    const auto code = job.wait_for(kJobTimeLimitS);
-    ASSERT_TRUE(code.has_value()) << job.output();
-    std::printf("rank 1 loaded for %.1f s under --stall-timeout %d at --slow-rank factor %.0f\n", load_s,
-                kLiveLoadStallTimeoutS, factor);
-    EXPECT_EQ(*code, 0) << job.output();
-    EXPECT_EQ(job.output().find("start-up watchdog"), std::string::npos) << job.output();
-    if (load_s > wanted_s || attempt == 1) {
-      EXPECT_GT(load_s, wanted_s) << "the load was too quick to test the watchdog's patience";
-      return;
-    }
-    factor = std::min(kMaxSlowRankFactor, std::ceil(factor * 2.0 * wanted_s / std::max(load_s, 0.1)));
-  }
+  const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
+                           "/out.jsonl --max-tokens 1 --log-level debug --stall-timeout " +
+                           std::to_string(kLiveLoadStallTimeoutS) + " --slow-rank 1:" + slow_rank_factor(dir, model) +
+                           // A short context: the other phases (the KV cache of 2048 positions took over the
+                           // second in a sanitizer build on a busy machine) stay well inside the timeout.
+                           " --ctx 256";
+  BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
+  ASSERT_GE(wait_for_output(job, loading_line(1)), 0.0) << job.output();
+  const double load_s = wait_for_output(job, "rank 1: debug: start-up phase: allocating the KV cache");
+  ASSERT_GE(load_s, 0.0) << job.output();
+  const auto code = job.wait_for(kJobTimeLimitS);
+  ASSERT_TRUE(code.has_value()) << job.output();
+  std::printf("rank 1 loaded for %.1f s under --stall-timeout %d\n", load_s, kLiveLoadStallTimeoutS);
+  EXPECT_GT(load_s, 2.0 * kLiveLoadStallTimeoutS) << "the load was too quick to test the watchdog's patience";
+  EXPECT_EQ(*code, 0) << job.output();
+  EXPECT_EQ(job.output().find("start-up watchdog"), std::string::npos) << job.output();
 }
 
 // ---- stop signals ----
