@@ -77,7 +77,7 @@ template <class Ops, int G, int R, bool kPrefetch>
   if constexpr (kPrefetch && R == 1) {
     // Decode: one prefetch a row per cache line read, not per step. At one a step (four a line for F16
     // on AVX2) the prefetches and their distance tests cost the decode tile more than they saved; a
-    // batch tile spreads them over its activation rows and measured alike either way.
+    // batch tile spreads them over its activation rows, and there the line loop measured no faster.
     constexpr int64_t kLine = kCacheLineBytes / static_cast<int64_t>(sizeof(W));
     static_assert(kLine % Ops::kStep == 0, "a cache line holds whole steps");
     for (; i + kLine <= k1; i += kLine) {
