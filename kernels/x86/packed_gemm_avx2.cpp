@@ -64,6 +64,12 @@ inline void keep_in_register(__m256i& v) { __asm__("" : "+x"(v)); }
 struct Q8BlockSums {
   static constexpr WeightType kType = WeightType::Q8_0;
   static constexpr bool kCorrected = GLACIER_X86_VNNI;
+  // Batch tiles: one half (8 weight rows) x 8 activation rows, 8 int32 sums and the quad's |w|, w's sign,
+  // x and a product in registers; the float sums, touched once a block, may spill. The quad's |w| and sign
+  // serve twice the rows of a 4-row tile. Zen 3, one thread, 4096x4096, medians of three alternating
+  // rounds: 8 rows 150-152 ms at 512 rows against 156-168 with 4, 2.35-2.53 against 2.55-3.02 at 8.
+  // With VNNI (no |w| or sign to share; not measured on such a CPU yet) the tile keeps 4 rows.
+  static constexpr int kTileRows = GLACIER_X86_VNNI ? 4 : 8;
   template <int G, int R>
   static void accumulate(const uint8_t* block, int h0, const int8_t* const (&xb)[R], __m256i (&acc)[G][R]) {
     // Unrolled: GCC 12 left the sign trick's quad loop rolled and stored every int32 sum to the stack each
@@ -100,6 +106,8 @@ struct Q8BlockSums {
 struct Q4BlockSums {
   static constexpr WeightType kType = WeightType::Q4_0;
   static constexpr bool kCorrected = true;  // the correction takes the 8 off the nibbles
+  // One half x 4 rows: with 8 the same Zen 3 run measured 132-135 ms against 129-131 at 512 rows.
+  static constexpr int kTileRows = 4;
   template <int G, int R>
   static void accumulate(const uint8_t* block, int h0, const int8_t* const (&xb)[R], __m256i (&acc)[G][R]) {
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
@@ -203,11 +211,6 @@ void block_sum_rows(const uint8_t* group, int64_t cols, int h0, int64_t valid, c
   }
 }
 
-// Batches: one half (8 weight rows) x 4 activation rows, 8 int32 and float accumulators and the quad's
-// |w|, w's sign, x and a product: no spills in 16 ymm registers. On the Zen 5 VM forced to AVX2, 5 or 6
-// rows, or both halves x 2 or 3 rows, measured the same or slower (per-pair work dominates: sign,
-// maddubs, madd, add), and the int32 sums must not be left to GCC (keep_in_register).
-constexpr int kTileRows = 4;
 
 template <class Quads>
 void block_sum_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x,
@@ -229,7 +232,7 @@ void block_sum_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begi
         continue;
       }
       for (int h = 0; h < 2 && kHalfLanes * h < valid; ++h)
-        block_sum_rows<Quads, 1, kTileRows>(group, cols, h, valid, a, n, yg, ldy);
+        block_sum_rows<Quads, 1, Quads::kTileRows>(group, cols, h, valid, a, n, yg, ldy);
     }
   }
 }
