@@ -68,6 +68,20 @@ template <class V>
   if (unit.lane0 == 0) prefetch_super_block(sb + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
 }
 
+// Part `part` of `parts` of the lines prefetch_ahead fetches at once: where V::kPrefetchPerSubBlock, a
+// tile streaming from memory spreads them over the super-block's sub-blocks. On Zen 3 (avx2, one thread,
+// bench_kernels packed/avx2/*/65536x4096/1, medians of three alternating rounds) the burst of 37 to 52
+// prefetches at each super-block left Q4_K at 10.0-10.5 ms, Q5_K 15.3-15.6 and Q6_K 18.8-19.6; spread,
+// 8.3-8.7, 10.8-11.9 and 13.1-13.5 (Q4_K at the read loop's rate); two super-blocks ahead was no better.
+template <class V>
+[[gnu::always_inline]] inline void prefetch_ahead_part(int lane0, const uint8_t* sb, const KQuantPackedLayout& lay,
+                                                       int part, int parts) {
+  if (lane0 != 0) return;
+  const size_t lines = (lay.super_block_bytes + kCacheLine - 1) / kCacheLine;
+  const uint8_t* next = sb + kPrefetchSuperBlocks * lay.super_block_bytes;
+  for (size_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l) __builtin_prefetch(next + l * kCacheLine, 0, 3);
+}
+
 // Calls f(std::integral_constant<int, i>{}) for i = 0 .. N - 1, unrolled: the index is a constant in f,
 // so the shifts and offsets that depend on it are too (a loop the compiler left rolled made Q6_K's
 // decode twice as slow).
@@ -202,7 +216,10 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
                           const KQuantPackedLayout& lay, const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
   using I = typename V::I;
   constexpr int kQuadsPerPartial = V::kVnni ? kK4QuadsPerSubBlock : kK4QuadsPerPartialWithoutVnni;
+  constexpr bool kStreams = V::kPrefetchPerSubBlock && std::is_same_v<Levels, PackedLevels<V, T>>;
   for (int s = 0; s < 8; ++s) {
+    if constexpr (kStreams)
+      for (int g = 0; g < G; ++g) prefetch_ahead_part<V>(lane0[g], sb[g], lay, s, 8);
     I scale[G];
     for (int g = 0; g < G; ++g) {
       const uint8_t* p = sb[g] + lay.scales + s * kPackRows + lane0[g];
@@ -248,6 +265,8 @@ inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
     unrolled<4>([&](auto k) {
       for (int half = 0; half < 2; ++half) {
         const int sub = 8 * h + 2 * k + half;
+        if constexpr (V::kPrefetchPerSubBlock && std::is_same_v<Levels, PackedLevels<V, WeightType::Q6_K>>)
+          for (int g = 0; g < G; ++g) prefetch_ahead_part<V>(lane0[g], sb[g], lay, sub, 16);
         I scale[G];
         for (int g = 0; g < G; ++g) {
           const uint8_t* p = sb[g] + lay.scales + sub * kPackRows + lane0[g];
@@ -323,8 +342,8 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     for (int g = 0; g < G; ++g) {
       sb[g] = u[g].group + b * lay.super_block_bytes;
       // Batches re-read it from the caches, where a prefetch costs a load slot and no more; unpacked
-      // ahead, the fill read it.
-      if constexpr (!kExpanded) prefetch_ahead(u[g], sb[g], lay);
+      // ahead, the fill read it. Prefetched a sub-block at a time instead, the level sums fetch it.
+      if constexpr (!kExpanded && !V::kPrefetchPerSubBlock) prefetch_ahead(u[g], sb[g], lay);
     }
     using Levels = std::conditional_t<kExpanded, ExpandedLevels<V>, PackedLevels<V, T>>;
     Levels levels[G];
