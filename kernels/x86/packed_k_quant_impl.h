@@ -70,7 +70,7 @@ template <class V>
 
 // Part `part` of `parts` of the lines prefetch_ahead fetches at once: where V::kPrefetchPerSubBlock, a
 // tile streaming from memory spreads them over the super-block's sub-blocks. On Zen 3 (avx2, one thread,
-// bench_kernels packed/avx2/*/65536x4096/1, medians of three alternating rounds) the burst of 37 to 52
+// bench_kernels packed/avx2/*/65536x4096/1, medians of three alternating rounds) the burst of 37 to 53
 // prefetches at each super-block left Q4_K at 10.0-10.5 ms, Q5_K 15.3-15.6 and Q6_K 18.8-19.6; spread,
 // 8.3-8.7, 10.8-11.9 and 13.1-13.5 (Q4_K at the read loop's rate); two super-blocks ahead was no better.
 template <class V>
