@@ -211,7 +211,6 @@ void block_sum_rows(const uint8_t* group, int64_t cols, int h0, int64_t valid, c
   }
 }
 
-
 template <class Quads>
 void block_sum_gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x,
                     size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {

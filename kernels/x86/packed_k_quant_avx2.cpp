@@ -12,7 +12,7 @@ namespace {
 struct V256 {
   static constexpr int kLanes = 8;
   static constexpr bool kVnni = GLACIER_X86_VNNI;
-  static constexpr bool kPrefetchPerSubBlock = true;  // spread over the sub-blocks (prefetch_ahead_part)
+  static constexpr bool kPrefetchPerSubBlock = true;  // spread over the sub-blocks (kPrefetchInSums)
   using I = __m256i;
   using F = __m256;
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

@@ -53,29 +53,13 @@ void units_at(const uint8_t* w, size_t group_bytes, int64_t u0, Unit<V> (&u)[G])
 constexpr int64_t kPrefetchSuperBlocks = 1;
 constexpr size_t kCacheLine = 64;
 
-// Brings a whole super-block (every unit's lanes) towards L1. Prefetches past the matrix's end are
-// harmless (no fault), so the last super-blocks need no test. Always inlined, as is prefetch_ahead: GCC
-// 12 finds a function of nothing but prefetches pure and deletes a call it did not inline (prefetch_ahead
-// as a plain inline function took every prefetch out of the K-quant tiles).
-[[gnu::always_inline]] inline void prefetch_super_block(const uint8_t* sb, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += kCacheLine) __builtin_prefetch(sb + off, 0, 3);
-}
-
-// The super-block kPrefetchSuperBlocks after sb, fetched by its group's first unit for all of them (they
-// share every cache line).
-template <class V>
-[[gnu::always_inline]] inline void prefetch_ahead(const Unit<V>& unit, const uint8_t* sb, const KQuantPackedLayout& lay) {
-  if (unit.lane0 == 0) prefetch_super_block(sb + kPrefetchSuperBlocks * lay.super_block_bytes, lay.super_block_bytes);
-}
-
-// Part `part` of `parts` of the lines prefetch_ahead fetches at once: where V::kPrefetchPerSubBlock, a
-// tile streaming from memory spreads them over the super-block's sub-blocks. On Zen 3 (avx2, one thread,
-// bench_kernels packed/avx2/*/65536x4096/1, medians of three alternating rounds) the burst of 37 to 53
-// prefetches at each super-block left Q4_K at 10.0-10.5 ms, Q5_K 15.3-15.6 and Q6_K 18.8-19.6; spread,
-// 8.3-8.7, 10.8-11.9 and 13.1-13.5 (Q4_K at the read loop's rate); two super-blocks ahead was no better.
-template <class V>
-[[gnu::always_inline]] inline void prefetch_ahead_part(int lane0, const uint8_t* sb, const KQuantPackedLayout& lay,
-                                                       int part, int parts) {
+// Part `part` of `parts` of the cache lines of the super-block kPrefetchSuperBlocks after sb, fetched by
+// its group's first unit (lane0 0) for all of them (they share every line). Prefetches past the matrix's
+// end are harmless (no fault), so the last super-blocks need no test. Always inlined: GCC 12 finds a
+// function of nothing but prefetches pure and deletes a call it did not inline (a plain inline helper
+// took every prefetch out of the K-quant tiles).
+[[gnu::always_inline]] inline void prefetch_ahead(int lane0, const uint8_t* sb, const KQuantPackedLayout& lay,
+                                                  int part = 0, int parts = 1) {
   if (lane0 != 0) return;
   const size_t lines = (lay.super_block_bytes + kCacheLine - 1) / kCacheLine;
   const uint8_t* next = sb + kPrefetchSuperBlocks * lay.super_block_bytes;
@@ -175,6 +159,15 @@ struct ExpandedLevels {
   }
 };
 
+// Whether a tile's level sums prefetch the next super-block a sub-block's share at a time (the whole of
+// it at once otherwise, at the super-block's start): where V::kPrefetchPerSubBlock, and only when the
+// levels come from the packed weights (a tile streaming them). On Zen 3 (avx2, one thread, bench_kernels
+// packed/avx2/*/65536x4096/1, medians of three alternating rounds) the burst of 37 to 53 prefetches at
+// each super-block left Q4_K at 10.0-10.5 ms, Q5_K 15.3-15.6 and Q6_K 18.8-19.6; spread, 8.3-8.7,
+// 10.8-11.9 and 13.1-13.5 (Q4_K at the read loop's rate); two super-blocks ahead was no better.
+template <class V, class Levels>
+constexpr bool kPrefetchInSums = V::kPrefetchPerSubBlock && !std::is_same_v<Levels, ExpandedLevels<V>>;
+
 // Unpacks one super-block of each of G units into out (kExpandedSuperBlockBytes a unit, unit after unit).
 template <class V, WeightType T, int G>
 void expand_levels(const uint8_t* const (&sb)[G], const int (&lane0)[G], const KQuantPackedLayout& lay, uint8_t* out) {
@@ -216,10 +209,9 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
                           const KQuantPackedLayout& lay, const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
   using I = typename V::I;
   constexpr int kQuadsPerPartial = V::kVnni ? kK4QuadsPerSubBlock : kK4QuadsPerPartialWithoutVnni;
-  constexpr bool kStreams = V::kPrefetchPerSubBlock && std::is_same_v<Levels, PackedLevels<V, T>>;
   for (int s = 0; s < 8; ++s) {
-    if constexpr (kStreams)
-      for (int g = 0; g < G; ++g) prefetch_ahead_part<V>(lane0[g], sb[g], lay, s, 8);
+    if constexpr (kPrefetchInSums<V, Levels>)
+      for (int g = 0; g < G; ++g) prefetch_ahead(lane0[g], sb[g], lay, s, 8);
     I scale[G];
     for (int g = 0; g < G; ++g) {
       const uint8_t* p = sb[g] + lay.scales + s * kPackRows + lane0[g];
@@ -265,8 +257,8 @@ inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
     unrolled<4>([&](auto k) {
       for (int half = 0; half < 2; ++half) {
         const int sub = 8 * h + 2 * k + half;
-        if constexpr (V::kPrefetchPerSubBlock && std::is_same_v<Levels, PackedLevels<V, WeightType::Q6_K>>)
-          for (int g = 0; g < G; ++g) prefetch_ahead_part<V>(lane0[g], sb[g], lay, sub, 16);
+        if constexpr (kPrefetchInSums<V, Levels>)
+          for (int g = 0; g < G; ++g) prefetch_ahead(lane0[g], sb[g], lay, sub, 16);
         I scale[G];
         for (int g = 0; g < G; ++g) {
           const uint8_t* p = sb[g] + lay.scales + sub * kPackRows + lane0[g];
@@ -342,8 +334,8 @@ void tile(const uint8_t* w, size_t group_bytes, const KQuantPackedLayout& lay, i
     for (int g = 0; g < G; ++g) {
       sb[g] = u[g].group + b * lay.super_block_bytes;
       // Batches re-read it from the caches, where a prefetch costs a load slot and no more; unpacked
-      // ahead, the fill read it. Prefetched a sub-block at a time instead, the level sums fetch it.
-      if constexpr (!kExpanded && !V::kPrefetchPerSubBlock) prefetch_ahead(u[g], sb[g], lay);
+      // ahead, the fill read it. Where the level sums prefetch it a sub-block at a time, they do.
+      if constexpr (!kExpanded && !V::kPrefetchPerSubBlock) prefetch_ahead(u[g].lane0, sb[g], lay);
     }
     using Levels = std::conditional_t<kExpanded, ExpandedLevels<V>, PackedLevels<V, T>>;
     Levels levels[G];
@@ -446,7 +438,7 @@ void expanded_unit_rows(const uint8_t* w, size_t group_bytes, const KQuantPacked
       const uint8_t* sb[G];
       for (int g = 0; g < G; ++g) {
         sb[g] = u[g].group + b * lay.super_block_bytes;
-        prefetch_ahead(u[g], sb[g], lay);  // batched decode reads the weights from memory here, once
+        prefetch_ahead(u[g].lane0, sb[g], lay);  // batched decode reads the weights from memory here, once
       }
       expand_levels<V, T, G>(sb, lane0, lay, scratch + static_cast<size_t>(b - b0) * kTileBytes);
     }

@@ -24,7 +24,8 @@ struct Shape {
 };
 // Rows off the 16-row grid, a single block, an odd block count, and a realistic width.
 const Shape kShapes[] = {{37, 96}, {16, 32}, {100, 160}, {48, 2048}};
-constexpr int64_t kMaxBatch = 19;  // past two 8-row tiles (AVX2 Q8_0) and a remainder of 3, every remainder after a full tile
+// Past two 8-row tiles (AVX2 Q8_0) and a remainder of 3: every remainder after a full tile.
+constexpr int64_t kMaxBatch = 19;
 
 // The four packed kernels: (type, block-sum order).
 struct Kind {
