@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/dispatch.h"
+#include "kernels/packed_float.h"
 #include "kernels/packed_gemm.h"
 #include "kernels/packed_k_quant.h"
 #include "util/error.h"
@@ -183,7 +184,9 @@ size_t activation_bytes(const Matrix& w, int64_t n_rows) {
   // Packed K-quants take the plain Q8_K rows (packed_k_quant.h).
   if (!w.packed || packable_k_quant(w.type)) return activation_bytes(w.type, n_rows, w.cols);
   check_cols(w.type, w.cols);
-  return static_cast<size_t>(n_rows) * packed_activation_row_bytes(w.cols);
+  const size_t row_bytes = packable_float(w.type) ? float_packed_activation_row_bytes(w.cols)
+                                                  : packed_activation_row_bytes(w.cols);
+  return static_cast<size_t>(n_rows) * row_bytes;
 }
 
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage) {
@@ -201,6 +204,11 @@ PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t
   p.data = storage;
   p.n_rows = n_rows;
   p.cols = w.cols;
+  if (packable_float(w.type)) {  // float rows rounded to the weight type (packed_float.h)
+    p.row_bytes = float_packed_activation_row_bytes(w.cols);
+    prepare_float_packed_rows(w.type, x, n_rows, w.cols, ldx, static_cast<float*>(storage));
+    return p;
+  }
   p.row_bytes = packed_activation_row_bytes(w.cols);
   auto* out = static_cast<uint8_t*>(storage);
   for (int64_t r = 0; r < n_rows; ++r) prepare_packed_row(w, x + r * ldx, out + r * p.row_bytes);
@@ -215,10 +223,12 @@ void packed_matmul(const Matrix& w, const PreparedActivations& x, float* y, int6
                    int64_t o_end) {
   GLACIER_ASSERT(o_begin % kPackRows == 0 && (o_end % kPackRows == 0 || o_end == w.rows),
                  "a packed matmul's output range follows 16-row groups");
-  if (packable_k_quant(w.type)) {
-    GLACIER_ASSERT(x.packed, "packed K-quant weights need activations prepared for them");
-    packed_k_quant_gemm(active_isa(), w.type)(w.packed, w.cols, w.rows, o_begin / kPackRows, packed_groups(o_end),
-                                              static_cast<const uint8_t*>(x.data), x.row_bytes, x.n_rows, y, ldy);
+  if (packable_k_quant(w.type) || packable_float(w.type)) {
+    GLACIER_ASSERT(x.packed, "packed weights need activations prepared for them");
+    const PackedGemmFn gemm = packable_float(w.type) ? packed_float_gemm(active_isa(), w.type)
+                                                     : packed_k_quant_gemm(active_isa(), w.type);
+    gemm(w.packed, w.cols, w.rows, o_begin / kPackRows, packed_groups(o_end), static_cast<const uint8_t*>(x.data),
+         x.row_bytes, x.n_rows, y, ldy);
     return;
   }
   GLACIER_ASSERT(x.packed, "packed weights need activations prepared for them");

@@ -22,8 +22,10 @@ struct Matrix {
   // order (one float accumulator per 4-byte quad of the block). The loader sets it from
   // preferred_block_sum_order().
   bool block_sum_order = false;
-  // Q8_0/Q4_0/Q4_K/Q5_K/Q6_K: the matrix repacked by pack_groups() (packed_gemm.h), or null. When set, matmul uses the
-  // packed GEMM (bitwise the results of the unpacked kernels) and the output range follows 16-row groups.
+  // Q8_0/Q4_0/Q4_K/Q5_K/Q6_K (and F16/BF16 on the tiers that pack them): the matrix repacked by pack_groups()
+  // (packed_gemm.h), or null. When set, matmul uses the packed GEMM and the output range follows 16-row
+  // groups. The quantized ones give bitwise the results of the unpacked kernels; F16/BF16 sum in their own
+  // order (packed_float.h).
   const uint8_t* packed = nullptr;
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/dispatch.h"
+#include "kernels/packed_float.h"
 #include "kernels/packed_k_quant.h"
 #include "util/error.h"
 
@@ -47,7 +48,10 @@ void pack_group(const Matrix& m, int64_t g, uint8_t offset, uint8_t blank, uint8
 
 }  // namespace
 
-bool packable(WeightType t) { return t == WeightType::Q8_0 || t == WeightType::Q4_0 || packable_k_quant(t); }
+bool packable(WeightType t) {
+  return t == WeightType::Q8_0 || t == WeightType::Q4_0 || packable_k_quant(t) ||
+         (packable_float(t) && packs_float_weights(active_isa()));
+}
 
 size_t packed_block_quad_bytes(WeightType t) {
   GLACIER_ASSERT(t == WeightType::Q8_0 || t == WeightType::Q4_0, std::string("no packed quads for ") + weight_type_name(t));
@@ -61,13 +65,15 @@ size_t packed_group_bytes(WeightType t, int64_t cols) {
 }
 
 size_t packed_bytes(const Matrix& m) {
-  const size_t group_bytes =
-      packable_k_quant(m.type) ? k_quant_packed_group_bytes(m.type, m.cols) : packed_group_bytes(m.type, m.cols);
+  const size_t group_bytes = packable_k_quant(m.type) ? k_quant_packed_group_bytes(m.type, m.cols)
+                             : packable_float(m.type)  ? float_packed_group_bytes(m.cols)
+                                                       : packed_group_bytes(m.type, m.cols);
   return static_cast<size_t>(packed_groups(m.rows)) * group_bytes;
 }
 
 void pack_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g_end) {
   if (packable_k_quant(m.type)) return pack_k_quant_groups(m, dst, g_begin, g_end);
+  if (packable_float(m.type)) return pack_float_groups(m, dst, g_begin, g_end);
   GLACIER_ASSERT(packable(m.type) && m.data, "packing a Q8_0 or Q4_0 matrix with data");
   GLACIER_ASSERT(0 <= g_begin && g_begin <= g_end && g_end <= packed_groups(m.rows), "group range in the matrix");
   const size_t group_bytes = packed_group_bytes(m.type, m.cols);

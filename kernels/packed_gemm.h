@@ -28,9 +28,10 @@ constexpr size_t kPackAlign = 64;
 //   value is u - 8, taken off through the activation row's corrections).
 size_t packed_block_quad_bytes(WeightType t);  // 512 (Q8_0) or 256 (Q4_0)
 size_t packed_group_bytes(WeightType t, int64_t cols);
-// packable, packed_bytes and pack_groups cover the K-quants too (their layout: packed_k_quant.h).
+// packable, packed_bytes and pack_groups cover the K-quants (their layout: packed_k_quant.h) and F16/BF16
+// (packed_float.h) too.
 size_t packed_bytes(const Matrix& m);
-bool packable(WeightType t);
+bool packable(WeightType t);  // whether the loader packs matrices of type t on the active tier
 
 // Writes m's packed form into dst (packed_bytes(m) bytes, kPackAlign-aligned); rows are split over
 // [g_begin, g_end) so several threads can pack one matrix. Returns nothing: set Matrix::packed after.

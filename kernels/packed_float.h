@@ -1,0 +1,42 @@
+// F16 and BF16 weight matrices repacked at load for a broadcast GEMM: 16 rows a group stored column by
+// column, so one vector load feeds 16 outputs while each activation element is broadcast. Every output is
+// one float sum over k in order, sum = fma(w[k], x[k], sum) from k = 0, whatever the batch, the tile or the
+// thread split, and on every variant (the scalar twin is that loop).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "kernels/packed_gemm.h"
+
+namespace glacier::kernels {
+
+bool packable_float(WeightType t);  // F16, BF16
+
+// Whether the loader packs F16 and BF16 matrices on this tier: the AVX2 tiers, where the broadcast GEMM
+// measured 1.2-1.3x the row-dot tiles of float_gemm.h in prefill. The AVX-512 tiers keep their measured
+// row-dot tiles, and the reference tier its double-precision dots. Any tier runs a packed matrix it is
+// handed (the AVX-512 ones with the AVX2 code).
+bool packs_float_weights(Isa isa);
+
+// Layout of one group (rows 16g .. 16g+15; rows past the matrix are zero): for each k in 0..cols-1, the
+// 16 rows' elements k side by side (32 bytes), padded to a multiple of 64 bytes.
+size_t float_packed_group_bytes(int64_t cols);
+void pack_float_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g_end);
+
+// Activations for packed float weights: float rows (cols floats each) holding every element rounded to
+// the weight type, as the unpacked kernels' f16 and bf16 activation rows hold it, widened back exactly.
+size_t float_packed_activation_row_bytes(int64_t cols);
+// x: n_rows rows of cols floats, ldx apart; dst: n_rows rows of cols floats, dense.
+void prepare_float_packed_rows(WeightType t, const float* x, int64_t n_rows, int64_t cols, int64_t ldx, float* dst);
+
+// The packed GEMM of a variant (PackedGemmFn over those float rows, x_row_bytes apart).
+PackedGemmFn packed_float_gemm(Isa isa, WeightType t);
+
+GLACIER_PACKED_GEMM(packed_gemm_f16_ref);
+GLACIER_PACKED_GEMM(packed_gemm_bf16_ref);
+GLACIER_PACKED_GEMM(packed_gemm_f16_avx2);
+GLACIER_PACKED_GEMM(packed_gemm_bf16_avx2);
+
+}  // namespace glacier::kernels
