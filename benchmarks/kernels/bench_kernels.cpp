@@ -21,6 +21,7 @@
 #include "kernels/crc32c.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_float.h"
 #include "kernels/packed_gemm.h"
 #include "kernels/packed_k_quant.h"
 #include "machine_peaks.h"
@@ -147,8 +148,8 @@ void dot_bench(benchmark::State& state, Isa isa, WeightType t) {
   set_rates(state, double(row_bytes(t, n)), 2.0 * double(n), now_s() - t0, t);
 }
 
-// rows x cols weights (larger than the caches) times a batch of range(0) activation rows; `packed`:
-// Q8_0/Q4_0 repacked for the packed GEMM (kernels/packed_gemm.h), as the model loader does, in the order
+// rows x cols weights (larger than the caches) times a batch of range(0) activation rows; `packed`: the
+// matrix repacked for the packed GEMM (kernels/packed_gemm.h), as the model loader does, Q8_0 in the order
 // it picks unless `lane_order` asks for the other one.
 void matmul_bench(benchmark::State& state, Isa isa, WeightType t, int64_t rows, int64_t cols, bool packed,
                   bool lane_order) {
@@ -317,14 +318,15 @@ void register_all() {
                                                     kRows, kCols, false, false);
       unpacked->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
       // A prefill batch too for the row-by-row K-quant dots the packed GEMM replaces at load, and for F16 and
-      // BF16, which run unpacked in prefill as well.
+      // BF16, which the AVX-512 tiers run unpacked (the AVX2 ones pack them, packed_float.h).
       const bool float_weights = t == WeightType::F16 || t == WeightType::BF16;
       if (isa != Isa::Ref && (kernels::packable_k_quant(t) || float_weights)) unpacked->Arg(512);
       // Decode of float weights from memory (256 MB, larger than the L3), as a model's weights stream.
       if (isa != Isa::Ref && float_weights)
         benchmark::RegisterBenchmark(("matmul/" + suffix + "/32768x4096").c_str(), matmul_bench, isa, t, 32768, kCols,
                                      false, false)->Arg(1)->Unit(benchmark::kMillisecond);
-      if (!kernels::packable(t)) continue;
+      // The loader's choice for the tier of the row (F16 and BF16 are packed on some tiers only).
+      if (!(float_weights ? kernels::packs_float_weights(isa) : kernels::packable(t))) continue;
       auto* b = benchmark::RegisterBenchmark(("packed/" + suffix + "/4096x4096").c_str(), matmul_bench, isa, t, kRows,
                                              kCols, true, false);
       b->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
