@@ -15,9 +15,10 @@ namespace glacier::kernels {
 bool packable_float(WeightType t);  // F16, BF16
 
 // Whether the loader packs F16 and BF16 matrices on this tier: the AVX2 tiers, where the broadcast GEMM
-// measured 1.2-1.3x the row-dot tiles of float_gemm.h in prefill. The AVX-512 tiers keep their measured
-// row-dot tiles, and the reference tier its double-precision dots. Any tier runs a packed matrix it is
-// handed (the AVX-512 ones with the AVX2 code).
+// measured 1.1-1.4x the row-dot tiles of x86/float_gemm.h at 512 rows and its GEMV streamed 15-20% faster
+// (Zen 3, benchmarks/RESULTS.md). The AVX-512 tiers keep their row-dot tiles (measured there, not this),
+// and the reference tier its double-precision dots. Any tier runs a packed matrix it is handed (the
+// AVX-512 ones with the AVX2 code).
 bool packs_float_weights(Isa isa);
 
 // Layout of one group (rows 16g .. 16g+15; rows past the matrix are zero): for each k in 0..cols-1, the
