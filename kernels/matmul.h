@@ -60,7 +60,8 @@ size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols);
 // Converts x [n_rows x cols] (row stride ldx floats) into `storage` (activation_bytes() large).
 PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_rows, int64_t cols,
                                         int64_t ldx, void* storage);
-// The same for a given matrix: the packed layout when w.packed is set (Q8_K rows for K-quants, see packed_k_quant.h).
+// The same for a given matrix: the packed layout when w.packed is set (Q8_K rows for K-quants, see packed_k_quant.h;
+// rounded float rows for F16/BF16, see packed_float.h).
 size_t activation_bytes(const Matrix& w, int64_t n_rows);
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage);
 // Output rows that must go to one thread together: 16 for a packed matrix (a group), else 1.
