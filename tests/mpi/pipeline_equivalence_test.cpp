@@ -1,5 +1,5 @@
-// The same stories260K job on 1 to 5 ranks, with micro-batches of 1, 7 and 512 tokens and as 2 to 4
-// pipeline replicas, plain and with sampling controls (penalties, logit_bias, min_tokens): tokens and
+// The same stories260K job on 1 to 5 ranks, with micro-batches of 1, 7 and 512 tokens (and its F16 file on
+// 1, 2 and 4) and as 2 to 4 pipeline replicas, plain and with sampling controls (penalties, logit_bias, min_tokens): tokens and
 // log-probs must be bitwise identical (f32 wire), and the reference
 // prompts' tokens must equal llama.cpp's. Also the pipelined perplexity, the int8 wire, and setup errors
 // that must end every rank.
@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "common/job_runner.h"
 #include "common/test_env.h"
@@ -58,6 +59,18 @@ INSTANTIATE_TEST_SUITE_P(RanksAndMicroBatches, PipelineEquivalence,
                            return "np" + std::to_string(std::get<0>(info.param)) + "_ubatch" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// The F16 file, whose matrices the AVX2 tiers pack at load (each output one in-order fma chain over k):
+// the same bits on 2 and 4 ranks with micro-batches of 7 and 1 tokens as on one rank with 512.
+TEST(PipelineEquivalenceF16, IdenticalToOneRank) {
+  GLACIER_REQUIRE_SHARED(model, "models/stories260K-f16.gguf");
+  const Outputs baseline = run_job(model, 1, 512);
+  for (const auto& [np, ubatch] : {std::pair{2, 7}, std::pair{4, 1}}) {
+    const Outputs o = run_job(model, np, ubatch);
+    EXPECT_EQ(o.tokens, baseline.tokens) << np << " ranks, micro-batches of " << ubatch;
+    EXPECT_EQ(o.logprob_bits, baseline.logprob_bits) << np << " ranks, micro-batches of " << ubatch;
+  }
+}
 
 // Penalties, logit_bias and min_tokens with temperature sampling: the last stage's per-slot counts
 // must give the same tokens and log-probs bitwise whatever the ranks and micro-batch sizes, and with
