@@ -56,9 +56,8 @@ struct F16Ops : Float8Lanes {
 // bf16 widened exactly: its bits in the high half of a float.
 struct Bf16WidenOps : Float8Lanes {
   using W = uint16_t;
-  static __m256 widen(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
-  static __m256 load_w(const uint16_t* p) { return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static __m256 load_w_tail(const uint16_t* p, int left) { return widen(halves_tail(p, left)); }
+  static __m256 load_w(const uint16_t* p) { return widen_bf16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 load_w_tail(const uint16_t* p, int left) { return widen_bf16x8(halves_tail(p, left)); }
   static void widen_x(const uint16_t* src, int64_t n, float* dst) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_w(src + i));

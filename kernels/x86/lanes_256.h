@@ -1,5 +1,5 @@
 // 256-bit lane helpers every x86 source of the dots needs alike: the float sum of 8 lanes in the reference's
-// hsum8 order (dot_ref.cpp), exact int32 lane sums, and a Q4_0-layout block's 32 nibbles. Internal linkage:
+// hsum8 order (dot_ref.cpp), exact int32 lane sums, bf16 widened to float, and a Q4_0-layout block's 32 nibbles. Internal linkage:
 // each tier's file compiles its own copy with its own flags.
 #pragma once
 #include <immintrin.h>
@@ -26,6 +26,9 @@ inline int32_t hsum_epi32(__m128i v) {
 inline int32_t hsum_epi32(__m256i v) {
   return hsum_epi32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
+
+// Eight bf16 values widened exactly to float: each one's bits in the high half of a float.
+inline __m256 widen_bf16x8(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
 
 // The 32 nibbles of a Q4_0-layout block (16 bytes): elements 0..15 from the low nibbles, 16..31 from the
 // high ones.

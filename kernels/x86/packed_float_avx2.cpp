@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/packed_float.h"
+#include "kernels/x86/lanes_256.h"
 
 namespace glacier::kernels {
 
@@ -24,11 +25,8 @@ constexpr int kLanes = 8;
 struct F16Columns {
   static __m256 widen(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 };
-struct Bf16Columns {  // bf16 widened exactly: its bits in the high half of a float
-  static __m256 widen(const uint16_t* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
+struct Bf16Columns {
+  static __m256 widen(const uint16_t* p) { return widen_bf16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 };
 
 // R packed activation rows (xt[k * R + r]) x one group's 16 outputs over `len` columns (col and xt
@@ -159,12 +157,12 @@ void gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t
     for (int64_t r0 = 0; r0 < n_rows; r0 += kRowBlock) {
       const int64_t r1 = std::min(n_rows, r0 + kRowBlock);
       pack_activation_tiles(x, x_row_bytes, r0, r1, k0, len, packed_x.data());
+      const RowTiles tiles(r1 - r0);
       for (int64_t g = g_begin; g < g_end; ++g) {
         const auto* col = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(g) * group_bytes) + k0 * kPackRows;
         const bool to_edge = partial_last && g == last;
         float* c = to_edge ? edge.data() + r0 * kPackRows : y + r0 * ldy + g * kPackRows;
         const int64_t ldc = to_edge ? kPackRows : ldy;
-        const RowTiles tiles(r1 - r0);
         for (int64_t t = 0; t < tiles.count; ++t)
           tile_rows<Columns>(tiles.rows(t), col, packed_x.data() + tiles.first(t) * len, len, c + tiles.first(t) * ldc,
                              ldc, k0 == 0);
