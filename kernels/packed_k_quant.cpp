@@ -82,19 +82,10 @@ void pack_q6_k_super_block(const Matrix& m, int64_t g, int64_t b, const KQuantPa
 bool packable_k_quant(WeightType t) { return t == WeightType::Q4_K || t == WeightType::Q5_K || t == WeightType::Q6_K; }
 
 KQuantPackedLayout k_quant_packed_layout(WeightType t) {
-  constexpr size_t kNibbles = 4 * kQuadsPerChunk * kVector;  // 2048: 128 bytes of each of 16 rows
-  constexpr size_t kFactors = kPackRows * sizeof(uint16_t);
   switch (t) {
-    case WeightType::Q4_K:
-    case WeightType::Q5_K: {
-      const size_t qh = kNibbles, scales = qh + (t == WeightType::Q5_K ? kQuadsPerChunk * kVector : 0);
-      const size_t mins = scales + 8 * kPackRows, d = mins + 8 * kPackRows;
-      return {0, qh, scales, mins, d, d + kFactors, d + 2 * kFactors};
-    }
-    case WeightType::Q6_K: {
-      const size_t scales = 2 * kQuadsPerChunk * 3 * kVector, d = scales + 16 * kPackRows;
-      return {0, 0, scales, 0, d, 0, d + 2 * kFactors};  // the second 32 bytes pad to a multiple of 64
-    }
+    case WeightType::Q4_K: return kKQuantPackedLayout<WeightType::Q4_K>;
+    case WeightType::Q5_K: return kKQuantPackedLayout<WeightType::Q5_K>;
+    case WeightType::Q6_K: return kKQuantPackedLayout<WeightType::Q6_K>;
     default: break;
   }
   GLACIER_ASSERT(false, std::string("no packed K-quant layout for ") + weight_type_name(t));

@@ -37,7 +37,23 @@ bool packable_k_quant(WeightType t);  // Q4_K, Q5_K, Q6_K
 struct KQuantPackedLayout {
   size_t qs, qh, scales, mins, d, dmin, super_block_bytes;
 };
-KQuantPackedLayout k_quant_packed_layout(WeightType t);
+// The layout of T (Q4_K, Q5_K or Q6_K) as a constant, which the kernels fold into their addresses.
+template <WeightType T>
+constexpr KQuantPackedLayout kKQuantPackedLayout = [] {
+  static_assert(T == WeightType::Q4_K || T == WeightType::Q5_K || T == WeightType::Q6_K);
+  constexpr size_t kVector = kPackRows * 4;        // one quad vector: four bytes of each of the 16 rows
+  constexpr size_t kChunk = 8 * kVector;           // the quad vectors of 32 bytes of each row
+  constexpr size_t kFactors = kPackRows * sizeof(uint16_t);
+  if constexpr (T == WeightType::Q6_K) {
+    constexpr size_t scales = 2 * 3 * kChunk, d = scales + 16 * kPackRows;
+    return KQuantPackedLayout{0, 0, scales, 0, d, 0, d + 2 * kFactors};  // 32 bytes pad to a multiple of 64
+  } else {
+    constexpr size_t qh = 4 * kChunk, scales = qh + (T == WeightType::Q5_K ? kChunk : 0);
+    constexpr size_t mins = scales + 8 * kPackRows, d = mins + 8 * kPackRows;
+    return KQuantPackedLayout{0, qh, scales, mins, d, d + kFactors, d + 2 * kFactors};
+  }
+}();
+KQuantPackedLayout k_quant_packed_layout(WeightType t);  // the same, for a type known at run time
 size_t k_quant_packed_group_bytes(WeightType t, int64_t cols);
 
 constexpr int kK4QuadsPerSubBlock = 4;  // quad vectors of nibbles per 32-element sub-block
