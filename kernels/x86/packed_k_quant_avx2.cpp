@@ -22,7 +22,6 @@ struct V256 {
     return _mm256_set1_epi32(v);
   }
   static I set1_8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
-  static I bcast16(const int16_t* p) { return _mm256_set1_epi16(*p); }
   static I set1_32(int32_t v) { return _mm256_set1_epi32(v); }
   static I zero() { return _mm256_setzero_si256(); }
   static I and_(I a, I b) { return _mm256_and_si256(a, b); }

@@ -26,7 +26,6 @@ struct V512 {
     return _mm512_set1_epi32(v);
   }
   static I set1_8(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
-  static I bcast16(const int16_t* p) { return _mm512_set1_epi16(*p); }
   static I set1_32(int32_t v) { return _mm512_set1_epi32(v); }
   static I zero() { return _mm512_setzero_si512(); }
   static I and_(I a, I b) { return _mm512_and_si512(a, b); }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <immintrin.h>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -252,13 +253,45 @@ inline void k4_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
   }
 }
 
+// The int16 pairs (sum of sub-block 2k, sum of 2k + 1) of a Q8_K activation block that Q4_K/Q5_K's mins
+// term takes, pair k at dword kK4SumPair[k] of out: a madd of the 16 block sums with ones (the eight
+// sub-block sums; |sum| <= 32 * 127 fits int16), packed back to words in place of four scalar set-ups.
+constexpr int kK4SumPair[4] = {0, 1, 4, 5};  // packs works within 128-bit halves
+inline void k4_sum_pairs(const BlockQ8_K& xb, int32_t (&out)[8]) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+  const __m256i sums = _mm256_madd_epi16(b, _mm256_set1_epi16(1));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_packs_epi32(sums, sums));
+}
+
+// The 16 dwords a Q6_K super-block's sub-blocks take their +32 offset from, for one Q8_K activation block:
+// -32 * bsum (VNNI, the start of the sub-block's dot) or the int16 pair (-16 * bsum, -16 * bsum) (a madd
+// with the (scale, scale) pair). Made with a few vector instructions, where the scalar set-up of each
+// dword had cost more than the 3-row tiles' level arithmetic. |bsum| <= 16 * 127, so -16 * bsum fits
+// int16 (Q8_K levels stop at -127: quantize_row_q8_k). 256-bit code: every tier that includes this has it.
+template <bool kVnni>
+inline void q6_offsets(const BlockQ8_K& xb, int32_t (&out)[kQK_K / 16]) {
+  auto* dst = reinterpret_cast<__m256i*>(out);
+  if constexpr (kVnni) {
+    const __m256i lo = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)));
+    const __m256i hi = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
+    _mm256_storeu_si256(dst, _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(lo, 5)));
+    _mm256_storeu_si256(dst + 1, _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(hi, 5)));
+  } else {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+    const __m256i w = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(b, 4));
+    // unpacklo pairs sub-blocks 0-3 and 8-11, unpackhi 4-7 and 12-15: put the 128-bit halves in order.
+    const __m256i lo = _mm256_unpacklo_epi16(w, w), hi = _mm256_unpackhi_epi16(w, w);
+    _mm256_storeu_si256(dst, _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(dst + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+}
+
 // The integer of one Q6_K super-block for G units x R rows, added to sum: per 16-element sub-block the
 // stored levels' dots less 32 times its Q8_K block sum, times the scale. With VNNI the dots start from
 // -32 * bsum; without, a maddubs lane is at most 2 * 63 * 127, so two quads a partial, and the offset
-// goes in as one more madd of (-16 * bsum, -16 * bsum) with the scale, the pair one broadcast of a word
-// that the super-block's start computed for all 16 sub-blocks. Unrolled throughout, so that every offset
-// is a constant: with the sub-block loops rolled, their control and the offsets' scalar set-up took as
-// many instructions as the levels' arithmetic.
+// goes in as one more madd of (-16 * bsum, -16 * bsum) with the scale; either dword is one broadcast
+// from q6_offsets' table. Where the levels stream from the weights the sub-blocks are unrolled, so that
+// every offset is a constant: rolled, their loop control took as many instructions as the arithmetic.
 template <class V, int G, int R, class Levels>
 inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], const Levels (&levels)[G],
                           const KQuantPackedLayout& lay, const BlockQ8_K* const (&xb)[R], typename V::I (&sum)[G][R]) {
@@ -266,13 +299,8 @@ inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
   constexpr int kQuadsPerSubBlock = 4;
   constexpr int kQuadsPerPartial = V::kVnni ? kQuadsPerSubBlock : 2;
   constexpr int kSubBlocks = kQK_K / 16;
-  // |bsum| <= 16 * 127, so -16 * bsum fits int16 (Q8_K levels stop at -127: quantize_row_q8_k).
-  constexpr bool kWordTable = !V::kVnni && R == 1;
-  alignas(32) int16_t neg16_bsums[R][kSubBlocks];
-  if constexpr (kWordTable) {
-    for (int r = 0; r < R; ++r)
-      for (int i = 0; i < kSubBlocks; ++i) neg16_bsums[r][i] = static_cast<int16_t>(-16 * xb[r]->bsums[i]);
-  }
+  alignas(32) int32_t offsets[R][kSubBlocks];
+  for (int r = 0; r < R; ++r) q6_offsets<V::kVnni>(*xb[r], offsets[r]);
   // Half `half` of the 32-element chunk k of half h of the super-block: one 16-element sub-block.
   auto sub_block = [&](auto h, auto k, int half) {
     const int sub = 8 * h + 2 * k + half;
@@ -285,9 +313,7 @@ inline void q6_levels_sum(const uint8_t* const (&sb)[G], const int (&lane0)[G], 
     }
     I offset[R];
     for (int r = 0; r < R; ++r)
-      offset[r] = V::kVnni     ? V::set1_32(-32 * xb[r]->bsums[sub])
-                  : kWordTable ? V::bcast16(neg16_bsums[r] + sub)
-                               : V::set1_32(pair16(-16 * xb[r]->bsums[sub], -16 * xb[r]->bsums[sub]));
+      offset[r] = V::bcast32(reinterpret_cast<const int8_t*>(offsets[r] + sub));
 #pragma GCC unroll 2
     for (int q0 = kQuadsPerSubBlock * half; q0 < kQuadsPerSubBlock * (half + 1); q0 += kQuadsPerPartial) {
       I part[G][R];
@@ -396,11 +422,11 @@ void tile(const uint8_t* w, size_t group_bytes, int64_t b_begin, int64_t b_end,
       // The mins term: a madd of (min 2k, min 2k + 1) pairs against the (sum of sub-block 2k, sum of
       // 2k + 1) pair of the activation row, for each k; the row's pairs are broadcast once for all units.
       I sums[R][4];
-      for (int r = 0; r < R; ++r)
-        for (int k = 0; k < 4; ++k) {
-          const int16_t* bs = xb[r]->bsums + 4 * k;
-          sums[r][k] = V::set1_32(pair16(int32_t{bs[0]} + bs[1], int32_t{bs[2]} + bs[3]));
-        }
+      for (int r = 0; r < R; ++r) {
+        alignas(32) int32_t pairs[8];
+        k4_sum_pairs(*xb[r], pairs);
+        for (int k = 0; k < 4; ++k) sums[r][k] = V::bcast32(reinterpret_cast<const int8_t*>(pairs + kK4SumPair[k]));
+      }
       for (int g = 0; g < G; ++g) {
         const F wdmin = V::load_ph(reinterpret_cast<const uint16_t*>(sb[g] + lay.dmin) + u[g].lane0);
         I mins[4];
