@@ -43,7 +43,9 @@ def check_shape_keys(kv, want, optional, alternatives=""):
 
 
 @dataclass
-class Shape:
+class ModelDims:
+    """The dimensions a dense model (Shape) and a mixture-of-experts one (MoeShape) both state first, in this
+    order (their positional constructors and --shape's required keys follow it)."""
     n_embd: int
     n_layer: int
     n_head: int
@@ -51,6 +53,10 @@ class Shape:
     n_ff: int
     n_vocab: int
     type: str
+
+
+@dataclass
+class Shape(ModelDims):
     # Optional (0: llama's formulas): the bytes of one layer's weights as the file holds them (MoE and
     # latent-attention layers differ from the dense formula), and DeepSeek's latent KV cache, which keeps
     # kv_lora_rank + rope_dim floats a position and layer instead of every KV head's key and value.
@@ -1269,19 +1275,12 @@ def cluster(args):
 # replicated work is the same, so how they drift apart depends on the routing and the links only.
 
 @dataclass
-class MoeShape:
+class MoeShape(ModelDims):
     """A mixture-of-experts model. n_ff: the feed-forward width of its n_dense_lead leading dense layers;
     n_ff_shexp: the summed width of a MoE layer's shared experts (0: none); head_dim 0: n_embd / n_head;
     attn_bytes 0: q, k, v and o from the heads (latent attention's tensors differ: give their bytes);
     kv_lora_rank and rope_dim: a latent KV cache (Shape's fields). The router is kept f32 (as llama.cpp's
     converter and quantizer keep ffn_gate_inp)."""
-    n_embd: int
-    n_layer: int
-    n_head: int
-    n_head_kv: int
-    n_ff: int
-    n_vocab: int
-    type: str
     n_expert: int
     n_expert_used: int
     n_ff_expert: int

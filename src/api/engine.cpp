@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "app/local_model.h"
 #include "app/options.h"
 #include "app/requests.h"
 #include "compute/transformer_stage.h"
@@ -111,14 +112,8 @@ Result to_result(io::ResultRecord&& r) {
 
 }  // namespace
 
-struct Engine::Impl {
+struct Engine::Impl : app::LocalModel {
   EngineOptions options;
-  std::unique_ptr<gguf::File> file;
-  model::ModelConfig cfg;
-  std::unique_ptr<model::Tokenizer> tok;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<compute::TransformerStage> stage;
-  int32_t n_ctx = 0;
   app::ChatSetup chat;
   // The job options a request's unset fields default to, one per mode a request may run in.
   app::JobOptions generate_defaults;
@@ -136,17 +131,9 @@ std::unique_ptr<Engine> Engine::open(const std::string& model_path, const Engine
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   try {
-    impl->file = gguf::File::open(model_path);
-    impl->cfg = model::read_model_config(*impl->file);
-    const int threads = options.threads > 0 ? options.threads : sys::host_hardware_thread_count();
-    impl->pool = std::make_unique<ThreadPool>(threads);
-    impl->n_ctx = options.context > 0 ? options.context : std::min(impl->cfg.n_ctx_train, kDefaultMaxContext);
-    model::ShardWeights weights = model::load_shard(*impl->file, impl->cfg, model::LayerRange{0, impl->cfg.n_layer},
-                                                    true, true, impl->pool.get());
-    impl->tok = model::Tokenizer::from_gguf(*impl->file);
-    impl->stage = std::make_unique<compute::TransformerStage>(impl->cfg, std::move(weights), options.slots,
-                                                              impl->n_ctx, std::min(options.ubatch, impl->n_ctx),
-                                                              *impl->pool);
+    impl->open(model_path, options.threads > 0 ? options.threads : sys::host_hardware_thread_count());
+    const int32_t n_ctx = options.context > 0 ? options.context : std::min(impl->cfg.n_ctx_train, kDefaultMaxContext);
+    impl->load(n_ctx, options.slots, std::min(options.ubatch, n_ctx));
     impl->generate_defaults.model = model_path;
     impl->generate_defaults.prompts = kRequestsSource;
     impl->generate_defaults.ctx = impl->n_ctx;

@@ -20,12 +20,9 @@ enum class JobMode { Generate, Score, Perplexity };
 // --speculate off | lookup | draft:PATH (the PATH in JobOptions::draft_model).
 enum class Speculation { Off, Lookup, DraftModel };
 
-struct JobOptions {
-  std::string model;
-  std::string prompts;
-  std::string jsonl_out;
-  std::string h5_out;
-  JobMode mode = JobMode::Generate;
+// The sampling settings a row runs with: the job's defaults (JobOptions, --max-tokens and the rest) and
+// a prompt's resolution of them (PromptSampling, app/prompt_sampling.h) share this one list of fields.
+struct SamplingSettings {
   int32_t max_tokens = 128;
   float temperature = 0.0f;
   int32_t top_k = 0;
@@ -43,6 +40,14 @@ struct JobOptions {
   bool include_stop_str_in_output = false;
   int32_t top_logprobs = 0;  // alternatives per generated token (0..20) for lines that do not say
   int32_t n = 1;          // samples per prompt (generate mode), one prefill shared by them
+};
+
+struct JobOptions : SamplingSettings {
+  std::string model;
+  std::string prompts;
+  std::string jsonl_out;
+  std::string h5_out;
+  JobMode mode = JobMode::Generate;
   bool prefix_sharing = true;  // --prefix-sharing on | off: prompts reuse the KV rows of a common prefix (same results)
   // --speculate: speculative decoding of unpenalized rows (the same results); draft_model: draft:PATH's PATH.
   Speculation speculate = Speculation::Off;

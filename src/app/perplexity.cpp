@@ -130,13 +130,9 @@ nlohmann::json perplexity_json(const PerplexityPlan& plan, const PerplexityResul
 io::PerplexityTable perplexity_table(const PerplexityPlan& plan, const PerplexityResult& r,
                                      const std::vector<std::vector<float>>& chunk_logprobs) {
   io::PerplexityTable t;
+  static_cast<io::PerplexityEstimate&>(t) = r;
   t.n_ctx = plan.n_ctx;
   t.n_tokens_text = plan.n_tokens_text;
-  t.n_scored = r.n_scored;
-  t.ppl = r.ppl;
-  t.ppl_stderr = r.ppl_stderr;
-  t.mean_nll = r.mean_nll;
-  t.nll_stderr = r.nll_stderr;
   for (const PerplexityChunk& k : r.chunks) {
     t.chunk_nll_sum.push_back(k.nll_sum);
     t.chunk_n_scored.push_back(k.n_scored);

@@ -31,15 +31,10 @@ struct PerplexityChunk {
   double running_ppl = 0.0;
 };
 
-struct PerplexityResult {
-  double mean_nll = 0.0;
-  double ppl = 0.0;
-  int64_t n_scored = 0;
-  // The standard error of mean_nll over all scored tokens, sqrt((E[nll^2] - E[nll]^2) / (n - 1)), and
-  // its first-order propagation to ppl (d exp(x)/dx = exp(x)): llama-perplexity's "+/-" figure. NaN
-  // when it is undefined (fewer than two tokens, or no spread, where llama-perplexity prints an error).
-  double nll_stderr = 0.0;
-  double ppl_stderr = 0.0;
+// nll_stderr is the standard error of mean_nll over all scored tokens, sqrt((E[nll^2] - E[nll]^2) / (n - 1)),
+// and ppl_stderr its first-order propagation to ppl (d exp(x)/dx = exp(x)): llama-perplexity's "+/-" figure.
+// NaN when it is undefined (fewer than two tokens, or no spread, where llama-perplexity prints an error).
+struct PerplexityResult : io::PerplexityEstimate {
   std::vector<PerplexityChunk> chunks;
 };
 

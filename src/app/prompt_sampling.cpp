@@ -7,28 +7,27 @@ namespace glacier::app {
 
 PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt) {
   PromptSampling s;
-  s.max_tokens = rec.max_tokens ? *rec.max_tokens : opt.max_tokens;
-  s.temperature = static_cast<float>(rec.temperature ? *rec.temperature : opt.temperature);
-  s.top_k = rec.top_k ? *rec.top_k : opt.top_k;
-  s.top_p = static_cast<float>(rec.top_p ? *rec.top_p : opt.top_p);
-  s.min_p = static_cast<float>(rec.min_p ? *rec.min_p : opt.min_p);
-  s.seed = rec.seed ? *rec.seed : opt.seed;
-  s.stop = rec.stop ? *rec.stop : opt.stop;
-  s.repetition_penalty = static_cast<float>(rec.repetition_penalty ? *rec.repetition_penalty : opt.repetition_penalty);
-  s.presence_penalty = static_cast<float>(rec.presence_penalty ? *rec.presence_penalty : opt.presence_penalty);
-  s.frequency_penalty = static_cast<float>(rec.frequency_penalty ? *rec.frequency_penalty : opt.frequency_penalty);
-  s.min_tokens = rec.min_tokens ? *rec.min_tokens : opt.min_tokens;
-  s.ignore_eos = rec.ignore_eos ? *rec.ignore_eos : opt.ignore_eos;
-  s.stop_token_ids = rec.stop_token_ids ? *rec.stop_token_ids : opt.stop_token_ids;
+  static_cast<SamplingSettings&>(s) = opt;
+  if (rec.max_tokens) s.max_tokens = *rec.max_tokens;
+  if (rec.temperature) s.temperature = static_cast<float>(*rec.temperature);
+  if (rec.top_k) s.top_k = *rec.top_k;
+  if (rec.top_p) s.top_p = static_cast<float>(*rec.top_p);
+  if (rec.min_p) s.min_p = static_cast<float>(*rec.min_p);
+  if (rec.seed) s.seed = *rec.seed;
+  if (rec.stop) s.stop = *rec.stop;
+  if (rec.repetition_penalty) s.repetition_penalty = static_cast<float>(*rec.repetition_penalty);
+  if (rec.presence_penalty) s.presence_penalty = static_cast<float>(*rec.presence_penalty);
+  if (rec.frequency_penalty) s.frequency_penalty = static_cast<float>(*rec.frequency_penalty);
+  if (rec.min_tokens) s.min_tokens = *rec.min_tokens;
+  if (rec.ignore_eos) s.ignore_eos = *rec.ignore_eos;
+  if (rec.stop_token_ids) s.stop_token_ids = *rec.stop_token_ids;
   if (rec.logit_bias) {
+    s.logit_bias.clear();
     for (const auto& [id, bias] : *rec.logit_bias) s.logit_bias.emplace_back(id, static_cast<float>(bias));
-  } else {
-    s.logit_bias = opt.logit_bias;
   }
-  s.include_stop_str_in_output = rec.include_stop_str_in_output ? *rec.include_stop_str_in_output
-                                                                : opt.include_stop_str_in_output;
-  s.top_logprobs = rec.top_logprobs ? *rec.top_logprobs : opt.top_logprobs;
-  s.n = rec.n ? *rec.n : opt.n;
+  if (rec.include_stop_str_in_output) s.include_stop_str_in_output = *rec.include_stop_str_in_output;
+  if (rec.top_logprobs) s.top_logprobs = *rec.top_logprobs;
+  if (rec.n) s.n = *rec.n;
   s.prompt_logprobs = rec.prompt_logprobs.value_or(-1);
   return s;
 }
@@ -41,10 +40,10 @@ int32_t result_rows(const io::PromptRecord& rec, const JobOptions& opt) {
   return rows > io::kMaxSamplesPerPrompt ? 1 : static_cast<int32_t>(rows);
 }
 
-nlohmann::json sampling_json(const PromptSampling& s) {
+nlohmann::json sampling_settings_json(const SamplingSettings& s) {
   nlohmann::json bias = nlohmann::json::object();
   for (const auto& [id, b] : s.logit_bias) bias[std::to_string(id)] = b;
-  nlohmann::json out = {{"max_tokens", s.max_tokens},
+  return {{"max_tokens", s.max_tokens},
           {"temperature", s.temperature},
           {"top_k", s.top_k},
           {"top_p", s.top_p},
@@ -61,6 +60,10 @@ nlohmann::json sampling_json(const PromptSampling& s) {
           {"include_stop_str_in_output", s.include_stop_str_in_output},
           {"top_logprobs", s.top_logprobs},
           {"n", s.n}};
+}
+
+nlohmann::json sampling_json(const PromptSampling& s) {
+  nlohmann::json out = sampling_settings_json(s);
   // Only when asked, so the digests of lines without it (and --resume of their rows) stay as they were.
   if (s.prompt_logprobs >= 0) out["prompt_logprobs"] = s.prompt_logprobs;
   return out;

@@ -13,25 +13,8 @@
 
 namespace glacier::app {
 
-struct PromptSampling {
-  int32_t max_tokens = 0;
-  float temperature = 0;
-  int32_t top_k = 0;
-  float top_p = 1;
-  float min_p = 0;
-  uint64_t seed = 0;
-  std::vector<std::string> stop;
-  float repetition_penalty = 1;
-  float presence_penalty = 0;
-  float frequency_penalty = 0;
-  int32_t min_tokens = 0;
-  bool ignore_eos = false;
-  std::vector<int32_t> stop_token_ids;
-  std::vector<std::pair<int32_t, float>> logit_bias;  // ascending ids
-  bool include_stop_str_in_output = false;
-  int32_t top_logprobs = 0;
+struct PromptSampling : SamplingSettings {
   int32_t prompt_logprobs = -1;  // alternatives per prompt token, -1: no prompt log-probs asked
-  int32_t n = 1;  // samples
 };
 
 PromptSampling sampling_for(const io::PromptRecord& rec, const JobOptions& opt);
@@ -42,8 +25,10 @@ int32_t result_rows(const io::PromptRecord& rec, const JobOptions& opt);
 
 // {"max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop", "repetition_penalty",
 // "presence_penalty", "frequency_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "logit_bias"
-// ({"id": bias}), "include_stop_str_in_output", "top_logprobs", "n"} plus "prompt_logprobs" when asked: the
-// values as run (floats as the engine holds them).
+// ({"id": bias}), "include_stop_str_in_output", "top_logprobs", "n"}: the values as run (floats as the
+// engine holds them). The job's defaults (provenance's result_settings) and a prompt's share it.
+nlohmann::json sampling_settings_json(const SamplingSettings& s);
+// sampling_settings_json plus "prompt_logprobs" when asked.
 nlohmann::json sampling_json(const PromptSampling& s);
 
 // The record's sampling_json as compact text; "null" for a line that could not be read (it has none).

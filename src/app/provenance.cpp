@@ -8,6 +8,7 @@
 #include <map>
 
 #include "app/model_digest.h"
+#include "app/prompt_sampling.h"
 #include "comm/startup_watchdog.h"
 #include "app/sha256.h"
 #include "util/log.h"
@@ -80,28 +81,14 @@ std::string model_sha256_reporting(const std::string& model_path) {
 
 nlohmann::json result_settings(const JobOptions& o, int32_t n_ctx, const std::optional<std::string>& chat_template,
                                const std::string& layer_split) {
-  nlohmann::json j = {{"mode", option_word(o.mode)},
-                      {"max_tokens", o.max_tokens},
-                      {"temperature", o.temperature},
-                      {"top_k", o.top_k},
-                      {"top_p", o.top_p},
-                      {"min_p", o.min_p},
-                      {"seed", o.seed},
-                      {"stop", o.stop},
-                      {"repetition_penalty", o.repetition_penalty},
-                      {"presence_penalty", o.presence_penalty},
-                      {"frequency_penalty", o.frequency_penalty},
-                      {"min_tokens", o.min_tokens},
-                      {"ignore_eos", o.ignore_eos},
-                      {"stop_token_ids", o.stop_token_ids},
-                      {"logit_bias", o.logit_bias},
-                      {"include_stop_str_in_output", o.include_stop_str_in_output},
-                      {"top_logprobs", o.top_logprobs},
-                      {"n", o.n},
-                      {"ctx", n_ctx},
-                      {"no_bos", o.no_bos},
-                      {"chat_template", chat_template ? nlohmann::json(*chat_template) : nlohmann::json()},
-                      {"wire", option_word(o.wire)}};
+  nlohmann::json j = sampling_settings_json(o);
+  // Here the bias stays the [id, bias] pairs that result files have always held, which --resume compares.
+  j["logit_bias"] = o.logit_bias;
+  j["mode"] = option_word(o.mode);
+  j["ctx"] = n_ctx;
+  j["no_bos"] = o.no_bos;
+  j["chat_template"] = chat_template ? nlohmann::json(*chat_template) : nlohmann::json();
+  j["wire"] = option_word(o.wire);
   if (o.wire != pipeline::WireCodec::F32) j["layer_split"] = layer_split;
   return j;
 }

@@ -8,14 +8,18 @@
 
 namespace glacier::io {
 
-struct PerplexityTable {
-  int64_t n_ctx = 0;
-  int64_t n_tokens_text = 0;
+// The final estimate over every scored token: what a perplexity run computes and the group stores.
+struct PerplexityEstimate {
   int64_t n_scored = 0;
   double ppl = 0.0;
   double ppl_stderr = 0.0;  // NaN when undefined
   double mean_nll = 0.0;    // nats per token
   double nll_stderr = 0.0;  // NaN when undefined
+};
+
+struct PerplexityTable : PerplexityEstimate {
+  int64_t n_ctx = 0;
+  int64_t n_tokens_text = 0;
   // One entry per chunk, in text order.
   std::vector<double> chunk_nll_sum;
   std::vector<int64_t> chunk_n_scored;

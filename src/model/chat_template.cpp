@@ -78,19 +78,29 @@ size_t first_inst_turn(ChatTemplate t, const std::vector<ChatMessage>& messages)
   return start;
 }
 
-std::string render_chatml(const std::vector<ChatMessage>& messages) {
-  std::string out;
-  for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  out += "<|im_start|>assistant\n";
-  return out;
-}
+// Formats whose every turn, system turns included, is OPEN role SEP content CLOSE, and whose generation
+// prompt opens an assistant turn (OPEN "assistant" SEP).
+struct RoleTurns {
+  const char* open;
+  const char* sep;
+  const char* close;
+  bool trim_content;  // contents trimmed of surrounding whitespace
+};
 
-std::string render_llama3(const std::vector<ChatMessage>& messages, const std::string& bos_text) {
-  std::string out = bos_text;
-  for (const ChatMessage& m : messages) {
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim_whitespace(m.content) + "<|eot_id|>";
-  }
-  out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+constexpr RoleTurns kChatMLTurns = {"<|im_start|>", "\n", "<|im_end|>\n", false};
+constexpr RoleTurns kLlama3Turns = {"<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", true};
+// IBM Granite 3: every turn <|start_of_role|>ROLE<|end_of_role|>CONTENT<|end_of_text|> and a newline, system
+// turns anywhere, contents as given. The generation prompt ends at <|end_of_role|> as the model's own template
+// (tokenizer.chat_template) writes it; llama.cpp's built-in rendering adds a newline there that the template
+// does not have, and the template is what the model was tuned on.
+constexpr RoleTurns kGraniteTurns = {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>\n", false};
+
+// `start`: the text before the first turn (Llama 3's BOS text; ChatML and Granite write none).
+std::string render_role_turns(const RoleTurns& t, const std::vector<ChatMessage>& messages, const std::string& start) {
+  std::string out = start;
+  for (const ChatMessage& m : messages)
+    out += t.open + m.role + t.sep + (t.trim_content ? trim_whitespace(m.content) : m.content) + t.close;
+  out += std::string(t.open) + "assistant" + t.sep;
   return out;
 }
 
@@ -188,17 +198,6 @@ std::string render_gemma(const std::vector<ChatMessage>& messages, const std::st
   return out;
 }
 
-// IBM Granite 3: every turn <|start_of_role|>ROLE<|end_of_role|>CONTENT<|end_of_text|> and a newline, system
-// turns anywhere, contents as given. The generation prompt ends at <|end_of_role|> as the model's own template
-// (tokenizer.chat_template) writes it; llama.cpp's built-in rendering adds a newline there that the template
-// does not have, and the template is what the model was tuned on.
-std::string render_granite(const std::vector<ChatMessage>& messages) {
-  std::string out;
-  for (const ChatMessage& m : messages) out += "<|start_of_role|>" + m.role + "<|end_of_role|>" + m.content + "<|end_of_text|>\n";
-  out += "<|start_of_role|>assistant<|end_of_role|>";
-  return out;
-}
-
 std::string content_text(const nlohmann::json& content, size_t index) {
   const std::string where = "chat messages JSON: element " + std::to_string(index) + " key \"content\"";
   if (content.is_string()) return content.get<std::string>();
@@ -276,14 +275,14 @@ std::optional<ChatTemplate> detect_chat_template(const std::string& jinja) {
 std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, const std::string& bos_text) {
   check_roles(t, messages);
   switch (t) {
-    case ChatTemplate::ChatML: return render_chatml(messages);
-    case ChatTemplate::Llama3: return render_llama3(messages, bos_text);
+    case ChatTemplate::ChatML: return render_role_turns(kChatMLTurns, messages, "");
+    case ChatTemplate::Llama3: return render_role_turns(kLlama3Turns, messages, bos_text);
     case ChatTemplate::Llama2: return render_llama2(messages, bos_text);
     case ChatTemplate::Mistral: return render_mistral(messages, bos_text);
     case ChatTemplate::DeepSeek: return render_deepseek(messages, bos_text);
     case ChatTemplate::DeepSeek2: return render_deepseek2(messages, bos_text);
     case ChatTemplate::Gemma: return render_gemma(messages, bos_text);
-    case ChatTemplate::Granite: return render_granite(messages);
+    case ChatTemplate::Granite: return render_role_turns(kGraniteTurns, messages, "");
   }
   GLACIER_ASSERT(false, "unhandled ChatTemplate value " + std::to_string(static_cast<int>(t)));
 }

@@ -45,19 +45,6 @@ const char* const kQwen2Pattern =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
     R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-const char* pattern_of(PreTokenizerKind kind) {
-  switch (kind) {
-    case PreTokenizerKind::Gpt2:
-      return kGpt2Pattern;
-    case PreTokenizerKind::Llama3:
-      return kLlama3Pattern;
-    case PreTokenizerKind::Qwen2:
-      return kQwen2Pattern;
-  }
-  GLACIER_ASSERT(false, "unknown pre-tokenizer kind");
-  return nullptr;
-}
-
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buffer[256];
   if (pcre2_get_error_message(code, buffer, sizeof(buffer)) < 0) return "PCRE2 error " + std::to_string(code);
@@ -107,19 +94,21 @@ std::string sanitize_utf8(std::string_view text) {
 
 const PreTokenizer& PreTokenizer::get(PreTokenizerKind kind) {
   // Function-local statics: compiled on first use, thread-safe, freed at exit.
-  static const PreTokenizer gpt2(pattern_of(PreTokenizerKind::Gpt2));
-  static const PreTokenizer llama3(pattern_of(PreTokenizerKind::Llama3));
-  static const PreTokenizer qwen2(pattern_of(PreTokenizerKind::Qwen2));
   switch (kind) {
-    case PreTokenizerKind::Gpt2:
+    case PreTokenizerKind::Gpt2: {
+      static const PreTokenizer gpt2(kGpt2Pattern);
       return gpt2;
-    case PreTokenizerKind::Llama3:
+    }
+    case PreTokenizerKind::Llama3: {
+      static const PreTokenizer llama3(kLlama3Pattern);
       return llama3;
-    case PreTokenizerKind::Qwen2:
+    }
+    case PreTokenizerKind::Qwen2: {
+      static const PreTokenizer qwen2(kQwen2Pattern);
       return qwen2;
+    }
   }
   GLACIER_ASSERT(false, "unknown pre-tokenizer kind");
-  return gpt2;
 }
 
 PreTokenizer::PreTokenizer(std::string pattern) : pattern_(std::move(pattern)) {

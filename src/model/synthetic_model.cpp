@@ -412,12 +412,10 @@ void write_model_keys(const SyntheticModelSpec& s, gguf::StreamWriter& w) {
   w.set_u32("general.file_type", s.k_quant_mix == KQuantMix::None ? file_type_code(s.weight_type)
                                                                    : k_quant_mix_file_type(s.k_quant_mix));
   if (s.k_quant_mix != KQuantMix::None || is_block_type(s.weight_type)) w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  for (const auto& [key, v] : {std::pair<const char*, int32_t>{"context_length", s.n_ctx}, {"embedding_length", s.n_embd},
+                               {"block_count", s.n_layer}, {"feed_forward_length", s.n_ff},
+                               {"attention.head_count", s.n_head}, {"attention.head_count_kv", s.n_head_kv}})
+    w.set_u32(a + key, static_cast<uint32_t>(v));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_f32(a + "rope.freq_base", s.rope_base);
   if (s.arch == "deepseek2") {

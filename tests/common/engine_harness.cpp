@@ -3,20 +3,15 @@
 
 #include <algorithm>
 
-#include "model/model_weights.h"
 #include "pipeline/local_ring.h"
 
 namespace glacier::testing {
 
 EngineHarness::EngineHarness(const std::string& model_path, int32_t ctx, int32_t slots, int32_t ubatch,
                              int threads)
-    : n_ctx(ctx), n_slots(slots) {
-  file = gguf::File::open(model_path);
-  cfg = model::read_model_config(*file);
-  tok = model::Tokenizer::from_gguf(*file);
-  pool = std::make_unique<ThreadPool>(threads);
-  stage = std::make_unique<compute::TransformerStage>(
-      cfg, model::load_shard(*file, cfg, {0, cfg.n_layer}, true, true), n_slots, n_ctx, ubatch, *pool);
+    : n_slots(slots) {
+  open(model_path, threads);
+  load(ctx, slots, ubatch);
 }
 
 std::vector<float> EngineHarness::all_logits(const std::vector<int32_t>& tokens) {

@@ -5,16 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "compute/transformer_stage.h"
-#include "gguf/gguf_file.h"
-#include "model/model_config.h"
-#include "model/tokenizer.h"
+#include "app/local_model.h"
 #include "pipeline/scheduler.h"
-#include "util/thread_pool.h"
 
 namespace glacier::testing {
 
-struct EngineHarness {
+struct EngineHarness : app::LocalModel {
   explicit EngineHarness(const std::string& model_path, int32_t ctx = 512, int32_t slots = 8,
                          int32_t ubatch = 512, int threads = 2);
 
@@ -29,12 +25,6 @@ struct EngineHarness {
   // Greedy generation of n tokens for each prompt (tokenized with BOS).
   std::vector<std::vector<int32_t>> greedy(const std::vector<std::string>& prompts, int32_t n_tokens);
 
-  std::unique_ptr<gguf::File> file;
-  model::ModelConfig cfg;
-  std::unique_ptr<model::Tokenizer> tok;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<compute::TransformerStage> stage;
-  int32_t n_ctx = 0;
   int32_t n_slots = 0;
 };
 

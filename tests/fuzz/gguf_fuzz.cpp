@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "../common/gguf_value_equal.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/model_config.h"
@@ -88,25 +89,6 @@ void load_like_the_engine(const gguf::File& file) {
   });
 }
 
-bool same_number(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
-
-// Equal values; NaNs count as equal (a float32 signalling NaN may come back quieted).
-bool same_value(const gguf::Value& a, const gguf::Value& b) {
-  if (a.type != b.type || a.data.index() != b.data.index()) return false;
-  if (const auto* x = std::get_if<double>(&a.data)) return same_number(*x, std::get<double>(b.data));
-  if (const auto* x = std::get_if<gguf::Array>(&a.data)) {
-    const auto& y = std::get<gguf::Array>(b.data);
-    if (x->elem_type != y.elem_type || x->items.size() != y.items.size()) return false;
-    for (size_t i = 0; i < x->items.size(); ++i)
-      if (!same_value(x->items[i], y.items[i])) return false;
-    return true;
-  }
-  if (const auto* x = std::get_if<std::string>(&a.data)) return *x == std::get<std::string>(b.data);
-  if (const auto* x = std::get_if<uint64_t>(&a.data)) return *x == std::get<uint64_t>(b.data);
-  if (const auto* x = std::get_if<int64_t>(&a.data)) return *x == std::get<int64_t>(b.data);
-  return std::get<bool>(a.data) == std::get<bool>(b.data);
-}
-
 // Writing what was read and reading it again gives the same metadata and tensors (the writer and the
 // reader agree on the format, including odd but valid files).
 void check_write_read_round_trip(const gguf::File& file) {
@@ -121,7 +103,7 @@ void check_write_read_round_trip(const gguf::File& file) {
   if (again->metadata().size() != file.metadata().size()) violated("round trip changed the key count");
   for (size_t i = 0; i < file.metadata().size(); ++i) {
     const auto& [key, value] = file.metadata()[i];
-    if (again->metadata()[i].first != key || !same_value(again->metadata()[i].second, value))
+    if (again->metadata()[i].first != key || !testing::same_gguf_value(again->metadata()[i].second, value))
       violated("round trip changed key '" + key + "'");
   }
   if (again->tensors().size() != file.tensors().size()) violated("round trip changed the tensor count");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "common/engine_harness.h"
@@ -67,13 +68,21 @@ struct FlipSplit {
   }
 };
 
-class SynthLlamaGolden : public ::testing::TestWithParam<SynthCase> {};
+// Every case's test runs its model (skipped, naming it, when ../shared lacks it) against a reference file.
+class SynthLlamaGolden : public ::testing::TestWithParam<SynthCase> {
+ protected:
+  void SetUp() override {
+    GLACIER_REQUIRE_SHARED(model, model_rel(GetParam()));
+    harness_.emplace(model);
+  }
+
+  std::optional<EngineHarness> harness_;
+};
 
 TEST_P(SynthLlamaGolden, FullLogitsMatch) {
   const SynthCase& sc = GetParam();
-  GLACIER_REQUIRE_SHARED(model, model_rel(sc));
   GLACIER_REQUIRE_SHARED(ref, ref_rel(sc, "logits.json"));
-  EngineHarness eng(model);
+  EngineHarness& eng = *harness_;
   const auto cases = glacier::testing::read_json(ref);
   ASSERT_EQ(cases.size(), 3u);
   for (size_t k = 0; k < cases.size(); ++k) {
@@ -105,9 +114,8 @@ TEST_P(SynthLlamaGolden, FullLogitsMatch) {
 // tolerance must produce llama.cpp's token, in the free-running generation as in the replay.
 TEST_P(SynthLlamaGolden, GreedyTokensMatchUntilARoundingFlip) {
   const SynthCase& sc = GetParam();
-  GLACIER_REQUIRE_SHARED(model, model_rel(sc));
   GLACIER_REQUIRE_SHARED(ref, ref_rel(sc, "generation.json"));
-  EngineHarness eng(model);
+  EngineHarness& eng = *harness_;
   const auto cases = glacier::testing::read_json(ref);
   ASSERT_EQ(cases.size(), 4u);
   const auto outcomes = eng.run(glacier::testing::reference_requests(cases, 32));

@@ -64,6 +64,15 @@ std::string one_prompt(const std::string& dir) {
   return path;
 }
 
+// A one-prompt, one-token job of kRanks ranks with debug logging and `options`, started in the background:
+// its JSONL dir/<name>.jsonl, its output dir/<name>.log.
+BackgroundProcess start_one_token_job(const std::string& dir, const std::string& model, const std::string& name,
+                                      const std::string& options) {
+  const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir + "/" + name +
+                           ".jsonl --max-tokens 1 --log-level debug" + options;
+  return BackgroundProcess(glacier::testing::glacier_argv(kRanks, args), dir + "/" + name + ".log");
+}
+
 // Waits until the job's output holds `text`; the seconds it took, or a negative value when the job
 // ended first or the wait timed out.
 double wait_for_output(BackgroundProcess& job, const std::string& text) {
@@ -89,9 +98,7 @@ std::string loading_line(int rank) {
 std::string slow_rank_factor(const std::string& dir, const std::string& model) {
   static double plain_load_s = -1.0;
   if (plain_load_s < 0.0) {
-    const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
-                             "/plain.jsonl --max-tokens 1 --log-level debug --ctx 256";
-    BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/plain.log");
+    BackgroundProcess job = start_one_token_job(dir, model, "plain", " --ctx 256");
     const bool started = wait_for_output(job, loading_line(1)) >= 0.0;
     const double load_s = started ? wait_for_output(job, "rank 1: debug: start-up phase: allocating the KV cache") : -1.0;
     const auto code = job.wait_for(kJobTimeLimitS);
@@ -110,11 +117,9 @@ TEST_P(StartupStall, RankStoppedWhileLoadingEndsTheJobNamingRankAndPhase) {
   const std::string dir = glacier::testing::scratch_dir("startup-stall-rank" + std::to_string(stopped));
   const std::string model = make_model(dir);
   ASSERT_FALSE(::testing::Test::HasFailure());
-  const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
-                           "/out.jsonl --max-tokens 1 --log-level debug --stall-timeout " +
-                           std::to_string(kStartupStallTimeoutS) + " --slow-rank " + std::to_string(stopped) + ":" +
-                           slow_rank_factor(dir, model);
-  BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
+  BackgroundProcess job = start_one_token_job(dir, model, "job",
+                                              " --stall-timeout " + std::to_string(kStartupStallTimeoutS) + " --slow-rank " +
+                                                  std::to_string(stopped) + ":" + slow_rank_factor(dir, model));
   ASSERT_GE(wait_for_output(job, loading_line(stopped)), 0.0) << "rank " << stopped << " never started loading\n"
                                                                << job.output();
   std::this_thread::sleep_for(std::chrono::duration<double>(kIntoLoadingS));
@@ -155,10 +160,7 @@ TEST(StartupStop, SigtermToARankWhileLoadingEndsTheJobWith75AfterTheStep) {
   const std::string dir = glacier::testing::scratch_dir("startup-stop");
   const std::string model = make_model(dir);
   ASSERT_FALSE(::testing::Test::HasFailure());
-  const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
-                           "/out.jsonl --max-tokens 1 --log-level debug --slow-rank 1:" +
-                           slow_rank_factor(dir, model);
-  BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
+  BackgroundProcess job = start_one_token_job(dir, model, "job", " --slow-rank 1:" + slow_rank_factor(dir, model));
   ASSERT_GE(wait_for_output(job, loading_line(1)), 0.0) << job.output();
   const auto target = glacier::testing::pid_of_mpi_rank(job.pid(), 1);
   ASSERT_TRUE(target.has_value()) << job.output();
@@ -177,13 +179,13 @@ TEST(StartupWatchdog, SlowLoadThatReportsProgressIsNotAStall) {
   const std::string dir = glacier::testing::scratch_dir("startup-slow-load");
   const std::string model = make_model(dir);
   ASSERT_FALSE(::testing::Test::HasFailure());
-  const std::string args = "--model " + model + " --prompts " + one_prompt(dir) + " --jsonl " + dir +
-                           "/out.jsonl --max-tokens 1 --log-level debug --stall-timeout " +
-                           std::to_string(kLiveLoadStallTimeoutS) + " --slow-rank 1:" + slow_rank_factor(dir, model) +
-                           // A short context: the other phases (the KV cache of 2048 positions took over the
-                           // second in a sanitizer build on a busy machine) stay well inside the timeout.
-                           " --ctx 256";
-  BackgroundProcess job(glacier::testing::glacier_argv(kRanks, args), dir + "/job.log");
+  BackgroundProcess job = start_one_token_job(dir, model, "job",
+                                              " --stall-timeout " + std::to_string(kLiveLoadStallTimeoutS) +
+                                                  " --slow-rank 1:" + slow_rank_factor(dir, model) +
+                                                  // A short context: the other phases (the KV cache of 2048
+                                                  // positions took over the second in a sanitizer build on a
+                                                  // busy machine) stay well inside the timeout.
+                                                  " --ctx 256");
   ASSERT_GE(wait_for_output(job, loading_line(1)), 0.0) << job.output();
   const double load_s = wait_for_output(job, "rank 1: debug: start-up phase: allocating the KV cache");
   ASSERT_GE(load_s, 0.0) << job.output();

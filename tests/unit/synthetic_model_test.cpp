@@ -19,6 +19,7 @@
 #include <variant>
 
 #include "common/engine_harness.h"
+#include "common/gguf_value_equal.h"
 #include "common/input_error.h"
 #include "common/test_env.h"
 #include "gguf/gguf_file.h"
@@ -60,28 +61,6 @@ std::string write(const SyntheticModelSpec& s, const std::string& dir, const std
 }
 
 using testing::refusal_message;
-
-bool same_value(const gguf::Value& a, const gguf::Value& b) {
-  if (a.type != b.type || a.data.index() != b.data.index()) return false;
-  if (const auto* x = std::get_if<gguf::Array>(&a.data)) {
-    const auto& y = std::get<gguf::Array>(b.data);
-    if (x->elem_type != y.elem_type || x->items.size() != y.items.size()) return false;
-    for (size_t i = 0; i < x->items.size(); ++i)
-      if (!same_value(x->items[i], y.items[i])) return false;
-    return true;
-  }
-  // Scalars: compare the payload alternative that is set.
-  return std::visit(
-      [&b](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, gguf::Array>) {
-          return false;  // handled above
-        } else {
-          return x == std::get<T>(b.data);
-        }
-      },
-      a.data);
-}
 
 struct Moments {
   double mean = 0, std = 0;
@@ -263,7 +242,7 @@ TEST_P(SyntheticQwen3Moe, HasTheKeysAndTensorsOfTheSharedSynthQwen3MoeFile) {
     if (key == "general.name" || key == "general.file_type") continue;
     const gguf::Value* mine = f->find(key);
     ASSERT_NE(mine, nullptr) << key;
-    EXPECT_TRUE(same_value(*mine, value)) << key;
+    EXPECT_TRUE(testing::same_gguf_value(*mine, value)) << key;
   }
   EXPECT_EQ(f->get_uint("general.file_type"), type == WeightType::F32 ? 0u : 7u);  // llama.cpp's ALL_F32 / MOSTLY_Q8_0
 
@@ -514,7 +493,7 @@ TEST(SyntheticModel, VocabFromCopiesEveryTokenizerKey) {
     if (key.rfind("tokenizer.", 0) != 0) continue;
     const gguf::Value* got = model->find(key);
     ASSERT_NE(got, nullptr) << key;
-    EXPECT_TRUE(same_value(value, *got)) << key;
+    EXPECT_TRUE(testing::same_gguf_value(value, *got)) << key;
     ++copied;
   }
   EXPECT_GE(copied, 4);
