@@ -14,8 +14,8 @@ namespace glacier::kernels {
 
 namespace {
 
-constexpr int kQuadBytes = 4;
-constexpr size_t kVector = kPackRows * kQuadBytes;  // one quad vector: a quad of each of the 16 rows
+constexpr int kQuadBytes = kKQuantQuadBytes;
+constexpr size_t kVector = kKQuantQuadVector;
 constexpr int kQuadsPerChunk = 32 / kQuadBytes;    // quads of a 32-element chunk (and of a 32-byte segment)
 
 template <class Block>

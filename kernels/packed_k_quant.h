@@ -37,12 +37,14 @@ bool packable_k_quant(WeightType t);  // Q4_K, Q5_K, Q6_K
 struct KQuantPackedLayout {
   size_t qs, qh, scales, mins, d, dmin, super_block_bytes;
 };
+constexpr int kKQuantQuadBytes = 4;                              // a row's bytes in one quad vector
+constexpr int kKQuantQuadVector = kPackRows * kKQuantQuadBytes;  // one quad vector: a quad of each of the 16 rows
+
 // The layout of T (Q4_K, Q5_K or Q6_K) as a constant, which the kernels fold into their addresses.
 template <WeightType T>
 constexpr KQuantPackedLayout kKQuantPackedLayout = [] {
   static_assert(T == WeightType::Q4_K || T == WeightType::Q5_K || T == WeightType::Q6_K);
-  constexpr size_t kVector = kPackRows * 4;        // one quad vector: four bytes of each of the 16 rows
-  constexpr size_t kChunk = 8 * kVector;           // the quad vectors of 32 bytes of each row
+  constexpr size_t kChunk = 8 * kKQuantQuadVector;  // the quad vectors of 32 bytes of each row
   constexpr size_t kFactors = kPackRows * sizeof(uint16_t);
   if constexpr (T == WeightType::Q6_K) {
     constexpr size_t scales = 2 * 3 * kChunk, d = scales + 16 * kPackRows;

@@ -10,8 +10,8 @@ namespace glacier::kernels {
 
 namespace {
 
-constexpr int kQuadBytes = 4;
-constexpr int kVector = kPackRows * kQuadBytes;
+constexpr int kQuadBytes = kKQuantQuadBytes;
+constexpr int kVector = kKQuantQuadVector;
 
 // Byte k of quad q of lane l in the 8 quad vectors starting at v.
 uint8_t quad_byte(const uint8_t* v, int q, int l, int k) { return v[q * kVector + l * kQuadBytes + k]; }

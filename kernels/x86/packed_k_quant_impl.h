@@ -22,12 +22,8 @@ namespace glacier::kernels {
 namespace {
 namespace packed_k {
 
-constexpr int kQuadBytes = 4;
-constexpr int kVector = kPackRows * kQuadBytes;
-
-inline int32_t pair16(int32_t lo, int32_t hi) {
-  return static_cast<int32_t>((static_cast<uint32_t>(hi) << 16) | (static_cast<uint32_t>(lo) & 0xffffu));
-}
+constexpr int kQuadBytes = kKQuantQuadBytes;
+constexpr int kVector = kKQuantQuadVector;
 
 // Where a tile's units (V::kLanes rows of one group) start.
 template <class V>
