@@ -37,13 +37,20 @@ void DecodeGroupTrials::next_comparison(const DecodeProgress& p) {
 }
 
 void DecodeGroupTrials::begin_window(int32_t groups, const DecodeProgress& p) {
-  if (groups != current_) {  // micro-batches of the other grouping are still in the ring: a warm-up first
+  // A warm-up first when micro-batches of the other grouping are still in the ring, and before the very
+  // first window: the trials start with the first admitted sequences, whose decode steps go out only once
+  // their prefill has crossed the whole ring.
+  if (groups != current_ || trials_.empty()) {
     current_ = groups;
-    open_ = false;
-    opens_at_ = p.decode_steps + static_cast<int64_t>(kTrialWarmUpRounds) * std::max(p.live, 1);
+    warm_up(p);
   } else {  // the same count as the window just measured: the next window starts now
     open_window(p);
   }
+}
+
+void DecodeGroupTrials::warm_up(const DecodeProgress& p) {
+  open_ = false;
+  opens_at_ = p.decode_steps + static_cast<int64_t>(kTrialWarmUpRounds) * std::max(p.live, 1);
 }
 
 void DecodeGroupTrials::open_window(const DecodeProgress& p) {
@@ -63,7 +70,8 @@ int32_t DecodeGroupTrials::observe(const DecodeProgress& p) {
   const int64_t steps = p.decode_steps - steps0_;
   if (static_cast<double>(p.prompt_tokens - prompt0_) >
       kTrialMaxPrefillShare * static_cast<double>(std::max<int64_t>(steps, window_live_))) {
-    open_window(p);
+    // The new sequences' first decode steps wait for their prefill to cross the ring: warm up again.
+    warm_up(p);
     return current_;
   }
   if (steps < static_cast<int64_t>(kTrialWindowRounds) * window_live_ || p.seconds <= t0_) return current_;

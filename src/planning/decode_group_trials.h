@@ -28,7 +28,9 @@ struct DecodeProgress {
 // shared with other jobs: 15% from one window to the next) the model's choice mostly stands, and a
 // quiet cluster node can move for a few percent.
 //
-// Rounds after a change before its window opens: micro-batches grouped the old way are still in the ring.
+// Rounds before a window opens after a change (micro-batches grouped the old way are still in the ring),
+// at the start and after a prefill (the new sequences' decode steps wait for their first token: the first
+// window of a run measured 40% of the rate that followed on a 4-stage ring with 1 ms hops).
 constexpr int kTrialWarmUpRounds = 1;
 // Rounds (decode steps of every live sequence) a window spans.
 constexpr int kTrialWindowRounds = 4;
@@ -65,6 +67,8 @@ class DecodeGroupTrials {
   enum class Direction { kUp, kDown, kDone };
   // Window k (0..3) of a comparison measures the incumbent, the candidate, the candidate, the incumbent.
   void begin_window(int32_t groups, const DecodeProgress& p);
+  // The next window opens after kTrialWarmUpRounds rounds of decode steps from now.
+  void warm_up(const DecodeProgress& p);
   void open_window(const DecodeProgress& p);
   void window_done(double rate, const DecodeProgress& p);
   void decide(const DecodeProgress& p);

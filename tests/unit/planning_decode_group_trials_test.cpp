@@ -128,9 +128,9 @@ TEST(DecodeGroupTrials, AFastSpellOfTheHostDoesNotWin) {
 TEST(DecodeGroupTrials, WindowsSpanTheirRoundsAndAChangeWarmsUpFirst) {
   SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
   DecodeGroupTrials t(4, 4, 6, 2, run.progress());
-  // The first window (the starting count, already in use) opens at once and spans kTrialWindowRounds
-  // rounds of 64 steps, 16 micro-batches of 16 a round.
-  const int first = glacier::planning::kTrialWindowRounds * 4;
+  // The first window (the starting count, already in use) opens after kTrialWarmUpRounds rounds and
+  // spans kTrialWindowRounds rounds of 64 steps, 4 micro-batches of 16 a round.
+  const int first = (glacier::planning::kTrialWarmUpRounds + glacier::planning::kTrialWindowRounds) * 4;
   for (int mb = 0; mb < first; ++mb) EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 4);
   EXPECT_TRUE(t.trials().empty());
   EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 6);
@@ -144,16 +144,31 @@ TEST(DecodeGroupTrials, WindowsSpanTheirRoundsAndAChangeWarmsUpFirst) {
             window_steps + static_cast<int64_t>(glacier::planning::kTrialWarmUpRounds) * 64);
 }
 
-TEST(DecodeGroupTrials, PrefillInAWindowReopensIt) {
+TEST(DecodeGroupTrials, PrefillInAWindowReopensItAfterAWarmUp) {
   SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
   DecodeGroupTrials t(4, 4, 6, 2, run.progress());
   for (int mb = 0; mb < 8; ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
   // A new prompt's prefill (more than kTrialMaxPrefillShare of the window's steps) and a slow stretch.
   run.progress().prompt_tokens += 200;
   run.progress().seconds += 5.0;
+  run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  // Then the new sequence's wait for its first token, while its prefill crosses the ring.
+  run.progress().seconds += 5.0;
   for (int mb = 0; mb < 200 && t.trials().empty(); ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
   ASSERT_EQ(t.trials().size(), 1u);
-  EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6) << "the window with the prefill was discarded";
+  EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6) << "the prefill and the wait after it were discarded";
+}
+
+TEST(DecodeGroupTrials, TheFirstWindowWaitsForTheFirstTokens) {
+  // Trials start with the first admitted sequences; their decode steps go out only once their prefill
+  // has crossed the ring, a wait that says nothing of the group count.
+  SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
+  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
+  EXPECT_EQ(t.observe(run.progress()), 4);
+  run.progress().seconds += 2.0;
+  for (int mb = 0; mb < 200 && t.trials().empty(); ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  ASSERT_EQ(t.trials().size(), 1u);
+  EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6) << "the wait for the first tokens was measured";
 }
 
 TEST(DecodeGroupTrials, ARangeOfOneCountTriesNothing) {
