@@ -18,24 +18,22 @@
 namespace glacier::model {
 namespace {
 
-// Keys outside the `<arch>.` prefix that never change the computation.
-struct HarmlessPrefix {
-  const char* prefix;
+// One entry of the allow-lists below: a key (whole, or the part a table matches) and why it is safe.
+struct AllowedKey {
+  const char* key;
   const char* why;
 };
-constexpr HarmlessPrefix kHarmlessPrefixes[] = {
+
+// Prefixes of the keys outside the `<arch>.` prefix that never change the computation.
+constexpr AllowedKey kHarmlessPrefixes[] = {
     {"general.", "provenance (name, license, file type, quantization version)"},
     {"tokenizer.", "read by the tokenizer, which checks what it uses"},
     {"quantize.", "llama-quantize's importance-matrix provenance"},
     {"glacier.shard.", "a shard file's place in its set (shard_set.h), checked against the manifest when the set is opened"},
 };
 
-// `<arch>.` keys every supported architecture understands.
-struct KnownKey {
-  const char* suffix;
-  const char* why;
-};
-constexpr KnownKey kCommonKeys[] = {
+// `<arch>.` keys every supported architecture understands, by their suffix after `<arch>.`.
+constexpr AllowedKey kCommonKeys[] = {
     {"context_length", "read: the training context"},
     {"embedding_length", "read"},
     {"block_count", "read"},
@@ -80,7 +78,7 @@ bool is_zero(const gguf::Value& v) {
 // The `<arch>.` keys of this architecture's row: the common ones plus what the row reads.
 std::set<std::string> known_suffixes(const ArchSpec& spec) {
   std::set<std::string> s;
-  for (const KnownKey& k : kCommonKeys) s.insert(k.suffix);
+  for (const AllowedKey& k : kCommonKeys) s.insert(k.key);
   if (spec.moe != MoeUse::Never) s.insert({"expert_count", "expert_used_count"});
   if (spec.expert_ff_key) s.insert(spec.expert_ff_key);
   if (spec.shared_expert && !spec.mla) s.insert("expert_shared_feed_forward_length");
@@ -100,7 +98,7 @@ void check_keys_understood(const gguf::File& f, const ModelConfig& c) {
   const std::set<std::string> known = known_suffixes(c.spec);
   for (const auto& [key, value] : f.metadata()) {
     bool harmless = false;
-    for (const HarmlessPrefix& h : kHarmlessPrefixes) harmless = harmless || key.rfind(h.prefix, 0) == 0;
+    for (const AllowedKey& h : kHarmlessPrefixes) harmless = harmless || key.rfind(h.key, 0) == 0;
     if (harmless) continue;
     if (key.rfind(prefix, 0) == 0) {
       const std::string suffix = key.substr(prefix.size());

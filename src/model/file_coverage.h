@@ -1,10 +1,7 @@
 // Nothing in a model file is silently ignored: every metadata key and every tensor is either used by the
 // architecture's code, known to be harmless (with the reason), or refused with a message naming it.
 #pragma once
-
-namespace glacier::gguf {
-class File;
-}
+#include "gguf/gguf_fwd.h"
 
 namespace glacier::model {
 

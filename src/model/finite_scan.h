@@ -4,13 +4,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "gguf/gguf_fwd.h"
+
 namespace glacier {
 class ThreadPool;
 }
-namespace glacier::gguf {
-class File;
-struct TensorInfo;
-}  // namespace glacier::gguf
 
 namespace glacier::model {
 

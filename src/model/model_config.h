@@ -4,11 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "gguf/gguf_fwd.h"
 #include "model/arch_table.h"
-
-namespace glacier::gguf {
-class File;
-}
 
 namespace glacier::model {
 

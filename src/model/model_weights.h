@@ -9,16 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf_fwd.h"
 #include "kernels/matmul.h"
 #include "model/model_config.h"
 
 namespace glacier {
 class ThreadPool;
 }
-namespace glacier::gguf {
-class File;
-struct TensorInfo;
-}  // namespace glacier::gguf
 
 namespace glacier::model {
 

@@ -7,11 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf_fwd.h"
 #include "model/model_weights.h"
-
-namespace glacier::gguf {
-class File;
-}
 
 namespace glacier::model {
 

@@ -7,9 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace glacier::gguf {
-class File;
-}
+#include "gguf/gguf_fwd.h"
 
 namespace glacier::model {
 

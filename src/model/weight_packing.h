@@ -1,13 +1,11 @@
 // Repacks a shard's Q8_0/Q4_0 matrices into the packed-GEMM layout (kernels/packed_gemm.h) once at load,
 // and drops the mapped pages the copies replace, so the weights are held once.
 #pragma once
+#include "gguf/gguf_fwd.h"
 #include "model/model_weights.h"
 
 namespace glacier {
 class ThreadPool;
-}
-namespace glacier::gguf {
-class File;
 }
 
 namespace glacier::model {

@@ -63,6 +63,15 @@ void expect_equals_twin(const Matrix& m, const std::vector<float>& x, int64_t n,
                                      << ": first output " << got[0] << " vs twin " << twin[0];
 }
 
+void expect_twin_rows(const Matrix& m, const std::vector<float>& x, int64_t n,
+                      const std::function<void(int64_t r, const float* x_row, const float* y_row)>& expect_row) {
+  const kernels::Isa isa = kernels::active_isa();
+  kernels::set_active_isa(kernels::Isa::Ref);
+  const std::vector<float> y = all_outputs(m, x, n, n);
+  for (int64_t r = 0; r < n; ++r) expect_row(r, x.data() + r * m.cols, y.data() + r * m.rows);
+  kernels::set_active_isa(isa);
+}
+
 void expect_batch_and_group_split_bitwise(const Matrix& m, const std::vector<float>& x, int64_t max_batch,
                                           std::initializer_list<int64_t> batches, const std::string& what) {
   const int64_t groups = kernels::packed_groups(m.rows);

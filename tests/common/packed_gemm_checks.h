@@ -1,10 +1,11 @@
-// Checks shared by the packed GEMM tests (Q8_0/Q4_0 and K-quant layouts): packing a matrix into an
-// aligned copy, running matmul over an output range, and the properties every packed kernel keeps
-// (equal to the scalar twin, unchanged by batch and group split, no writes past its groups).
+// Checks shared by the packed GEMM tests (Q8_0/Q4_0, K-quant and F16/BF16 layouts): packing a matrix into
+// an aligned copy, running matmul over an output range, the twin's outputs row by row, and the properties
+// every packed kernel keeps (equal to the twin, unchanged by batch and group split, no writes past its groups).
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -42,6 +43,12 @@ bool same_bytes(const std::vector<float>& a, const std::vector<float>& b);
 // (the active ISA is put back afterwards).
 void expect_equals_twin(const kernels::Matrix& m, const std::vector<float>& x, int64_t n, int64_t max_batch,
                         const std::string& what);
+
+// The twin held to a test's own definition of its outputs: on the reference ISA, the first n activation
+// rows of x through m, then expect_row(r, x_row, y_row) for each row r with its m.cols activations and its
+// m.rows outputs, still on the reference ISA (the active ISA is put back afterwards).
+void expect_twin_rows(const kernels::Matrix& m, const std::vector<float>& x, int64_t n,
+                      const std::function<void(int64_t r, const float* x_row, const float* y_row)>& expect_row);
 
 // All max_batch rows in one call against the same rows in batches of each size in `batches`, each batch
 // run one 16-row group at a time (as threads split it): no bit differs.

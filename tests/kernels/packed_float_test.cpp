@@ -106,30 +106,28 @@ TEST(PackedFloat, TwinIsTheInOrderSumOfTheFileRows) {
   // of |w x| so far: below n * 2^-24 of the whole |w x| sum, 1.2e-4 at the widest shape (2048); twice that.
   constexpr double kRelativeToAbsSum = 2048 * 0x1p-24 * 2;
   std::mt19937 rng(505);
-  set_active_isa(Isa::Ref);
+  constexpr int64_t kRows = 2;
   for (WeightType t : kTypes)
     for (Shape s : kShapes) {
       const Weights w = random_weights(t, s, rng);
-      constexpr int64_t kRows = 2;
-      const auto x = testing::random_activations(kRows, s.cols, rng);
-      const std::vector<float> y = testing::all_outputs(w.packed, x, kRows, kRows);
-      for (int64_t r = 0; r < kRows; ++r)
-        for (int64_t o = 0; o < s.rows; ++o) {
-          float chain = 0.0f;
-          double exact = 0.0, abs_sum = 0.0;
-          for (int64_t k = 0; k < s.cols; ++k) {
-            const float wk = widen(t, w.values[size_t(o * s.cols + k)]), xk = rounded(t, x[size_t(r * s.cols + k)]);
-            chain = std::fma(wk, xk, chain);
-            exact += double(wk) * double(xk);
-            abs_sum += std::fabs(double(wk) * double(xk));
-          }
-          const float got = y[size_t(r * s.rows + o)];
-          EXPECT_TRUE(testing::same_bits(got, chain)) << name(w.plain) << " row " << r << " out " << o << ": " << got
-                                                      << " vs " << chain;
-          EXPECT_NEAR(got, exact, kRelativeToAbsSum * abs_sum) << name(w.plain) << " row " << r << " out " << o;
-        }
+      testing::expect_twin_rows(
+          w.packed, testing::random_activations(kRows, s.cols, rng), kRows,
+          [&](int64_t r, const float* x_row, const float* y_row) {
+            for (int64_t o = 0; o < s.rows; ++o) {
+              float chain = 0.0f;
+              double exact = 0.0, abs_sum = 0.0;
+              for (int64_t k = 0; k < s.cols; ++k) {
+                const float wk = widen(t, w.values[size_t(o * s.cols + k)]), xk = rounded(t, x_row[k]);
+                chain = std::fma(wk, xk, chain);
+                exact += double(wk) * double(xk);
+                abs_sum += std::fabs(double(wk) * double(xk));
+              }
+              EXPECT_TRUE(testing::same_bits(y_row[o], chain))
+                  << name(w.plain) << " row " << r << " out " << o << ": " << y_row[o] << " vs " << chain;
+              EXPECT_NEAR(y_row[o], exact, kRelativeToAbsSum * abs_sum) << name(w.plain) << " row " << r << " out " << o;
+            }
+          });
     }
-  set_active_isa(supported_isas().back());
 }
 
 TEST(PackedFloat, LoaderPacksThemOnTheAvx2TiersOnly) {

@@ -74,7 +74,6 @@ Weights make_weights(Kind kind, Shape s, std::mt19937& rng, std::function<int()>
 }
 
 using testing::random_activations;
-using testing::run_matmul;
 
 // The unpacked dot of output o on its GGUF blocks: the lane-order or block-sum kernels of matmul.h.
 float unpacked_dot(const Weights& w, int64_t o, const BlockQ8_0* x) {
@@ -142,22 +141,19 @@ INSTANTIATE_TEST_SUITE_P(SupportedIsas, PackedGemmVariants, ::testing::ValuesIn(
 
 TEST(PackedGemm, ReferenceEqualsTheUnpackedDotsOnTheGgufBlocks) {
   std::mt19937 rng(303);
-  set_active_isa(Isa::Ref);
+  constexpr int64_t kRows = 3;
   for (Kind kind : kKinds)
     for (Shape s : kShapes) {
       const Weights w = make_weights(kind, s, rng);
-      constexpr int64_t kRows = 3;
-      const auto x = random_activations(kRows, s.cols, rng);
-      std::vector<float> y(size_t(kRows * s.rows));
-      run_matmul(w.matrix, x, 0, kRows, 0, s.rows, y);
-      for (int64_t r = 0; r < kRows; ++r) {
-        std::vector<BlockQ8_0> xq(size_t(s.cols / kQK8_0));
-        ref_kernels().quantize_row_q8_0(x.data() + r * s.cols, xq.data(), s.cols);
-        for (int64_t o = 0; o < s.rows; ++o)
-          EXPECT_EQ(y[size_t(r * s.rows + o)], unpacked_dot(w, o, xq.data())) << name(w) << " row " << r << " out " << o;
-      }
+      testing::expect_twin_rows(w.matrix, random_activations(kRows, s.cols, rng), kRows,
+                                [&](int64_t r, const float* x_row, const float* y_row) {
+                                  std::vector<BlockQ8_0> xq(size_t(s.cols / kQK8_0));
+                                  ref_kernels().quantize_row_q8_0(x_row, xq.data(), s.cols);
+                                  for (int64_t o = 0; o < s.rows; ++o)
+                                    EXPECT_EQ(y_row[o], unpacked_dot(w, o, xq.data()))
+                                        << name(w) << " row " << r << " out " << o;
+                                });
     }
-  set_active_isa(supported_isas().back());
 }
 
 TEST(PackedGemm, WritesOnlyTheMatrixRowsOfItsGroups) {

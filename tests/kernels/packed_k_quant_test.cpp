@@ -65,7 +65,6 @@ Weights random_weights(WeightType t, Shape s, std::mt19937& rng) {
 }
 
 using testing::random_activations;
-using testing::run_matmul;
 
 std::string name(const Matrix& m) {
   return std::string(weight_type_name(m.type)) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols);
@@ -151,29 +150,25 @@ INSTANTIATE_TEST_SUITE_P(SupportedIsas, PackedKQuantVariants, ::testing::ValuesI
 // The twin against the row-by-row reference dots on the GGUF blocks, output by output.
 TEST(PackedKQuant, TwinEqualsTheReferenceDotsOnTheGgufBlocks) {
   std::mt19937 rng(404);
-  set_active_isa(Isa::Ref);
+  constexpr int64_t kRows = 2;
+  const DotKernels& ref = ref_kernels();
   for (WeightType t : kTypes)
     for (Shape s : kShapes) {
       const Weights w = random_weights(t, s, rng);
-      constexpr int64_t kRows = 2;
-      const auto x = random_activations(kRows, s.cols, rng);
-      std::vector<float> y(size_t(kRows * s.rows));
-      run_matmul(w.packed, x, 0, kRows, 0, s.rows, y);
-      for (int64_t r = 0; r < kRows; ++r) {
-        const auto xq = testing::quantized_q8_k(std::vector<float>(x.begin() + r * s.cols, x.begin() + (r + 1) * s.cols));
-        for (int64_t o = 0; o < s.rows; ++o) {
-          const uint8_t* row = w.gguf.data() + o * w.plain.row_bytes;
-          const DotKernels& ref = ref_kernels();
-          const float want =
-              t == WeightType::Q4_K   ? ref.q4_k_q8_k(reinterpret_cast<const BlockQ4_K*>(row), xq.data(), s.cols)
-              : t == WeightType::Q5_K ? ref.q5_k_q8_k(reinterpret_cast<const BlockQ5_K*>(row), xq.data(), s.cols)
-                                      : ref.q6_k_q8_k(reinterpret_cast<const BlockQ6_K*>(row), xq.data(), s.cols);
-          EXPECT_TRUE(testing::same_bits(y[size_t(r * s.rows + o)], want))
-              << name(w.plain) << " row " << r << " out " << o << ": " << y[size_t(r * s.rows + o)] << " vs " << want;
-        }
-      }
+      testing::expect_twin_rows(
+          w.packed, random_activations(kRows, s.cols, rng), kRows, [&](int64_t r, const float* x_row, const float* y_row) {
+            const auto xq = testing::quantized_q8_k(std::vector<float>(x_row, x_row + s.cols));
+            for (int64_t o = 0; o < s.rows; ++o) {
+              const uint8_t* row = w.gguf.data() + o * w.plain.row_bytes;
+              const float want =
+                  t == WeightType::Q4_K   ? ref.q4_k_q8_k(reinterpret_cast<const BlockQ4_K*>(row), xq.data(), s.cols)
+                  : t == WeightType::Q5_K ? ref.q5_k_q8_k(reinterpret_cast<const BlockQ5_K*>(row), xq.data(), s.cols)
+                                          : ref.q6_k_q8_k(reinterpret_cast<const BlockQ6_K*>(row), xq.data(), s.cols);
+              EXPECT_TRUE(testing::same_bits(y_row[o], want))
+                  << name(w.plain) << " row " << r << " out " << o << ": " << y_row[o] << " vs " << want;
+            }
+          });
     }
-  set_active_isa(supported_isas().back());
 }
 
 TEST(PackedKQuant, WritesOnlyTheMatrixRowsOfItsGroups) {

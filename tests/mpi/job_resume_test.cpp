@@ -249,9 +249,15 @@ void resume_and_compare(const Paths& p, const Reference& ref, int np) {
 
 class JobResume : public ::testing::TestWithParam<int> {
  protected:
-  // Fills paths_ and the reference run; false (with the test skipped or failed) when that is impossible.
-  bool set_up(const std::string& model, const std::string& name) {
+  // Every test runs the same model (skipped, naming it, when ../shared lacks it).
+  void SetUp() override {
+    GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
     paths_.model = model;
+  }
+
+  // Fills the rest of paths_ (scratch folder `name`) and the reference run; false (with the test failed)
+  // when that is impossible.
+  bool prepare_reference_run(const std::string& name) {
     paths_.dir = glacier::testing::scratch_dir(name + "-np" + std::to_string(GetParam()));
     paths_.prompts = write_prompts(paths_.dir);
     ref_ = run_reference(GetParam(), paths_);
@@ -263,8 +269,7 @@ class JobResume : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(JobResume, StopSignalDrainsThenResumeMatchesUninterruptedRun) {
-  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
-  ASSERT_TRUE(set_up(model, "resume-usr1")) << "the reference run failed";
+  ASSERT_TRUE(prepare_reference_run("resume-usr1")) << "the reference run failed";
   const int np = GetParam();
   const Paths& p = paths_;
   {
@@ -288,8 +293,7 @@ TEST_P(JobResume, StopSignalDrainsThenResumeMatchesUninterruptedRun) {
 }
 
 TEST_P(JobResume, KilledJobLeavesReadablePrefixThenResumeMatchesUninterruptedRun) {
-  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
-  ASSERT_TRUE(set_up(model, "resume-kill")) << "the reference run failed";
+  ASSERT_TRUE(prepare_reference_run("resume-kill")) << "the reference run failed";
   const int np = GetParam();
   const Paths& p = paths_;
   {
@@ -314,8 +318,7 @@ TEST_P(JobResume, KilledJobLeavesReadablePrefixThenResumeMatchesUninterruptedRun
 }
 
 TEST_P(JobResume, ResumeWithOtherModelOrOptionsIsRefusedAndTouchesNothing) {
-  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
-  ASSERT_TRUE(set_up(model, "resume-refuse")) << "the reference run failed";
+  ASSERT_TRUE(prepare_reference_run("resume-refuse")) << "the reference run failed";
   GLACIER_REQUIRE_SHARED(other_model, "models/stories260K-q8_0.gguf");
   const int np = GetParam();
   const Paths& p = paths_;
@@ -340,16 +343,14 @@ TEST_P(JobResume, ResumeWithOtherModelOrOptionsIsRefusedAndTouchesNothing) {
 }
 
 TEST_P(JobResume, KilledLastRankEndsJobThenResumeMatchesUninterruptedRun) {
-  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
-  ASSERT_TRUE(set_up(model, "fault-kill-rank")) << "the reference run failed";
+  ASSERT_TRUE(prepare_reference_run("fault-kill-rank")) << "the reference run failed";
   const int np = GetParam();
   fault_one_rank(paths_, ref_, np, np - 1, SIGKILL, "");
   resume_and_compare(paths_, ref_, np);
 }
 
 TEST_P(JobResume, StoppedLastRankIsNamedByWatchdogThenResumeMatchesUninterruptedRun) {
-  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
-  ASSERT_TRUE(set_up(model, "fault-stop-rank")) << "the reference run failed";
+  ASSERT_TRUE(prepare_reference_run("fault-stop-rank")) << "the reference run failed";
   const int np = GetParam();
   const std::string output = fault_one_rank(paths_, ref_, np, np - 1, SIGSTOP,
                                             " --stall-timeout " + std::to_string(kFaultStallTimeoutS));
@@ -363,8 +364,7 @@ TEST_P(JobResume, StoppedLastRankIsNamedByWatchdogThenResumeMatchesUninterrupted
 }
 
 TEST_P(JobResume, StoppedRankZeroIsNamedByTheOtherRanksThenResumeMatches) {
-  GLACIER_REQUIRE_SHARED(model, "models/stories260K.gguf");
-  ASSERT_TRUE(set_up(model, "fault-stop-rank0")) << "the reference run failed";
+  ASSERT_TRUE(prepare_reference_run("fault-stop-rank0")) << "the reference run failed";
   const int np = GetParam();
   const std::string output = fault_one_rank(paths_, ref_, np, 0, SIGSTOP,
                                             " --stall-timeout " + std::to_string(kRankZeroStallTimeoutS));

@@ -18,7 +18,6 @@ using glacier::app::EarlierRun;
 using glacier::planning::MemoryShape;
 using glacier::app::speeds_from_trace;
 using glacier::io::TracePhase;
-using glacier::io::TraceRow;
 using glacier::planning::format_layer_split;
 
 constexpr uint64_t kRoomy = uint64_t{1} << 40;  // a memory cap none of these tiny models comes near

@@ -33,6 +33,19 @@ DecodeGroupInputs ring(int32_t stages, int32_t slots, double hop_ms, const Stage
   return in;
 }
 
+// choose_decode_groups(in) picks `groups`, predicting a round of `round_ms` that carries in.slots tokens
+// (seconds per token = round / slots, to doubles' rounding); a failure names the caller's line. Returns
+// the choice for what else a test checks.
+glacier::planning::DecodeGroupChoice expect_choice(const DecodeGroupInputs& in, int32_t groups, double round_ms,
+                                                   const char* caller_file = __builtin_FILE(),
+                                                   int caller_line = __builtin_LINE()) {
+  const ::testing::ScopedTrace trace(caller_file, caller_line, "expect_choice");
+  const auto choice = choose_decode_groups(in);
+  EXPECT_EQ(choice.groups, groups);
+  EXPECT_NEAR(choice.seconds_per_token, round_ms * kMs / in.slots, kRoundingSeconds);
+  return choice;
+}
+
 TEST(DecodeGroupChoice, StepCostsInterpolateLinearlyAndExtendTheLastSegment) {
   const StageStepCosts c{{1, 4, 16}, {1.0, 2.0, 5.0}};
   EXPECT_DOUBLE_EQ(c.at(0), 1.0);
@@ -68,9 +81,7 @@ TEST(DecodeGroupChoice, LinearFitRecoversALineAndKeepsItsTermsNonNegative) {
 // 4 x 2.6) = 10.4 ms; 5 groups of 13: t = 2.3, max(9.2, 5 x 2.3) = 11.5; more groups only lengthen it
 // (groups x t(64 / groups) grows with the groups). One group a stage, as without the rule.
 TEST(DecodeGroupChoice, NoHopTimeKeepsOneGroupPerStage) {
-  const auto choice = choose_decode_groups(ring(4, 64, 0.0, linear_ms(1.0, 0.1)));
-  EXPECT_EQ(choice.groups, 4);
-  EXPECT_NEAR(choice.seconds_per_token, 10.4 * kMs / 64, kRoundingSeconds);
+  expect_choice(ring(4, 64, 0.0, linear_ms(1.0, 0.1)), 4, 10.4);
   EXPECT_NEAR(predicted_seconds_per_token(ring(4, 64, 0.0, linear_ms(1.0, 0.1)), 5), 11.5 * kMs / 64, kRoundingSeconds);
 }
 
@@ -80,9 +91,7 @@ TEST(DecodeGroupChoice, NoHopTimeKeepsOneGroupPerStage) {
 // The fewest within 2% of 44.8 (45.696): 16.
 TEST(DecodeGroupChoice, LongHopsSplitTheSlotsIntoMoreGroups) {
   const auto in = ring(4, 64, 10.0, linear_ms(1.0, 0.1));
-  const auto choice = choose_decode_groups(in);
-  EXPECT_EQ(choice.groups, 16);
-  EXPECT_NEAR(choice.seconds_per_token, 45.6 * kMs / 64, kRoundingSeconds);
+  const auto choice = expect_choice(in, 16, 45.6);
   EXPECT_NEAR(choice.default_seconds_per_token, 50.4 * kMs / 64, kRoundingSeconds);
   EXPECT_NEAR(predicted_seconds_per_token(in, 32), 44.8 * kMs / 64, kRoundingSeconds);
   EXPECT_NEAR(predicted_seconds_per_token(in, 64), 70.4 * kMs / 64, kRoundingSeconds);
@@ -92,9 +101,7 @@ TEST(DecodeGroupChoice, LongHopsSplitTheSlotsIntoMoreGroups) {
 // Row-bound steps, t(b) = 0.1 + 1.0 b ms, 8 slots, 10 ms a hop: 4 groups of 2 (t 2.1): 8.4 + 40 = 48.4;
 // 5-7 groups still form 4 of 2; 8 groups of 1 (t 1.1): max(4.4 + 40, 8.8) = 44.4. Never beyond the slots.
 TEST(DecodeGroupChoice, GroupsStopAtTheSlots) {
-  const auto choice = choose_decode_groups(ring(4, 8, 10.0, linear_ms(0.1, 1.0)));
-  EXPECT_EQ(choice.groups, 8);
-  EXPECT_NEAR(choice.seconds_per_token, 44.4 * kMs / 8, kRoundingSeconds);
+  expect_choice(ring(4, 8, 10.0, linear_ms(0.1, 1.0)), 8, 44.4);
 }
 
 // Fewer slots than stages: one group a stage is all there is (each group gets a sequence or none).
@@ -105,17 +112,13 @@ TEST(DecodeGroupChoice, FewerSlotsThanStagesKeepOneGroupPerStage) {
 // The second case capped at 8 groups (the memory check's micro-batches in flight): 4..8 groups give
 // 50.4, 49.2, 48.4, 48.0, 47.2; within 2% of 47.2 (48.144) the fewest is 7.
 TEST(DecodeGroupChoice, GroupsStopAtTheMemoryBound) {
-  const auto choice = choose_decode_groups(ring(4, 64, 10.0, linear_ms(1.0, 0.1), 8));
-  EXPECT_EQ(choice.groups, 7);
-  EXPECT_NEAR(choice.seconds_per_token, 48.0 * kMs / 64, kRoundingSeconds);
+  expect_choice(ring(4, 64, 10.0, linear_ms(1.0, 0.1), 8), 7, 48.0);
 }
 
 // Weight-bound steps (as long for 1 row as for 64): more groups cannot shorten the 4 x 1 + 4 x 5 = 24 ms
 // trip a token takes, so they buy nothing, however long the hop.
 TEST(DecodeGroupChoice, FlatStepCostsKeepOneGroupPerStage) {
-  const auto choice = choose_decode_groups(ring(4, 64, 5.0, linear_ms(1.0, 0.0)));
-  EXPECT_EQ(choice.groups, 4);
-  EXPECT_NEAR(choice.seconds_per_token, 24.0 * kMs / 64, kRoundingSeconds);
+  expect_choice(ring(4, 64, 5.0, linear_ms(1.0, 0.0)), 4, 24.0);
 }
 
 // Two stages, 32 slots, 4 ms a hop. Both t = 1 + 0.1 b: 7 groups (b 5, t 1.5): max(3 + 8, 7 x 1.5) =
@@ -127,9 +130,7 @@ TEST(DecodeGroupChoice, ASlowStageBoundsTheGroups) {
   EXPECT_EQ(choose_decode_groups(ring(2, 32, 4.0, linear_ms(1.0, 0.1))).groups, 6);
   DecodeGroupInputs uneven = ring(2, 32, 4.0, linear_ms(1.0, 0.1));
   uneven.stages[1] = linear_ms(2.0, 0.2);
-  const auto choice = choose_decode_groups(uneven);
-  EXPECT_EQ(choice.groups, 3);
-  EXPECT_NEAR(choice.seconds_per_token, 14.3 * kMs / 32, kRoundingSeconds);
+  expect_choice(uneven, 3, 14.3);
 }
 
 TEST(DecodeGroupChoice, OneStageHasOneGroup) {

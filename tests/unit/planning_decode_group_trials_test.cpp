@@ -42,6 +42,10 @@ class SimulatedRun {
     p_.seconds += rows / rate * factor;
     return groups;
   }
+  // The same at the groups `trials` choose: the scheduler's loop under --decode-groups auto's trials.
+  int step(DecodeGroupTrials& trials) {
+    return step([&](const DecodeProgress& p) { return trials.observe(p); });
+  }
   DecodeProgress& progress() { return p_; }
 
  private:
@@ -53,8 +57,15 @@ class SimulatedRun {
 
 // Runs micro-batches until `trials` settle (or a bound, which fails the test).
 void run_until_settled(DecodeGroupTrials& trials, SimulatedRun& run) {
-  for (int i = 0; i < 100000 && !trials.settled(); ++i) run.step([&](const DecodeProgress& p) { return trials.observe(p); });
+  for (int i = 0; i < 100000 && !trials.settled(); ++i) run.step(trials);
   ASSERT_TRUE(trials.settled());
+}
+
+// Trials from `groups` over [lowest, highest] in steps of `step`, fed by `run` until they settle.
+DecodeGroupTrials settled_trials(SimulatedRun& run, int32_t groups, int32_t lowest, int32_t highest, int32_t step) {
+  DecodeGroupTrials trials(groups, lowest, highest, step, run.progress());
+  run_until_settled(trials, run);
+  return trials;
 }
 
 std::vector<int> tried_counts(const DecodeGroupTrials& t) {
@@ -65,8 +76,7 @@ std::vector<int> tried_counts(const DecodeGroupTrials& t) {
 
 TEST(DecodeGroupTrials, ClimbsWhileEachStepUpGains) {
   SimulatedRun run(64, {{4, 1000.0}, {6, 1300.0}, {8, 1400.0}});
-  DecodeGroupTrials t(4, 4, 8, 2, run.progress());
-  run_until_settled(t, run);
+  const DecodeGroupTrials t = settled_trials(run, 4, 4, 8, 2);
   EXPECT_EQ(t.groups(), 8);
   // Each comparison: the incumbent, the candidate twice, the incumbent again.
   EXPECT_EQ(tried_counts(t), (std::vector<int>{4, 6, 6, 4, 6, 8, 8, 6}));
@@ -77,16 +87,14 @@ TEST(DecodeGroupTrials, ClimbsWhileEachStepUpGains) {
 
 TEST(DecodeGroupTrials, KeepsTheStartWhenNeitherNeighbourGains) {
   SimulatedRun run(64, {{4, 1000.0}, {6, 1100.0}, {8, 1000.0}});
-  DecodeGroupTrials t(6, 4, 8, 2, run.progress());
-  run_until_settled(t, run);
+  const DecodeGroupTrials t = settled_trials(run, 6, 4, 8, 2);
   EXPECT_EQ(t.groups(), 6);
   EXPECT_EQ(tried_counts(t), (std::vector<int>{6, 8, 8, 6, 6, 4, 4, 6}));
 }
 
 TEST(DecodeGroupTrials, TriesFewerWhenTheFirstStepUpLoses) {
   SimulatedRun run(64, {{4, 1200.0}, {6, 1000.0}, {8, 900.0}});
-  DecodeGroupTrials t(6, 4, 8, 2, run.progress());
-  run_until_settled(t, run);
+  const DecodeGroupTrials t = settled_trials(run, 6, 4, 8, 2);
   EXPECT_EQ(t.groups(), 4);
   EXPECT_EQ(t.best_groups(), 4);
 }
@@ -94,8 +102,7 @@ TEST(DecodeGroupTrials, TriesFewerWhenTheFirstStepUpLoses) {
 TEST(DecodeGroupTrials, AGainWithinTheNoiseBarIsNotKept) {
   const double just_below = 1000.0 * (1.0 + glacier::planning::kTrialGain) - 1.0;
   SimulatedRun run(64, {{4, 1000.0}, {6, just_below}});
-  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
-  run_until_settled(t, run);
+  const DecodeGroupTrials t = settled_trials(run, 4, 4, 6, 2);
   EXPECT_EQ(t.groups(), 4);
 }
 
@@ -103,12 +110,10 @@ TEST(DecodeGroupTrials, AGainWithinTheNoiseBarIsNotKept) {
 // as about 3% (and lose to the bar); the incumbent's windows on both sides of it cancel the drift.
 TEST(DecodeGroupTrials, ASteadyDriftCancels) {
   SimulatedRun faster(64, {{4, 1000.0}, {6, 1060.0}}, 0.03);
-  DecodeGroupTrials gains(4, 4, 6, 2, faster.progress());
-  run_until_settled(gains, faster);
+  const DecodeGroupTrials gains = settled_trials(faster, 4, 4, 6, 2);
   EXPECT_EQ(gains.groups(), 6);
   SimulatedRun same(64, {{4, 1000.0}, {6, 1000.0}}, 0.03);
-  DecodeGroupTrials ties(4, 4, 6, 2, same.progress());
-  run_until_settled(ties, same);
+  const DecodeGroupTrials ties = settled_trials(same, 4, 4, 6, 2);
   EXPECT_EQ(ties.groups(), 4);
 }
 
@@ -131,14 +136,14 @@ TEST(DecodeGroupTrials, WindowsSpanTheirRoundsAndAChangeWarmsUpFirst) {
   // The first window (the starting count, already in use) opens after kTrialWarmUpRounds rounds and
   // spans kTrialWindowRounds rounds of 64 steps, 4 micro-batches of 16 a round.
   const int first = (glacier::planning::kTrialWarmUpRounds + glacier::planning::kTrialWindowRounds) * 4;
-  for (int mb = 0; mb < first; ++mb) EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 4);
+  for (int mb = 0; mb < first; ++mb) EXPECT_EQ(run.step(t), 4);
   EXPECT_TRUE(t.trials().empty());
-  EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 6);
+  EXPECT_EQ(run.step(t), 6);
   ASSERT_EQ(t.trials().size(), 1u);
   EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6);
   // The candidate's window opens only after kTrialWarmUpRounds rounds at its count.
   const int64_t switched_at = run.progress().decode_steps - 11;  // its first micro-batch held 11 rows
-  while (t.trials().size() < 2) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  while (t.trials().size() < 2) run.step(t);
   const int64_t window_steps = static_cast<int64_t>(glacier::planning::kTrialWindowRounds) * 64;
   EXPECT_GE(run.progress().decode_steps - switched_at,
             window_steps + static_cast<int64_t>(glacier::planning::kTrialWarmUpRounds) * 64);
@@ -147,14 +152,14 @@ TEST(DecodeGroupTrials, WindowsSpanTheirRoundsAndAChangeWarmsUpFirst) {
 TEST(DecodeGroupTrials, PrefillInAWindowReopensItAfterAWarmUp) {
   SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
   DecodeGroupTrials t(4, 4, 6, 2, run.progress());
-  for (int mb = 0; mb < 8; ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  for (int mb = 0; mb < 8; ++mb) run.step(t);
   // A new prompt's prefill (more than kTrialMaxPrefillShare of the window's steps) and a slow stretch.
   run.progress().prompt_tokens += 200;
   run.progress().seconds += 5.0;
-  run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  run.step(t);
   // Then the new sequence's wait for its first token, while its prefill crosses the ring.
   run.progress().seconds += 5.0;
-  for (int mb = 0; mb < 200 && t.trials().empty(); ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  for (int mb = 0; mb < 200 && t.trials().empty(); ++mb) run.step(t);
   ASSERT_EQ(t.trials().size(), 1u);
   EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6) << "the prefill and the wait after it were discarded";
 }
@@ -166,7 +171,7 @@ TEST(DecodeGroupTrials, TheFirstWindowWaitsForTheFirstTokens) {
   DecodeGroupTrials t(4, 4, 6, 2, run.progress());
   EXPECT_EQ(t.observe(run.progress()), 4);
   run.progress().seconds += 2.0;
-  for (int mb = 0; mb < 200 && t.trials().empty(); ++mb) run.step([&](const DecodeProgress& p) { return t.observe(p); });
+  for (int mb = 0; mb < 200 && t.trials().empty(); ++mb) run.step(t);
   ASSERT_EQ(t.trials().size(), 1u);
   EXPECT_NEAR(t.trials()[0].steps_per_second, 1000.0, 1e-6) << "the wait for the first tokens was measured";
 }
@@ -175,7 +180,7 @@ TEST(DecodeGroupTrials, ARangeOfOneCountTriesNothing) {
   SimulatedRun run(4, {{4, 1000.0}});
   DecodeGroupTrials t(4, 4, 4, 2, run.progress());
   EXPECT_TRUE(t.settled());
-  EXPECT_EQ(run.step([&](const DecodeProgress& p) { return t.observe(p); }), 4);
+  EXPECT_EQ(run.step(t), 4);
   EXPECT_THROW(DecodeGroupTrials(4, 4, 8, 0, run.progress()), std::invalid_argument);
   EXPECT_THROW(DecodeGroupTrials(4, 6, 5, 1, run.progress()), std::invalid_argument);
 }

@@ -12,7 +12,6 @@
 namespace {
 
 using glacier::InputError;
-using glacier::model::LayerRange;
 using glacier::planning::format_layer_split;
 using glacier::planning::partition_by_bytes;
 using glacier::planning::PartitionCosts;
