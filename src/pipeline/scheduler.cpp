@@ -318,6 +318,7 @@ bool Scheduler::build(compute::MicroBatch& mb) {
   if (decode_groups_policy_)
     opts_.decode_groups = std::max(1, decode_groups_policy_({generating, decode_steps_sent_, prompt_tokens_computed_}));
   const int32_t decode_cap = std::max(1, (decoding + opts_.decode_groups - 1) / opts_.decode_groups);
+  if (mb.copies.empty() && waits_to_fill_group(decode_cap)) return false;
   int32_t decode_taken = 0;
   // The drafting row of this micro-batch: its lookups' summed time, drawn from the first one's start,
   // and the tokens they drafted.
@@ -436,8 +437,25 @@ bool Scheduler::build(compute::MicroBatch& mb) {
   }
   if (mb.chunks.empty() && mb.copies.empty()) return false;
   mb.id = next_mb_id_++;
+  if (decode_taken > 0) decode_in_flight_.push_back(mb.id);
   if (draft_lookups > 0) trace->add(mb.id, Phase::Draft, draft_start, draft_start + draft_seconds, draft_tokens);
   return true;
+}
+
+bool Scheduler::waits_to_fill_group(int32_t decode_cap) const {
+  // Without this, a group keeps the size it came back with: the prefill's cohorts, a trial's other count
+  // or a re-tune leave fragments that go round as micro-batches of their own (a 4-stage ring re-tuned from
+  // 6 groups back to 4 sent 8 micro-batches a round, of 1 to 11 rows, for the rest of the run).
+  if (decode_in_flight_.size() < static_cast<size_t>(opts_.decode_groups)) return false;
+  int32_t ready = 0;
+  for (const Active& a : active_) {
+    const int32_t remaining = static_cast<int32_t>(a.req.tokens.size()) - a.n_fed;
+    if (a.finished || a.held || a.awaiting_prefix || a.copies_pending > 0 || a.awaiting_sample || remaining <= 0)
+      continue;
+    if (a.req.mode != SeqMode::Generate || !a.started || remaining != 1) return false;  // a prompt chunk to send
+    ++ready;
+  }
+  return ready < decode_cap;
 }
 
 void Scheduler::finish(Active& a, FinishReason why, std::string error) {
@@ -485,6 +503,7 @@ void Scheduler::start_siblings(Active& leader, const compute::ChunkResult& cr, c
 }
 
 void Scheduler::apply(const compute::MicroBatchResult& r) {
+  std::erase(decode_in_flight_, r.id);
   for (const compute::ChunkResult& cr : r.chunks) {
     Active* found = by_slot(cr.seq);
     GLACIER_ASSERT(found, "result for an admitted sequence");

@@ -182,6 +182,10 @@ class Scheduler {
   // Queues the copies of deferred prefixes whose source slot now holds them.
   void resolve_prefixes();
   bool build(compute::MicroBatch& mb);
+  // Whether to hold the decode steps that are ready until a full group of decode_cap has come back:
+  // nothing else is ready to send, and decode_groups micro-batches with decode steps are already in the
+  // ring (so it stays busy meanwhile).
+  bool waits_to_fill_group(int32_t decode_cap) const;
   void apply(const compute::MicroBatchResult& r);
   // The first tokens of sample 0's siblings, drawn with its prompt's last row.
   void start_siblings(Active& leader, const compute::ChunkResult& cr, const compute::MicroBatchResult& r);
@@ -208,6 +212,8 @@ class Scheduler {
   int32_t head_overtaken_ = 0;  // admissions that passed the queue's head over since it became the head
   PrefixIndex prefix_;
   int32_t in_flight_ = 0;
+  // The ids of the micro-batches in the ring that carry decode steps.
+  std::vector<int64_t> decode_in_flight_;
   int64_t next_mb_id_ = 0;
   bool draining_ = false;
   std::function<bool()> drain_check_;
