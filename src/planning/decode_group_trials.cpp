@@ -95,7 +95,10 @@ void DecodeGroupTrials::decide(const DecodeProgress& p) {
   const double incumbent = 0.5 * (rates_[0] + rates_[3]), candidate = 0.5 * (rates_[1] + rates_[2]);
   const double spread = std::fabs((rates_[3] - rates_[0]) / 3.0 - (rates_[2] - rates_[1])) / incumbent;
   if (start_rate_ == 0.0) start_rate_ = incumbent;
-  if (candidate > incumbent * (1.0 + std::max(kTrialGain, spread))) {
+  // And the candidate must lead in both halves (window 1 against 0, 2 against 3): a slow spell in one of
+  // the incumbent's windows lowers its mean by half and the scatter measure by only a third.
+  const bool leads_both_halves = rates_[1] > rates_[0] && rates_[2] > rates_[3];
+  if (leads_both_halves && candidate > incumbent * (1.0 + std::max(kTrialGain, spread))) {
     best_ = {candidate_, candidate};
     moved_ = true;
   } else if (direction_ == Direction::kUp && !moved_) {

@@ -23,10 +23,10 @@ struct DecodeProgress {
 // A comparison measures four windows, the incumbent count, the candidate twice, the incumbent again: the
 // rate drifts within a wave (each step attends to a longer context: a 256-token wave of the hop
 // benchmark decodes half as fast at its end), and this order cancels a steady drift. The candidate wins
-// only for a gain above kTrialGain and above the windows' scatter (how far the drift the incumbent's
-// pair shows and the candidate's pair's disagree), so on a host whose windows scatter (a 2-core VM
-// shared with other jobs: 15% from one window to the next) the model's choice mostly stands, and a
-// quiet cluster node can move for a few percent.
+// only when it leads in both halves (window 1 against 0, 2 against 3) and by a gain above kTrialGain and
+// above the windows' scatter (how far the drift the incumbent's pair shows and the candidate's pair's
+// disagree), so on a host whose windows scatter (a 2-core VM shared with other jobs: 15% from one window
+// to the next) the model's choice mostly stands, and a quiet cluster node can move for a few percent.
 //
 // Rounds before a window opens after a change (micro-batches grouped the old way are still in the ring),
 // at the start and after a prefill (the new sequences' decode steps wait for their first token: the first

@@ -130,6 +130,20 @@ TEST(DecodeGroupTrials, AFastSpellOfTheHostDoesNotWin) {
   EXPECT_EQ(t.groups(), 4);
 }
 
+// The host runs 25% slower during the incumbent's second window only, the two counts being equal: the
+// incumbent's mean reads 10% low, above the scatter the windows show (7%), but the candidate does not
+// lead in the first half, so it does not win.
+TEST(DecodeGroupTrials, ASlowSpellInTheIncumbentsWindowDoesNotWin) {
+  const DecodeGroupTrials* trials = nullptr;
+  SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}}, 0.0, [&] { return trials->trials().size() == 3 ? 1.25 : 1.0; });
+  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
+  trials = &t;
+  run_until_settled(t, run);
+  ASSERT_GE(t.trials().size(), 4u);
+  EXPECT_LT(t.trials()[3].steps_per_second, 0.85 * t.trials()[0].steps_per_second) << "the spell is measured";
+  EXPECT_EQ(t.groups(), 4);
+}
+
 TEST(DecodeGroupTrials, WindowsSpanTheirRoundsAndAChangeWarmsUpFirst) {
   SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}});
   DecodeGroupTrials t(4, 4, 6, 2, run.progress());
