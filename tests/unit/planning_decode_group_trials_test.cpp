@@ -117,14 +117,23 @@ TEST(DecodeGroupTrials, ASteadyDriftCancels) {
   EXPECT_EQ(ties.groups(), 4);
 }
 
-// The host runs 25% faster during the candidate's first window only: the candidate's two windows then
-// disagree with the drift the incumbent's show (none), by more than its 6% gain, so it does not win.
-TEST(DecodeGroupTrials, AFastSpellOfTheHostDoesNotWin) {
+// Trials of 4 groups (1000 steps/s) against 6 (`candidate` steps/s) on a host that runs `factor` times
+// as slow during window `spell` only; settled after their one comparison.
+DecodeGroupTrials trials_with_spell(double candidate, size_t spell, double factor) {
   const DecodeGroupTrials* trials = nullptr;
-  SimulatedRun run(64, {{4, 1000.0}, {6, 1060.0}}, 0.0, [&] { return trials->trials().size() == 1 ? 0.8 : 1.0; });
+  SimulatedRun run(64, {{4, 1000.0}, {6, candidate}}, 0.0,
+                   [&] { return trials->trials().size() == spell ? factor : 1.0; });
   DecodeGroupTrials t(4, 4, 6, 2, run.progress());
   trials = &t;
   run_until_settled(t, run);
+  EXPECT_EQ(t.trials().size(), 4u);
+  return t;
+}
+
+// The host runs 25% faster during the candidate's first window only: the candidate's two windows then
+// disagree with the drift the incumbent's show (none), by more than its 6% gain, so it does not win.
+TEST(DecodeGroupTrials, AFastSpellOfTheHostDoesNotWin) {
+  const DecodeGroupTrials t = trials_with_spell(1060.0, 1, 0.8);
   ASSERT_EQ(t.trials().size(), 4u);
   EXPECT_GT(t.trials()[1].steps_per_second, 1.2 * t.trials()[0].steps_per_second) << "the spell is measured";
   EXPECT_EQ(t.groups(), 4);
@@ -134,12 +143,8 @@ TEST(DecodeGroupTrials, AFastSpellOfTheHostDoesNotWin) {
 // incumbent's mean reads 10% low, above the scatter the windows show (7%), but the candidate does not
 // lead in the first half, so it does not win.
 TEST(DecodeGroupTrials, ASlowSpellInTheIncumbentsWindowDoesNotWin) {
-  const DecodeGroupTrials* trials = nullptr;
-  SimulatedRun run(64, {{4, 1000.0}, {6, 1000.0}}, 0.0, [&] { return trials->trials().size() == 3 ? 1.25 : 1.0; });
-  DecodeGroupTrials t(4, 4, 6, 2, run.progress());
-  trials = &t;
-  run_until_settled(t, run);
-  ASSERT_GE(t.trials().size(), 4u);
+  const DecodeGroupTrials t = trials_with_spell(1000.0, 3, 1.25);
+  ASSERT_EQ(t.trials().size(), 4u);
   EXPECT_LT(t.trials()[3].steps_per_second, 0.85 * t.trials()[0].steps_per_second) << "the spell is measured";
   EXPECT_EQ(t.groups(), 4);
 }
