@@ -1,4 +1,4 @@
-"""Loads glacier-mpi results files (HDF5, --out) into pandas, following src/io/results-schema.md.
+"""Loads glacier-mpi results files (HDF5, --out) into pandas, following docs/results-schema.md.
 
     import glacier_results as gr
     df = gr.load_results("results.h5")      # /results: one row per prompt (per sample), input order

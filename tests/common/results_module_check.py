@@ -1,4 +1,4 @@
-# Checks src/python/glacier_results.py against real results files and src/io/results-schema.md: every
+# Checks src/python/glacier_results.py against real results files and docs/results-schema.md: every
 # dataset and attribute a file holds is documented with its type, every documented one is there, and the
 # DataFrames agree with the same jobs' JSON lines (same rows in the same order, same text and tokens).
 # compare_perplexity is checked against llama-perplexity's KL-divergence report of the same two models.
@@ -193,7 +193,7 @@ def main():
     sys.path.insert(0, source + "/src/python")
     import glacier_results as gr
 
-    schema = read_schema(source + "/src/io/results-schema.md")
+    schema = read_schema(source + "/docs/results-schema.md")
     items = sum(check_against_schema(p, schema) for p in (gen_h5, score_h5, ppl_h5))
     gen = check_rows(gr, gen_h5, gen_jsonl)
     score = check_rows(gr, score_h5, score_jsonl)

@@ -1,6 +1,6 @@
 // The Python results module and the results schema on real jobs (stories260K): a generate job on 3
 // ranks with a failing line, a score job and two perplexity jobs (F32 and Q4_0) are loaded with
-// src/python/glacier_results.py and checked against src/io/results-schema.md and their JSONL
+// src/python/glacier_results.py and checked against docs/results-schema.md and their JSONL
 // (tests/common/results_module_check.py), and the two perplexity runs compared as llama-perplexity's
 // KL-divergence report compares them (tests/golden/data/perplexity); glacier_trace's Perfetto export of the 3-rank job names each
 // rank's process and draws one arrow per forward hop, from a stage to the next.
