@@ -327,10 +327,9 @@ bool Scheduler::build(compute::MicroBatch& mb) {
   int32_t draft_lookups = 0, draft_tokens = 0;
   for (Active& a : active_) {
     if (budget == 0) break;
+    if (!ready_to_feed(a)) continue;
     const int32_t remaining = static_cast<int32_t>(a.req.tokens.size()) - a.n_fed;
-    if (a.finished || a.held || a.awaiting_prefix || a.copies_pending > 0 || a.awaiting_sample || remaining <= 0)
-      continue;
-    const bool is_decode_step = a.req.mode == SeqMode::Generate && a.started && remaining == 1;
+    const bool is_decode_step = next_is_decode_step(a);
     if (is_decode_step && decode_taken >= decode_cap) continue;
     // A first chunk carries its sequence's settings; one that would overflow this micro-batch's share
     // waits for the next (a micro-batch always has room for one sequence's).
@@ -449,13 +448,20 @@ bool Scheduler::waits_to_fill_group(int32_t decode_cap) const {
   if (decode_in_flight_.size() < static_cast<size_t>(opts_.decode_groups)) return false;
   int32_t ready = 0;
   for (const Active& a : active_) {
-    const int32_t remaining = static_cast<int32_t>(a.req.tokens.size()) - a.n_fed;
-    if (a.finished || a.held || a.awaiting_prefix || a.copies_pending > 0 || a.awaiting_sample || remaining <= 0)
-      continue;
-    if (a.req.mode != SeqMode::Generate || !a.started || remaining != 1) return false;  // a prompt chunk to send
+    if (!ready_to_feed(a)) continue;
+    if (!next_is_decode_step(a)) return false;  // a prompt chunk to send
     ++ready;
   }
   return ready < decode_cap;
+}
+
+bool Scheduler::ready_to_feed(const Active& a) {
+  return !a.finished && !a.held && !a.awaiting_prefix && a.copies_pending == 0 && !a.awaiting_sample &&
+         a.n_fed < static_cast<int32_t>(a.req.tokens.size());
+}
+
+bool Scheduler::next_is_decode_step(const Active& a) {
+  return a.req.mode == SeqMode::Generate && a.started && a.n_fed + 1 == static_cast<int32_t>(a.req.tokens.size());
 }
 
 void Scheduler::finish(Active& a, FinishReason why, std::string error) {

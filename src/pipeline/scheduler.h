@@ -186,6 +186,10 @@ class Scheduler {
   // nothing else is ready to send, and decode_groups micro-batches with decode steps are already in the
   // ring (so it stays busy meanwhile).
   bool waits_to_fill_group(int32_t decode_cap) const;
+  // Whether a sequence has tokens to send and nothing holding it back (a sample, a copy, a prefix).
+  static bool ready_to_feed(const Active& a);
+  // Whether its next chunk is one decode step (its prompt sent, one token to feed back).
+  static bool next_is_decode_step(const Active& a);
   void apply(const compute::MicroBatchResult& r);
   // The first tokens of sample 0's siblings, drawn with its prompt's last row.
   void start_siblings(Active& leader, const compute::ChunkResult& cr, const compute::MicroBatchResult& r);
