@@ -101,6 +101,9 @@ struct DotKernels {
   RowGemmFn bf16_gemm;
   // f32 -> f16 activation rows, round to nearest even: bitwise f32_to_fp16 of each element.
   void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n);
+  // f32 rows rounded to f16 and widened back, the packed F16 GEMM's activations (packed_float.h):
+  // bitwise fp16_to_f32(f32_to_fp16(x[i])) of each element.
+  void (*round_to_f16_row)(const float* x, float* y, int64_t n);
 };
 
 bool cpu_supports(Isa isa);

@@ -217,6 +217,10 @@ PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t
 
 int64_t output_granule(const Matrix& w) { return w.packed ? kPackRows : 1; }
 
+int64_t prepared_row_granule(const Matrix& w) {
+  return w.packed && packable_float(w.type) ? kFloatPreparedRowGranule : 1;
+}
+
 namespace {
 
 void packed_matmul(const Matrix& w, const PreparedActivations& x, float* y, int64_t ldy, int64_t o_begin,

@@ -61,9 +61,12 @@ size_t activation_bytes(WeightType t, int64_t n_rows, int64_t cols);
 PreparedActivations prepare_activations(WeightType t, const float* x, int64_t n_rows, int64_t cols,
                                         int64_t ldx, void* storage);
 // The same for a given matrix: the packed layout when w.packed is set (Q8_K rows for K-quants, see packed_k_quant.h;
-// rounded float rows for F16/BF16, see packed_float.h).
+// rounded floats in register-tile order for F16/BF16, see packed_float.h).
 size_t activation_bytes(const Matrix& w, int64_t n_rows);
 PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t n_rows, int64_t ldx, void* storage);
+// Rows of a batch may be prepared in pieces (each at its first row's byte offset, activation_bytes(w, 1)
+// a row) that start on multiples of this: 1, or packed F16/BF16's row block (their tiles span a block).
+int64_t prepared_row_granule(const Matrix& w);
 // Output rows that must go to one thread together: 16 for a packed matrix (a group), else 1.
 int64_t output_granule(const Matrix& w);
 

@@ -39,23 +39,40 @@ void pack_float_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g
 
 size_t float_packed_activation_row_bytes(int64_t cols) { return static_cast<size_t>(cols) * sizeof(float); }
 
+int64_t float_packed_activation_index(int64_t n_rows, int64_t cols, int64_t r, int64_t k) {
+  const int64_t r0 = r / kFloatRowBlock * kFloatRowBlock, block_rows = std::min(kFloatRowBlock, n_rows - r0);
+  const int64_t k0 = k / kFloatSpan * kFloatSpan, len = std::min(kFloatSpan, cols - k0);
+  const FloatRowTiles tiles(block_rows);
+  int64_t t = 0;
+  while (tiles.first(t) + tiles.rows(t) <= r - r0) ++t;
+  return r0 * cols + k0 * block_rows + tiles.first(t) * len + (k - k0) * tiles.rows(t) + (r - r0 - tiles.first(t));
+}
+
 void prepare_float_packed_rows(WeightType t, const float* x, int64_t n_rows, int64_t cols, int64_t ldx, float* dst) {
   GLACIER_ASSERT(packable_float(t), std::string("no packed float activations for ") + weight_type_name(t));
-  if (t == WeightType::BF16) {
-    for (int64_t r = 0; r < n_rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = bf16_to_f32(f32_to_bf16(x[r * ldx + c]));
-    return;
-  }
-  // The tier's f16 row conversion (bitwise f32_to_fp16) a slice at a time, widened back exactly.
-  constexpr int64_t kSlice = 256;
-  uint16_t halves[kSlice];
   const DotKernels& k = active_kernels();
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t c0 = 0; c0 < cols; c0 += kSlice) {
-      const int64_t n = std::min(kSlice, cols - c0);
-      k.f32_to_f16_row(x + r * ldx + c0, halves, n);
-      for (int64_t i = 0; i < n; ++i) dst[r * cols + c0 + i] = fp16_to_f32(halves[i]);
+  float rounded[kFloatSpan];
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kFloatRowBlock) {
+    const int64_t block_rows = std::min(kFloatRowBlock, n_rows - r0);
+    const FloatRowTiles tiles(block_rows);
+    for (int64_t k0 = 0; k0 < cols; k0 += kFloatSpan) {
+      const int64_t len = std::min(kFloatSpan, cols - k0);
+      float* span = dst + r0 * cols + k0 * block_rows;
+      for (int64_t tile = 0; tile < tiles.count; ++tile) {
+        const int rows = tiles.rows(tile);
+        float* out = span + tiles.first(tile) * len;
+        for (int r = 0; r < rows; ++r) {
+          const float* src = x + (r0 + tiles.first(tile) + r) * ldx + k0;
+          if (t == WeightType::F16) {
+            k.round_to_f16_row(src, rounded, len);  // bitwise fp16_to_f32(f32_to_fp16(x)) on every tier
+          } else {
+            for (int64_t c = 0; c < len; ++c) rounded[c] = bf16_to_f32(f32_to_bf16(src[c]));
+          }
+          for (int64_t c = 0; c < len; ++c) out[c * rows + r] = rounded[c];
+        }
+      }
     }
+  }
 }
 
 PackedGemmFn packed_float_gemm(Isa isa, WeightType t) {

@@ -123,6 +123,10 @@ void f32_to_f16_row_ref(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_fp16(x[i]);
 }
 
+void round_to_f16_row_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp16_to_f32(f32_to_fp16(x[i]));
+}
+
 }  // namespace
 
 const DotKernels& ref_kernels() {
@@ -174,6 +178,7 @@ const DotKernels& ref_kernels() {
       .q3_k_q8_k_tile = tile_by_rows<dot_q3_k_q8_k_ref>,
       .bf16_gemm = nullptr,  // the tile loop of matmul.cpp
       .f32_to_f16_row = f32_to_f16_row_ref,
+      .round_to_f16_row = round_to_f16_row_ref,
   };
   return table;
 }

@@ -1,5 +1,6 @@
 // Scalar twins of the packed F16/BF16 GEMM (packed_float.h): each output one float sum over k in order,
-// fma(w, x, sum) from zero, read from the packed columns. Every packed variant equals them bit for bit.
+// fma(w, x, sum) from zero, read from the packed columns and the tiled activations element by element.
+// Every packed variant equals them bit for bit.
 #include <algorithm>
 #include <cmath>
 
@@ -17,16 +18,17 @@ float widen_bf16(uint16_t h) { return bf16_to_f32(h); }
 
 template <float (*widen)(uint16_t)>
 void packed_float_gemm_ref(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end,
-                           const uint8_t* x, size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
+                           const uint8_t* x, size_t /*x_row_bytes*/, int64_t n_rows, float* y, int64_t ldy) {
   const size_t group_bytes = float_packed_group_bytes(cols);
+  const auto* xs = reinterpret_cast<const float*>(x);
   for (int64_t g = g_begin; g < g_end; ++g) {
     const auto* column = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(g) * group_bytes);
     const int64_t lanes = std::min<int64_t>(kPackRows, rows - g * kPackRows);
     for (int64_t r = 0; r < n_rows; ++r) {
-      const auto* xr = reinterpret_cast<const float*>(x + static_cast<size_t>(r) * x_row_bytes);
       for (int64_t l = 0; l < lanes; ++l) {
         float sum = 0.0f;
-        for (int64_t k = 0; k < cols; ++k) sum = std::fma(widen(column[k * kPackRows + l]), xr[k], sum);
+        for (int64_t k = 0; k < cols; ++k)
+          sum = std::fma(widen(column[k * kPackRows + l]), xs[float_packed_activation_index(n_rows, cols, r, k)], sum);
         y[r * ldy + g * kPackRows + l] = sum;
       }
     }

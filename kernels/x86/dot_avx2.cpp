@@ -178,6 +178,7 @@ const DotKernels& avx2_kernels() {
       .q3_k_q8_k_tile = simd::dot_tile<kquant::Q3KDot>,
       .bf16_gemm = bf16_kernels_avx2.gemm,
       .f32_to_f16_row = f32_to_f16_row_avx2,
+      .round_to_f16_row = round_to_f16_row_avx2,
   };
   return table;
 }

@@ -253,6 +253,7 @@ const DotKernels& avx512_novnni_kernels() {
       .q3_k_q8_k_tile = simd::dot_tile<kquant::Q3KDot>,
       .bf16_gemm = bf16_kernels.gemm,
       .f32_to_f16_row = f32_to_f16_row_avx512,
+      .round_to_f16_row = round_to_f16_row_avx512,
   };
   return table;
 }

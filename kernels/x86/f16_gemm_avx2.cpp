@@ -78,6 +78,13 @@ void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n) {
   for (; i < n; ++i) y[i] = static_cast<uint16_t>(_cvtss_sh(x[i], kRound));
 }
 
+void round_to_f16_row_avx2(const float* x, float* y, int64_t n) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), kRound)));
+  for (; i < n; ++i) y[i] = _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(x[i], kRound)));
+}
+
 constexpr FloatDotKernels f16_kernels_avx2 = x86::float_gemm::kernels<F16Ops>();
 constexpr FloatDotKernels bf16_kernels_avx2 = x86::float_gemm::kernels<Bf16WidenOps>();
 

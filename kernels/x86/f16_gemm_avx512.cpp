@@ -74,6 +74,16 @@ void f32_to_f16_row_avx512(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
+void round_to_f16_row_avx512(const float* x, float* y, int64_t n) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), kRound)));
+  if (i < n) {
+    const __mmask16 m = first(static_cast<int>(n - i));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), kRound)));
+  }
+}
+
 constexpr FloatDotKernels f16_kernels_avx512 = x86::float_gemm::kernels<F16Ops>();
 constexpr FloatDotKernels bf16_widen_kernels_avx512 = x86::float_gemm::kernels<Bf16WidenOps>();
 

@@ -12,6 +12,9 @@ namespace glacier::kernels {
 // f32 -> f16 rows by vcvtps2ph, round to nearest even: bitwise f32_to_fp16 (DotKernels::f32_to_f16_row).
 void f32_to_f16_row_avx2(const float* x, uint16_t* y, int64_t n);
 void f32_to_f16_row_avx512(const float* x, uint16_t* y, int64_t n);
+// f32 -> f16 -> f32 rows (vcvtps2ph, then the exact vcvtph2ps): bitwise DotKernels::round_to_f16_row.
+void round_to_f16_row_avx2(const float* x, float* y, int64_t n);
+void round_to_f16_row_avx512(const float* x, float* y, int64_t n);
 
 // One summation order's dot, row tile and GEMM: float_gemm.h's three entry points for one Ops
 // (float_gemm::kernels), so they agree bit for bit.

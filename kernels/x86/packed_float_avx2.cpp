@@ -1,7 +1,7 @@
 // AVX2 + F16C + FMA GEMM of packed F16/BF16 weights (packed_float.h): a group's 16 outputs are two ymm
 // of one column, each activation element is broadcast against them. Batches run up to 6 activation rows
-// x 16 outputs a register tile (12 accumulators) over spans of k, the rows packed tile by tile so the
-// broadcasts read one stream; a single row streams four groups at once (8 FMA chains). Each output is one
+// x 16 outputs a register tile (12 accumulators) over spans of k, the activations prepared tile by tile
+// (packed_float.h) so the broadcasts read one stream; a single row streams four groups at once (8 FMA chains). Each output is one
 // fma chain over k from zero, so every path equals the scalar twin bit for bit.
 #include <immintrin.h>
 
@@ -16,10 +16,8 @@ namespace glacier::kernels {
 
 namespace {
 
-constexpr int kTileRows = 6;          // 12 of the 16 ymm registers accumulate
-constexpr int64_t kSpan = 512;        // k a pass: a group's span (16 KB of f16) stays in L1 over the row tiles
-constexpr int64_t kRowBlock = 96;     // activation rows packed a pass: 192 KB at kSpan, in L2
-constexpr int kDecodeGroups = 4;      // groups a single-row pass streams side by side
+static_assert(kFloatTileRows == 6, "tile_rows has a case for each tile height up to kFloatTileRows");
+constexpr int kDecodeGroups = 4;  // groups a single-row pass streams side by side
 constexpr int kLanes = 8;
 
 struct F16Columns {
@@ -70,31 +68,6 @@ void tile_rows(int rows, const uint16_t* col, const float* xt, int64_t len, floa
   }
 }
 
-// A block of activation rows split into register tiles as evenly as kTileRows allows (32 rows: four of 5
-// and two of 6, not five of 6 and one of 2, whose 4 fma chains would wait on the FMA latency).
-struct RowTiles {
-  int64_t count, base, extra;
-  explicit RowTiles(int64_t rows)
-      : count((rows + kTileRows - 1) / kTileRows), base(rows / count), extra(rows % count) {}
-  int rows(int64_t t) const { return static_cast<int>(base + (t < extra)); }
-  int64_t first(int64_t t) const { return t * base + std::min(t, extra); }
-};
-
-// Rows [r0, r1) of x, columns [k0, k0 + len), into RowTiles: tile t of R rows at first(t) * len, its
-// element (r, k) at k * R + r.
-void pack_activation_tiles(const uint8_t* x, size_t x_row_bytes, int64_t r0, int64_t r1, int64_t k0, int64_t len,
-                           float* out) {
-  const RowTiles tiles(r1 - r0);
-  for (int64_t t = 0; t < tiles.count; ++t) {
-    const int rows = tiles.rows(t);
-    float* tile_out = out + tiles.first(t) * len;
-    for (int r = 0; r < rows; ++r) {
-      const float* src = reinterpret_cast<const float*>(x + static_cast<size_t>(r0 + tiles.first(t) + r) * x_row_bytes) + k0;
-      for (int64_t k = 0; k < len; ++k) tile_out[k * rows + r] = src[k];
-    }
-  }
-}
-
 // One activation row against groups [g, g + D): 2D fma chains side by side, the columns streamed.
 template <class Columns, int D>
 void row_groups(const uint16_t* const* cols, const float* x, int64_t n, float* out /* D * 16 */) {
@@ -135,7 +108,7 @@ void single_row(const uint8_t* w, size_t group_bytes, int64_t cols, int64_t rows
 
 template <class Columns>
 void gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t g_end, const uint8_t* x,
-          size_t x_row_bytes, int64_t n_rows, float* y, int64_t ldy) {
+          int64_t n_rows, float* y, int64_t ldy) {
   if (g_begin >= g_end || n_rows <= 0) return;
   const size_t group_bytes = float_packed_group_bytes(cols);
   if (n_rows == 1) return single_row<Columns>(w, group_bytes, cols, rows, g_begin, g_end, reinterpret_cast<const float*>(x), y);
@@ -144,28 +117,24 @@ void gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t
       std::fill(y + r * ldy + g_begin * kPackRows, y + r * ldy + std::min(rows, g_end * kPackRows), 0.0f);
     return;
   }
-  thread_local std::vector<float> packed_x;  // one row block's tiles for one span
-  thread_local std::vector<float> edge;      // the sums of a group past the matrix's last row (its 16 lanes)
-  const int64_t block_rows = std::min(kRowBlock, n_rows);
-  const size_t packed_need = static_cast<size_t>(block_rows * std::min(kSpan, cols));
-  if (packed_x.size() < packed_need) packed_x.resize(packed_need);
+  thread_local std::vector<float> edge;  // the sums of a group past the matrix's last row (its 16 lanes)
+  const auto* xs = reinterpret_cast<const float*>(x);  // tiled as packed_float.h lays them out
   const int64_t last = g_end - 1;
   const bool partial_last = rows - last * kPackRows < kPackRows;
   if (partial_last && edge.size() < static_cast<size_t>(n_rows * kPackRows)) edge.resize(static_cast<size_t>(n_rows * kPackRows));
-  for (int64_t k0 = 0; k0 < cols; k0 += kSpan) {
-    const int64_t len = std::min(kSpan, cols - k0);
-    for (int64_t r0 = 0; r0 < n_rows; r0 += kRowBlock) {
-      const int64_t r1 = std::min(n_rows, r0 + kRowBlock);
-      pack_activation_tiles(x, x_row_bytes, r0, r1, k0, len, packed_x.data());
-      const RowTiles tiles(r1 - r0);
+  for (int64_t k0 = 0; k0 < cols; k0 += kFloatSpan) {
+    const int64_t len = std::min(kFloatSpan, cols - k0);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kFloatRowBlock) {
+      const int64_t block_rows = std::min(kFloatRowBlock, n_rows - r0);
+      const float* span = xs + r0 * cols + k0 * block_rows;
+      const FloatRowTiles tiles(block_rows);
       for (int64_t g = g_begin; g < g_end; ++g) {
         const auto* col = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(g) * group_bytes) + k0 * kPackRows;
         const bool to_edge = partial_last && g == last;
         float* c = to_edge ? edge.data() + r0 * kPackRows : y + r0 * ldy + g * kPackRows;
         const int64_t ldc = to_edge ? kPackRows : ldy;
         for (int64_t t = 0; t < tiles.count; ++t)
-          tile_rows<Columns>(tiles.rows(t), col, packed_x.data() + tiles.first(t) * len, len, c + tiles.first(t) * ldc,
-                             ldc, k0 == 0);
+          tile_rows<Columns>(tiles.rows(t), col, span + tiles.first(t) * len, len, c + tiles.first(t) * ldc, ldc, k0 == 0);
       }
     }
   }
@@ -178,7 +147,14 @@ void gemm(const uint8_t* w, int64_t cols, int64_t rows, int64_t g_begin, int64_t
 
 }  // namespace
 
-GLACIER_PACKED_GEMM(packed_gemm_f16_avx2) { gemm<F16Columns>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy); }
-GLACIER_PACKED_GEMM(packed_gemm_bf16_avx2) { gemm<Bf16Columns>(w, cols, rows, g_begin, g_end, x, x_row_bytes, n_rows, y, ldy); }
+// x_row_bytes is cols floats: the activations are tiled (packed_float.h), one row a plain row.
+GLACIER_PACKED_GEMM(packed_gemm_f16_avx2) {
+  (void)x_row_bytes;
+  gemm<F16Columns>(w, cols, rows, g_begin, g_end, x, n_rows, y, ldy);
+}
+GLACIER_PACKED_GEMM(packed_gemm_bf16_avx2) {
+  (void)x_row_bytes;
+  gemm<Bf16Columns>(w, cols, rows, g_begin, g_end, x, n_rows, y, ldy);
+}
 
 }  // namespace glacier::kernels

@@ -20,10 +20,12 @@ bool same_form(const kernels::Matrix& a, const kernels::Matrix& b) {
 kernels::PreparedActivations StageMatmul::prepare(const kernels::Matrix& w, const float* x, int64_t n_rows, int64_t ldx,
                                                   uint8_t* storage) {
   if (n_rows < kParallelPrepareRows) return kernels::prepare_activations(w, x, n_rows, ldx, storage);
-  // Rows convert independently: split them over the threads like the products.
+  // Rows (or blocks of them) convert independently: split them over the threads like the products.
   const size_t row_bytes = kernels::activation_bytes(w, 1);
-  pool_.parallel_for(n_rows, [&](int64_t b, int64_t e, int) {
-    kernels::prepare_activations(w, x + b * ldx, e - b, ldx, storage + static_cast<size_t>(b) * row_bytes);
+  const int64_t granule = kernels::prepared_row_granule(w);
+  pool_.parallel_for((n_rows + granule - 1) / granule, [&](int64_t b, int64_t e, int) {
+    const int64_t r0 = b * granule, r1 = std::min(n_rows, e * granule);
+    kernels::prepare_activations(w, x + r0 * ldx, r1 - r0, ldx, storage + static_cast<size_t>(r0) * row_bytes);
   });
   return kernels::prepare_activations(w, x, 0, ldx, storage).with_rows(n_rows);
 }

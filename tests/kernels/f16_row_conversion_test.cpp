@@ -1,6 +1,7 @@
-// Each kernel variant's f32 -> f16 activation row conversion (DotKernels::f32_to_f16_row) against the
-// portable f32_to_fp16 that fp16_test.cpp checks against the IEEE definition: bitwise, over every float
-// exponent and sign, the rounding ties, the subnormal and overflow boundaries, NaN and every tail length.
+// Each kernel variant's f32 -> f16 activation row conversions (DotKernels::f32_to_f16_row, and
+// round_to_f16_row, which widens back) against the portable f32_to_fp16 that fp16_test.cpp checks
+// against IEEE: bitwise, over every exponent and sign, the rounding ties, the subnormal and overflow
+// boundaries, NaN and every tail length.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -60,6 +61,28 @@ TEST_P(F16RowConversion, EveryTailLengthWritesOnlyItsRow) {
     k.f32_to_f16_row(in.data() + 1000, out.data(), n);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[size_t(i)], f32_to_fp16(in[size_t(1000 + i)])) << "n " << n;
     for (size_t i = size_t(n); i < out.size(); ++i) ASSERT_EQ(out[i], kGuard) << "written past n = " << n;
+  }
+}
+
+// The packed F16 GEMM's activations: each element rounded to f16 and widened back, bit for bit the
+// portable pair (NaN included: the comparison is of the bits), and nothing written past the row.
+TEST_P(F16RowConversion, RoundingThroughF16IsBitwiseThePortablePair) {
+  const DotKernels& k = kernels_for(GetParam());
+  ASSERT_NE(k.round_to_f16_row, nullptr);
+  const std::vector<float> in = conversion_inputs();
+  std::vector<float> out(in.size());
+  k.round_to_f16_row(in.data(), out.data(), static_cast<int64_t>(in.size()));
+  for (size_t i = 0; i < in.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(fp16_to_f32(f32_to_fp16(in[i]))))
+        << "float bits 0x" << std::hex << std::bit_cast<uint32_t>(in[i]);
+  constexpr float kGuard = -1234.5f;
+  for (int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> row(static_cast<size_t>(n) + 8, kGuard);
+    k.round_to_f16_row(in.data() + 1000, row.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(row[size_t(i)]), std::bit_cast<uint32_t>(fp16_to_f32(f32_to_fp16(in[size_t(1000 + i)]))))
+          << "n " << n;
+    for (size_t i = size_t(n); i < row.size(); ++i) ASSERT_EQ(row[i], kGuard) << "written past n = " << n;
   }
 }
 

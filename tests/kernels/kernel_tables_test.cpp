@@ -74,6 +74,7 @@ constexpr TableField kFields[] = {
     GLACIER_TABLE_FIELD(q3_k_q8_k_tile),
     GLACIER_TABLE_FIELD(bf16_gemm),
     GLACIER_TABLE_FIELD(f32_to_f16_row),
+    GLACIER_TABLE_FIELD(round_to_f16_row),
 };
 
 #undef GLACIER_TABLE_FIELD
