@@ -1259,11 +1259,13 @@ def cluster(args):
 # Expert parallelism (--expert-parallel E; src/compute/expert_group.h, src/pipeline/expert_group_channel.cpp,
 # src/compute/moe_ffn.cpp). The ranks of a stage form a group: member j holds the routed experts e with
 # e % E == j of the stage's MoE layers; attention, the router, the shared experts and dense layers are held
-# and computed by every member, the embedding and the head by the leader (the member on the ring). A
+# by every member and computed by every member (the shared experts for the member's share of the tokens
+# only), the embedding and the head by the leader (the member on the ring). A
 # micro-batch: the leader hands its layer input to the E - 1 members (an f32 forward message each, and
 # waits for the sends to leave); every member runs the stage's layers, and at each MoE layer sends the
-# outputs of the (token, chosen expert) slots it computed, n_embd floats a slot, to every other member and
-# waits for theirs. So a layer lasts as long as its most loaded member plus the exchange: for one token,
+# outputs of the (token, chosen expert) slots it computed, n_embd floats a slot, to the member that finishes
+# each token (member j finishes tokens [j n / E, (j + 1) n / E)), which sums them, and then every member
+# sends its finished rows to every other member. So a layer lasts as long as its most loaded member plus the exchange: for one token,
 # k of X experts over E members load the busiest member with more than k / E of them (4 of 16 over 2:
 # 2.65 on average), and the routed experts' time is that member's, not k / E of the whole. The ring's
 # layout is the one without expert groups (the same byte-balanced split over P stages).
@@ -1622,10 +1624,13 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
     replicated compute, means over the routing samples. moe_layers: the stage's MoE layers (0 = the first
     MoE layer). The busiest member's experts are compute (all members' cores work); the rest is waiting:
     the leader's hand-off (E - 1 forward messages sent one after another, then it starts), the members
-    seeing it (input_lag late: they poll), and at each MoE layer the exchange: member i sends its slots'
-    outputs to the others in member order, each taking latency + position x bytes / bandwidth to arrive,
-    and member j waits for each other member's in turn (its wait polls, restarting at each message), then
-    for its own sends to have left. The replicated compute drops out: every member does the same."""
+    seeing it (input_lag late: they poll), and at each MoE layer two exchanges: the all-to-all (member i
+    sends each other member the outputs of that member's tokens among its slots, in member order, each
+    taking latency + position x bytes / bandwidth to arrive) and the all-gather of the finished rows (n / E
+    tokens a member, to every other); member j waits for each other member's message in turn (its wait
+    polls, restarting at each message), then for its own sends to have left. The replicated compute drops
+    out: every member does the same (the shared experts, which each member runs for its n / E tokens only,
+    are counted with it, so a model with shared experts is priced a little slow)."""
     if n <= 0:
         return 0.0, 0.0
     fwd = HEADER_BYTES_PER_MB + n * moe.n_embd * 4.0                         # the hand-off is always f32
@@ -1640,22 +1645,32 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
     if E == 1:
         return busiest, 0.0
     slots = loads.reshape(S, len(moe_layers), X // E, E).sum(axis=2)
-    out_bytes = slots * moe.n_embd * 4.0                                     # a slot's output, f32
+    # Member i sends member j the outputs of j's tokens among its slots: 1 / E of them (j finishes n / E
+    # of the tokens; f32, n_embd floats a slot); then every member sends its n / E finished rows to each.
+    part_bytes = slots * moe.n_embd * 4.0 / E
+    rows_bytes = np.full((S, E), n / E * moe.n_embd * 4.0)
     start = np.zeros((S, E))
     start[:, 0] = (E - 1) * per_msg                                          # the leader waits for its sends
     for j in range(1, E):
         start[:, j] = link.latency_s + j * per_msg + input_lag
     member = np.arange(E)
+
+    def exchange(sent, msg_bytes, nonempty):
+        """When each member holds everything the others send it, every member i sending msg_bytes[:, i]
+        to each other member in member order from sent[:, i]: j waits for the members in order (its wait
+        polls, restarting at each message), then for its own sends to have left."""
+        ready = sent.copy()
+        for i in range(E):
+            pos = np.where(member < i, member + 1, member)                   # j's place among i's sends
+            arrive = sent[:, i:i + 1] + link.latency_s + pos[None, :] * msg_bytes[:, i:i + 1] / link.bandwidth_Bps
+            arrive = np.where((member[None, :] != i) & nonempty[:, i:i + 1], arrive, -np.inf)
+            ready = np.maximum(ready, first_poll_vec(ready, arrive))
+        return np.maximum(ready, sent + (E - 1) * msg_bytes / link.bandwidth_Bps)
+
     for li in range(len(moe_layers)):
         finish = start + per_member[:, li, :]
-        ready = finish.copy()
-        for i in range(E):                                                   # j waits for members in order
-            pos = np.where(member < i, member + 1, member)                   # j's place among i's sends
-            arrive = finish[:, i:i + 1] + link.latency_s + pos[None, :] * out_bytes[:, li, i:i + 1] / link.bandwidth_Bps
-            arrive = np.where((member[None, :] != i) & (slots[:, li, i:i + 1] > 0), arrive, -np.inf)
-            ready = np.maximum(ready, first_poll_vec(ready, arrive))
-        ready = np.maximum(ready, finish + (E - 1) * out_bytes[:, li, :] / link.bandwidth_Bps)
-        start = ready
+        summed = exchange(finish, part_bytes[:, li, :], slots[:, li, :] > 0)  # the all-to-all
+        start = exchange(summed, rows_bytes, rows_bytes > 0)                 # the all-gather of the rows
     total = float(start[:, 0].mean())
     return busiest, max(0.0, total - busiest)
 

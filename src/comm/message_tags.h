@@ -12,9 +12,11 @@ constexpr int kPong = 2;
 constexpr int kForward = 11;
 constexpr int kBack = 12;
 // An expert group's own channel (--expert-parallel, pipeline/expert_group_channel.h): the leader's
-// micro-batches to the other members, and every member's expert outputs to the others.
+// micro-batches to the other members, the expert outputs each member sends the members that finish
+// their tokens, and the finished rows every member sends the others.
 constexpr int kExpertInput = 21;
 constexpr int kExpertOutputs = 22;
+constexpr int kExpertRows = 23;
 // The replicas' work queue (the world channel, app/work_queue.cpp).
 constexpr int kWantWork = 31;
 constexpr int kWork = 32;

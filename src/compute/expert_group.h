@@ -1,5 +1,6 @@
 // The ranks of one stage that share its MoE layers' experts (--expert-parallel): each computes only the
-// experts it holds, and the group gathers every expert output so each member sums the whole MoE block.
+// experts it holds; an all-to-all brings each token's expert outputs to the member that finishes the token,
+// and an all-gather of the finished rows gives every member the whole MoE block.
 // Compute sees only this interface; pipeline/expert_group_channel.h implements it over a comm channel.
 #pragma once
 #include <cstddef>
@@ -20,13 +21,18 @@ class ExpertGroup {
 
   // Leader, before its stage runs a micro-batch's layers: hands the micro-batch and its layer input
   // x[n_tokens x n_embd] to every other member, which runs the same layers on them (the members then
-  // meet in gather_expert_outputs in the same order).
+  // meet in all_to_all and all_gather in the same order).
   virtual void share_input(const MicroBatch& mb, const float* x, int32_t n_embd) = 0;
 
-  // Collective over the group: member j contributes counts[j] floats (`mine` for this member); `all`
-  // receives the other members' in member order, at the offsets the counts give (this member's own
-  // span is not written: it has those outputs already).
-  virtual void gather_expert_outputs(const float* mine, const std::vector<size_t>& counts, float* all) = 0;
+  // Collective over the group, an all-to-all: this member sends counts_to[j] floats to each other member j
+  // (the parts lie in member order in `send`, counts_to[index()] being 0) and receives counts_from[j]
+  // floats from each other member j into `recv`, in member order at the offsets the counts give.
+  virtual void all_to_all(const float* send, const std::vector<size_t>& counts_to, float* recv,
+                          const std::vector<size_t>& counts_from) = 0;
+  // Collective over the group, an all-gather: member j contributes counts[j] floats (`mine` for this
+  // member); `all` receives the other members' in member order, at the offsets the counts give (this
+  // member's own span is not written: it has those values already).
+  virtual void all_gather(const float* mine, const std::vector<size_t>& counts, float* all) = 0;
 };
 
 }  // namespace glacier::compute

@@ -72,35 +72,58 @@ void MoeFfn::route(const float* router_logits, const std::vector<float>& selecti
     for (int32_t r = 0; r < k; ++r) w[r] *= cfg_.expert_weights_scale;
 }
 
+// Member j finishes tokens [j n / G, (j + 1) n / G): contiguous, so the finished rows lie in member order.
+MoeFfn::Rows MoeFfn::finished_by(int32_t member, int32_t n) const {
+  const int64_t G = group_ ? group_->size() : 1;
+  return {static_cast<int32_t>(member * int64_t{n} / G), static_cast<int32_t>((member + 1) * int64_t{n} / G)};
+}
+
 // Every member knows every token's routing (the router is replicated), so each can tell which member
-// computed a slot: member j sends its slots in (token, rank) order, and the others read them back in the
-// same order. Copies only: the values summed are the bits the owner computed.
-void MoeFfn::gather_from_group(int32_t n) {
+// computed a slot: member i sends member j the slots of j's tokens it computed, in (token, rank) order,
+// and j reads them back in the same order. Copies only: the values summed are the bits the owner computed.
+void MoeFfn::bring_outputs_of_my_tokens(int32_t n) {
   const int32_t k = cfg_.n_expert_used, G = group_->size(), me = group_->index();
-  const size_t E = static_cast<size_t>(cfg_.n_embd), slots = static_cast<size_t>(n) * k;
-  counts_.assign(static_cast<size_t>(G), 0);
+  const size_t E = static_cast<size_t>(cfg_.n_embd);
+  counts_to_.assign(static_cast<size_t>(G), 0);
+  counts_from_.assign(static_cast<size_t>(G), 0);
   size_t packed = 0;
-  for (size_t s = 0; s < slots; ++s) {
-    const int32_t owner = chosen_[s] % G;
-    counts_[static_cast<size_t>(owner)] += E;
-    if (owner != me) continue;
-    std::memcpy(mine_.data() + packed, per_rank_.data() + s * E, E * sizeof(float));
-    packed += E;
+  for (int32_t j = 0; j < G; ++j) {
+    const Rows rows = finished_by(j, n);
+    for (size_t s = static_cast<size_t>(rows.begin) * k; s < static_cast<size_t>(rows.end) * k; ++s) {
+      const int32_t computed_by = chosen_[s] % G;
+      if (j == me && computed_by != me) counts_from_[static_cast<size_t>(computed_by)] += E;
+      if (j == me || computed_by != me) continue;
+      counts_to_[static_cast<size_t>(j)] += E;
+      std::memcpy(mine_.data() + packed, per_rank_.data() + s * E, E * sizeof(float));
+      packed += E;
+    }
   }
-  group_->gather_expert_outputs(mine_.data(), counts_, gathered_.data());
-  std::vector<size_t>& next = counts_;  // reused: where each member's next slot starts in gathered_
+  group_->all_to_all(mine_.data(), counts_to_, gathered_.data(), counts_from_);
+  std::vector<size_t>& next = counts_from_;  // reused: where each member's next slot starts in gathered_
   size_t start = 0;
   for (int32_t j = 0; j < G; ++j) {
     const size_t c = next[static_cast<size_t>(j)];
     next[static_cast<size_t>(j)] = start;
     start += c;
   }
-  for (size_t s = 0; s < slots; ++s) {
-    const auto owner = static_cast<size_t>(chosen_[s] % G);
-    if (static_cast<int32_t>(owner) != me)
-      std::memcpy(per_rank_.data() + s * E, gathered_.data() + next[owner], E * sizeof(float));
-    next[owner] += E;
+  const Rows mine = finished_by(me, n);
+  for (size_t s = static_cast<size_t>(mine.begin) * k; s < static_cast<size_t>(mine.end) * k; ++s) {
+    const auto computed_by = static_cast<size_t>(chosen_[s] % G);
+    if (static_cast<int32_t>(computed_by) == me) continue;
+    std::memcpy(per_rank_.data() + s * E, gathered_.data() + next[computed_by], E * sizeof(float));
+    next[computed_by] += E;
   }
+}
+
+void MoeFfn::share_finished_rows(int32_t n, float* out) {
+  const int32_t G = group_->size();
+  counts_from_.assign(static_cast<size_t>(G), 0);
+  for (int32_t j = 0; j < G; ++j) {
+    const Rows rows = finished_by(j, n);
+    counts_from_[static_cast<size_t>(j)] = static_cast<size_t>(rows.end - rows.begin) * static_cast<size_t>(cfg_.n_embd);
+  }
+  const Rows mine = finished_by(group_->index(), n);
+  group_->all_gather(out + static_cast<size_t>(mine.begin) * cfg_.n_embd, counts_from_, out);
 }
 
 void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul) {
@@ -133,15 +156,25 @@ void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, f
       for (int32_t d = 0; d < E; ++d) dst[d] = y[d] * weight_[slot];
     }
   }
-  if (group_) gather_from_group(n);
-  for (int32_t t = 0; t < n; ++t) {
+  // Each member finishes its own share of the tokens: the routed sum and the shared expert.
+  const Rows mine = finished_by(group_ ? group_->index() : 0, n);
+  if (group_) bring_outputs_of_my_tokens(n);
+  for (int32_t t = mine.begin; t < mine.end; ++t) {
     float* o = out + static_cast<size_t>(t) * E;
     const float* first = per_rank_.data() + static_cast<size_t>(t) * k * E;
     std::memcpy(o, first, E * sizeof(float));
     for (int32_t r = 1; r < k; ++r) kernels::add(o, first + static_cast<size_t>(r) * E, E, o);
   }
-  if (cfg_.n_ff_shexp == 0) return;
-  const int32_t S = cfg_.n_ff_shexp;
+  if (cfg_.n_ff_shexp > 0) add_shared_expert(L, xn + static_cast<size_t>(mine.begin) * E, mine.end - mine.begin,
+                                              out + static_cast<size_t>(mine.begin) * E, matmul);
+  if (group_) share_finished_rows(n, out);
+}
+
+// out[n x n_embd] += the shared expert of xn[n x n_embd] (gated by sigmoid where the layer has a gate).
+void MoeFfn::add_shared_expert(const model::LayerWeights& L, const float* xn, int32_t n, float* out,
+                               StageMatmul& matmul) {
+  if (n == 0) return;
+  const int32_t E = cfg_.n_embd, S = cfg_.n_ff_shexp;
   const bool gated = L.shexp_gate.data != nullptr;  // qwen2moe's gate; deepseek2's shared experts have none
   if (gated) matmul(L.shexp_gate, xn, n, E, sh_gate_.data());
   matmul(L.gate_shexp, xn, n, E, sh_ff_gate_.data());

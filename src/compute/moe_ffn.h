@@ -1,8 +1,10 @@
 // The mixture-of-experts feed-forward block of a layer: router softmax (or sigmoid) over all experts, top-k per
 // token, each expert run on the tokens routed to it, weighted sum in top-k order, plus the optional
 // shared expert. Routing is per token, so a token's result does not depend on the rest of the batch.
-// Under expert parallelism each member of an expert group runs only its own experts, and the group
-// gathers the weighted outputs before the same ordered sum (bitwise the result of one rank).
+// Under expert parallelism each member of an expert group runs only its own experts for every token; an
+// all-to-all brings each token's weighted outputs to the member that finishes it (the ordered sum and the
+// shared expert, for its share of the tokens), and an all-gather of the finished rows gives every member
+// the block's output: bitwise the result of one rank.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -24,9 +26,18 @@ class MoeFfn {
   void forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul);
 
  private:
+  struct Rows {
+    int32_t begin, end;
+  };
   void route(const float* router_logits, const std::vector<float>& selection_bias, int32_t t);
-  // Fills the (token, top-k rank) slots of per_rank_ that other members computed.
-  void gather_from_group(int32_t n);
+  // The tokens of a micro-batch of n that `member` finishes (all of them without a group).
+  Rows finished_by(int32_t member, int32_t n) const;
+  // Fills the (token, top-k rank) slots of this member's tokens that other members computed, and sends
+  // them the slots of theirs it computed.
+  void bring_outputs_of_my_tokens(int32_t n);
+  // Every member's finished rows of out[n x n_embd] to every other member.
+  void share_finished_rows(int32_t n, float* out);
+  void add_shared_expert(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul);
 
   const model::ModelConfig cfg_;
   std::vector<float> logits_, probs_;  // [max_tokens x n_expert] router logits and softmax
@@ -38,8 +49,8 @@ class MoeFfn {
   std::vector<float> per_rank_;      // [max_tokens x k x n_embd] weighted expert outputs
   std::vector<float> sh_gate_, sh_ff_gate_, sh_ff_up_, sh_out_;  // shared expert
   ExpertGroup* group_ = nullptr;
-  std::vector<float> mine_, gathered_;  // [max_tokens x k x n_embd] each: this member's slots, every member's
-  std::vector<size_t> counts_;          // floats each member contributes
+  std::vector<float> mine_, gathered_;  // [max_tokens x k x n_embd] each: slots sent, slots received
+  std::vector<size_t> counts_to_, counts_from_;  // floats this member sends each member, receives from each
 };
 
 }  // namespace glacier::compute

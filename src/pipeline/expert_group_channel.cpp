@@ -64,32 +64,51 @@ int64_t ChannelExpertGroup::follow_leader(compute::TransformerStage& stage, Trac
   }
 }
 
-void ChannelExpertGroup::gather_expert_outputs(const float* mine, const std::vector<size_t>& counts, float* all) {
+template <class SendPart>
+void ChannelExpertGroup::exchange(int tag, SendPart send_part, const std::vector<size_t>& counts_to, float* recv,
+                                  const std::vector<size_t>& counts_from) {
   const int G = group_.size(), me = group_.rank();
-  GLACIER_ASSERT(static_cast<int>(counts.size()) == G, "one count a member");
+  GLACIER_ASSERT(static_cast<int>(counts_to.size()) == G && static_cast<int>(counts_from.size()) == G,
+                 "one count a member");
   requests_.clear();
   expected_.clear();
-  // Receives first, then sends, all nonblocking: no member waits for another to post. This member's own
-  // span of `all` is left alone: the caller has its outputs in place already.
+  // Receives first, then sends, all nonblocking: no member waits for another to post.
   size_t start = 0;
   for (int j = 0; j < G; ++j) {
-    const size_t count = counts[static_cast<size_t>(j)];
+    const size_t count = counts_from[static_cast<size_t>(j)];
     if (j != me && count > 0) {
-      requests_.push_back(group_.irecv(all + start, count * sizeof(float), j, comm::tags::kExpertOutputs));
+      requests_.push_back(group_.irecv(recv + start, count * sizeof(float), j, tag));
       expected_.push_back(count * sizeof(float));
     }
     start += count;
   }
-  const size_t my_count = counts[static_cast<size_t>(me)];
-  if (my_count > 0)
-    for (int j = 0; j < G; ++j)
-      if (j != me) requests_.push_back(group_.isend(mine, my_count * sizeof(float), j, comm::tags::kExpertOutputs));
+  for (int j = 0; j < G; ++j) {
+    const size_t count = counts_to[static_cast<size_t>(j)];
+    if (j != me && count > 0) requests_.push_back(group_.isend(send_part(j), count * sizeof(float), j, tag));
+  }
   for (size_t i = 0; i < requests_.size(); ++i) {
     size_t got = 0;
     group_.wait(requests_[i], &got);
     // Every member routes the same tokens alike, so the sizes agree unless the members diverged (a bug).
     GLACIER_ASSERT(i >= expected_.size() || got == expected_[i], "expert outputs of the size the routing implies");
   }
+}
+
+void ChannelExpertGroup::all_to_all(const float* send, const std::vector<size_t>& counts_to, float* recv,
+                                    const std::vector<size_t>& counts_from) {
+  GLACIER_ASSERT(counts_to.size() == static_cast<size_t>(group_.size()) && counts_to[static_cast<size_t>(index())] == 0,
+                 "an all-to-all sends nothing to its own member");
+  std::vector<size_t>& offset = send_offsets_;
+  offset.assign(counts_to.size(), 0);
+  for (size_t j = 1; j < counts_to.size(); ++j) offset[j] = offset[j - 1] + counts_to[j - 1];
+  exchange(comm::tags::kExpertOutputs, [&](int j) { return send + offset[static_cast<size_t>(j)]; }, counts_to, recv,
+           counts_from);
+}
+
+void ChannelExpertGroup::all_gather(const float* mine, const std::vector<size_t>& counts, float* all) {
+  // This member's own span of `all` is left alone: the caller has its values in place already.
+  counts_to_.assign(counts.size(), counts[static_cast<size_t>(index())]);  // its own values to every member
+  exchange(comm::tags::kExpertRows, [&](int) { return mine; }, counts_to_, all, counts);
 }
 
 }  // namespace glacier::pipeline

@@ -1,6 +1,7 @@
 // Expert parallelism without MPI: a stage's experts split over 2 and 4 threads joined by in-process
 // channels (pipeline/expert_group_channel.h) give the logits of one stage holding every expert bit for
-// bit, over a prefill and the decode step after it; each member maps only its share of the experts.
+// bit, over a prefill and the decode step after it (where one of 4 members finishes no token); each
+// member maps only its share of the experts; the group's all-to-all and all-gather place every part.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -176,6 +177,49 @@ TEST(ExpertGroup, SharedMixtralAndQwen2MoeSplitGiveOneStagesLogitsBitForBit) {
   expect_group_equals_one_stage(mixtral, 4);
   expect_group_equals_one_stage(qwen2moe, 2);
   expect_group_equals_one_stage(qwen2moe, 4);
+}
+
+// The group's two collectives over in-process channels, three members with uneven parts (some empty):
+// all_to_all delivers part j of member i's send buffer to member j at i's place in member order, and
+// all_gather delivers each member's values to the others' spans and leaves a member's own span alone.
+TEST(ExpertGroup, AllToAllAndAllGatherPlaceEveryPartInMemberOrder) {
+  constexpr int kMembers = 3;
+  constexpr int kUntouched = -1;
+  // Member i sends member j (j != i) `count(i, j)` floats of value 100 i + j.
+  auto count = [](int i, int j) { return i == j ? size_t{0} : static_cast<size_t>((i + 2 * j) % 4); };
+  auto rows = [](int j) { return static_cast<size_t>(j * 2); };  // member j's all_gather values: 0, 2, 4
+  auto channels = comm::make_inprocess_channels(kMembers);
+  std::vector<std::thread> threads;
+  for (int me = 0; me < kMembers; ++me)
+    threads.emplace_back([&, me] {
+      pipeline::ChannelExpertGroup group(*channels[static_cast<size_t>(me)], 4, 8);
+      std::vector<size_t> to(kMembers), from(kMembers);
+      std::vector<float> send;
+      for (int j = 0; j < kMembers; ++j) {
+        to[size_t(j)] = count(me, j);
+        from[size_t(j)] = count(j, me);
+        send.insert(send.end(), to[size_t(j)], float(100 * me + j));
+      }
+      std::vector<float> recv(from[0] + from[1] + from[2] + 1, kUntouched);
+      group.all_to_all(send.data(), to, recv.data(), from);
+      size_t at = 0;
+      for (int i = 0; i < kMembers; ++i)
+        for (size_t c = 0; c < from[size_t(i)]; ++c, ++at)
+          EXPECT_EQ(recv[at], float(100 * i + me)) << "member " << me << " from " << i;
+      EXPECT_EQ(recv[at], kUntouched) << "member " << me << ": written past the parts";
+
+      std::vector<size_t> counts = {rows(0), rows(1), rows(2)};
+      std::vector<float> all(rows(0) + rows(1) + rows(2), kUntouched);
+      const size_t mine_at = me == 0 ? 0 : me == 1 ? rows(0) : rows(0) + rows(1);
+      std::vector<float> mine(rows(me), float(1000 + me));
+      group.all_gather(mine.data(), counts, all.data());
+      size_t pos = 0;
+      for (int j = 0; j < kMembers; ++j)
+        for (size_t c = 0; c < rows(j); ++c, ++pos)
+          EXPECT_EQ(all[pos], pos >= mine_at && pos < mine_at + rows(me) ? float(kUntouched) : float(1000 + j))
+              << "member " << me << " position " << pos;
+    });
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace
