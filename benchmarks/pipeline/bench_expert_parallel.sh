@@ -2,7 +2,9 @@
 # Expert parallelism against pipeline stages on one host: the same MoE model on NP ranks split as NP stages
 # and as NP/E stages x --expert-parallel E, one sequence (decode) and 32 sequences, alternating REPS times.
 # Prints each run's generated tok/s and ranks' peak RSS, then the medians; checks both layouts write the
-# same JSONL bytes. Usage: benchmarks/pipeline/bench_expert_parallel.sh [BUILD_DIR] [MOE_MODEL.gguf]
+# same JSONL bytes (NP, E, REPS, THREADS, CTX). LINK_GBIT=G (root, iproute2): the ranks run on NP
+# network-namespace hosts (tests/system/netns_hosts.sh) whose links are shaped to G Gbit/s, a rank a host.
+# Usage: benchmarks/pipeline/bench_expert_parallel.sh [BUILD_DIR] [MOE_MODEL.gguf]
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=${2:-}
@@ -10,7 +12,19 @@ NP=${NP:-2}
 E=${E:-2}
 REPS=${REPS:-3}
 THREADS=${THREADS:-1}
+LINK_GBIT=${LINK_GBIT:-}
+CTX=${CTX:-}  # --ctx for both layouts (the expert-parallel members hold the stage's whole KV cache)
 source "$(dirname "$0")/bench_common.sh"
+if [ -n "$LINK_GBIT" ]; then
+  HOSTS=$(cd "$(dirname "$0")/../../tests/system" && pwd)/netns_hosts.sh
+  SET=benchep$$
+  NETNS_HOSTS=$NP "$HOSTS" up "$SET" > /dev/null
+  trap '"$HOSTS" down "$SET" > /dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+  for h in $(seq 0 $((NP - 1))); do  # a token bucket on each host's link, both ways through the bridge
+    "$HOSTS" exec "$SET" "h$h" tc qdisc add dev eth0 root tbf rate "${LINK_GBIT}gbit" burst 64kb latency 50ms
+  done
+  MPIRUN="$HOSTS exec $SET h0 mpirun $("$HOSTS" mpirun-flags "$SET") -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"
+fi
 if [ -z "$MODEL" ]; then
   # The RESULTS model: DeepSeek-2-shaped, 16 layers of 16 experts (4 used a token), 1.19 GB in bf16.
   MODEL=$WORK/moe.gguf
@@ -22,6 +36,8 @@ for i in $(seq 1 32); do echo "Story $i: the little cat sat on a warm mat and lo
 run() {  # layout prompts max_tokens -> "tok/s rss0/rss1..."
   local layout=$1 prompts=$2 max=$3 extra=""
   [ "$layout" = ep ] && extra="--expert-parallel $E"
+  [ -n "$CTX" ] && extra+=" --ctx $CTX"
+  [ -n "$LINK_GBIT" ] && extra+=" --bind none"  # the hosts share this machine's cores
   $MPIRUN -np "$NP" "$BUILD/glacier_mpi" --model "$MODEL" --prompts "$WORK/$prompts" --max-tokens "$max" \
     --threads "$THREADS" --jsonl "$WORK/$layout-$prompts.jsonl" $extra > "$WORK/log" 2>&1
   local rate rss
@@ -44,7 +60,7 @@ done
 for shape in one.txt many.txt; do
   cmp -s "$WORK/pp-$shape.jsonl" "$WORK/ep-$shape.jsonl" || { echo "bench_expert_parallel: layouts differ on $shape" >&2; exit 1; }
 done
-echo "medians of $REPS, generated tok/s, $NP ranks of $THREADS threads (same JSONL bytes in both layouts):"
+echo "medians of $REPS, generated tok/s, $NP ranks of $THREADS threads${LINK_GBIT:+ on hosts linked at $LINK_GBIT Gbit/s} (same JSONL bytes in both layouts):"
 for shape in one.txt many.txt; do
   pp=$(echo "${rates[pp-$shape]}" | median); ep=$(echo "${rates[ep-$shape]}" | median)
   echo "  $shape: $NP stages $pp, $((NP / E)) stages x --expert-parallel $E $ep, ratio $(awk -v a="$ep" -v b="$pp" 'BEGIN {printf "%.2f", a / b}')"

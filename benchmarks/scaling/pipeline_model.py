@@ -1259,13 +1259,14 @@ def cluster(args):
 # Expert parallelism (--expert-parallel E; src/compute/expert_group.h, src/pipeline/expert_group_channel.cpp,
 # src/compute/moe_ffn.cpp). The ranks of a stage form a group: member j holds the routed experts e with
 # e % E == j of the stage's MoE layers; attention, the router, the shared experts and dense layers are held
-# by every member and computed by every member (the shared experts for the member's share of the tokens
-# only), the embedding and the head by the leader (the member on the ring). A
+# by every member and computed by every member (the shared experts, in a split micro-batch, for the
+# member's share of the tokens only), the embedding and the head by the leader (the member on the ring). A
 # micro-batch: the leader hands its layer input to the E - 1 members (an f32 forward message each, and
 # waits for the sends to leave); every member runs the stage's layers, and at each MoE layer sends the
-# outputs of the (token, chosen expert) slots it computed, n_embd floats a slot, to the member that finishes
-# each token (member j finishes tokens [j n / E, (j + 1) n / E)), which sums them, and then every member
-# sends its finished rows to every other member. So a layer lasts as long as its most loaded member plus the exchange: for one token,
+# outputs of the (token, chosen expert) slots it computed, n_embd floats a slot, either (split) to the
+# member that finishes each token (member j finishes tokens [j n / E, (j + 1) n / E)), which sums them,
+# then every member sends its finished rows to every other member; or (a small micro-batch) to every other
+# member. So a layer lasts as long as its most loaded member plus the exchange: for one token,
 # k of X experts over E members load the busiest member with more than k / E of them (4 of 16 over 2:
 # 2.65 on average), and the routed experts' time is that member's, not k / E of the whole. The ring's
 # layout is the one without expert groups (the same byte-balanced split over P stages).
@@ -1619,18 +1620,30 @@ def poll_gap(waited):
     return POLL_OFFSETS[j] - POLL_OFFSETS[j - 1]
 
 
+# src/compute/moe_ffn.cpp's rule: an expert group splits the finishing of a micro-batch's tokens when every
+# member gets one and that saves a member at least this many rows of expert outputs (the split's second
+# round costs a message).
+EP_MIN_ROWS_SAVED_TO_SPLIT = 4.0
+
+
+def ep_splits_tokens(moe, E, n):
+    k = moe.n_expert_used
+    return n >= E and n * (E - 1) / E * (k - k / E - 1) >= EP_MIN_ROWS_SAVED_TO_SPLIT
+
+
 def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
     """(seconds of routed-expert compute, seconds of waiting) one micro-batch of n tokens adds to a stage's
     replicated compute, means over the routing samples. moe_layers: the stage's MoE layers (0 = the first
     MoE layer). The busiest member's experts are compute (all members' cores work); the rest is waiting:
     the leader's hand-off (E - 1 forward messages sent one after another, then it starts), the members
-    seeing it (input_lag late: they poll), and at each MoE layer two exchanges: the all-to-all (member i
-    sends each other member the outputs of that member's tokens among its slots, in member order, each
-    taking latency + position x bytes / bandwidth to arrive) and the all-gather of the finished rows (n / E
-    tokens a member, to every other); member j waits for each other member's message in turn (its wait
-    polls, restarting at each message), then for its own sends to have left. The replicated compute drops
-    out: every member does the same (the shared experts, which each member runs for its n / E tokens only,
-    are counted with it, so a model with shared experts is priced a little slow)."""
+    seeing it (input_lag late: they poll), and at each MoE layer two exchanges when the group splits the
+    tokens (ep_splits_tokens): the all-to-all (member i sends each other member the outputs of that
+    member's tokens among its slots, in member order, each taking latency + position x bytes / bandwidth to
+    arrive) and the all-gather of the finished rows (n / E tokens a member, to every other); one when it
+    does not (every member's slots' outputs to every other). Member j waits for each other member's
+    message in turn (its wait polls, restarting at each message), then for its own sends to have left.
+    The replicated compute drops out: every member does the same (the shared experts, which a split gives
+    each member for its n / E tokens only, are counted with it, so such a model is priced a little slow)."""
     if n <= 0:
         return 0.0, 0.0
     fwd = HEADER_BYTES_PER_MB + n * moe.n_embd * 4.0                         # the hand-off is always f32
@@ -1645,9 +1658,11 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
     if E == 1:
         return busiest, 0.0
     slots = loads.reshape(S, len(moe_layers), X // E, E).sum(axis=2)
-    # Member i sends member j the outputs of j's tokens among its slots: 1 / E of them (j finishes n / E
-    # of the tokens; f32, n_embd floats a slot); then every member sends its n / E finished rows to each.
-    part_bytes = slots * moe.n_embd * 4.0 / E
+    # Split (as MoeFfn::splits_tokens decides): member i sends member j the outputs of j's tokens among its
+    # slots, 1 / E of them (j finishes n / E of the tokens; f32, n_embd floats a slot), then every member
+    # sends its n / E finished rows to each. Not split: every member sends all its slots' outputs to each.
+    split = ep_splits_tokens(moe, E, n)
+    part_bytes = slots * moe.n_embd * 4.0 / (E if split else 1)
     rows_bytes = np.full((S, E), n / E * moe.n_embd * 4.0)
     start = np.zeros((S, E))
     start[:, 0] = (E - 1) * per_msg                                          # the leader waits for its sends
@@ -1669,8 +1684,8 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
 
     for li in range(len(moe_layers)):
         finish = start + per_member[:, li, :]
-        summed = exchange(finish, part_bytes[:, li, :], slots[:, li, :] > 0)  # the all-to-all
-        start = exchange(summed, rows_bytes, rows_bytes > 0)                 # the all-gather of the rows
+        summed = exchange(finish, part_bytes[:, li, :], slots[:, li, :] > 0)  # the all-to-all (or all-gather)
+        start = exchange(summed, rows_bytes, rows_bytes > 0) if split else summed  # the finished rows
     total = float(start[:, 0].mean())
     return busiest, max(0.0, total - busiest)
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "compute/ffn_activation.h"
 #include "kernels/ops.h"
@@ -72,6 +73,53 @@ void MoeFfn::route(const float* router_logits, const std::vector<float>& selecti
     for (int32_t r = 0; r < k; ++r) w[r] *= cfg_.expert_weights_scale;
 }
 
+namespace {
+
+// Floats from each member, in member order, become where each member's part starts.
+void counts_to_starts(std::vector<size_t>& counts) {
+  size_t start = 0;
+  for (size_t& c : counts) start += std::exchange(c, start);
+}
+
+}  // namespace
+
+// Splitting the tokens adds a round of messages (the finished rows) to save the outputs a member would
+// receive for tokens it does not finish: n (G-1)/G (k - k/G - 1) rows of n_embd floats a member. One
+// round costs a message latency and the waits' polls, so the split is taken only when every member
+// finishes a token and it saves at least this many rows (64 KiB at n_embd 4096; Mixtral's 2 experts of 8
+// over 2 members save none, Qwen3-MoE's 8 of 128 over 2 members 1.5 a token).
+bool MoeFfn::splits_tokens(int32_t n) const {
+  if (!group_) return false;
+  constexpr double kMinRowsSavedToSplit = 4.0;
+  const double G = group_->size(), k = cfg_.n_expert_used;
+  return n >= group_->size() && n * (G - 1) / G * (k - k / G - 1) >= kMinRowsSavedToSplit;
+}
+
+// Without a split every member finishes every token: member j sends the slots it computed to every other
+// member in (token, rank) order, and they read them back in the same order.
+void MoeFfn::bring_every_output(int32_t n) {
+  const int32_t k = cfg_.n_expert_used, G = group_->size(), me = group_->index();
+  const size_t E = static_cast<size_t>(cfg_.n_embd), slots = static_cast<size_t>(n) * k;
+  counts_from_.assign(static_cast<size_t>(G), 0);
+  size_t packed = 0;
+  for (size_t s = 0; s < slots; ++s) {
+    const int32_t computed_by = chosen_[s] % G;
+    counts_from_[static_cast<size_t>(computed_by)] += E;
+    if (computed_by != me) continue;
+    std::memcpy(mine_.data() + packed, per_rank_.data() + s * E, E * sizeof(float));
+    packed += E;
+  }
+  group_->all_gather(mine_.data(), counts_from_, gathered_.data());
+  std::vector<size_t>& next = counts_from_;  // reused: where each member's next slot starts in gathered_
+  counts_to_starts(next);
+  for (size_t s = 0; s < slots; ++s) {
+    const auto computed_by = static_cast<size_t>(chosen_[s] % G);
+    if (static_cast<int32_t>(computed_by) != me)
+      std::memcpy(per_rank_.data() + s * E, gathered_.data() + next[computed_by], E * sizeof(float));
+    next[computed_by] += E;
+  }
+}
+
 // Member j finishes tokens [j n / G, (j + 1) n / G): contiguous, so the finished rows lie in member order.
 MoeFfn::Rows MoeFfn::finished_by(int32_t member, int32_t n) const {
   const int64_t G = group_ ? group_->size() : 1;
@@ -100,12 +148,7 @@ void MoeFfn::bring_outputs_of_my_tokens(int32_t n) {
   }
   group_->all_to_all(mine_.data(), counts_to_, gathered_.data(), counts_from_);
   std::vector<size_t>& next = counts_from_;  // reused: where each member's next slot starts in gathered_
-  size_t start = 0;
-  for (int32_t j = 0; j < G; ++j) {
-    const size_t c = next[static_cast<size_t>(j)];
-    next[static_cast<size_t>(j)] = start;
-    start += c;
-  }
+  counts_to_starts(next);
   const Rows mine = finished_by(me, n);
   for (size_t s = static_cast<size_t>(mine.begin) * k; s < static_cast<size_t>(mine.end) * k; ++s) {
     const auto computed_by = static_cast<size_t>(chosen_[s] % G);
@@ -156,9 +199,14 @@ void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, f
       for (int32_t d = 0; d < E; ++d) dst[d] = y[d] * weight_[slot];
     }
   }
-  // Each member finishes its own share of the tokens: the routed sum and the shared expert.
-  const Rows mine = finished_by(group_ ? group_->index() : 0, n);
-  if (group_) bring_outputs_of_my_tokens(n);
+  // With the tokens split, each member finishes its own share of them: the routed sum and the shared expert.
+  const bool split = splits_tokens(n);
+  const Rows mine = split ? finished_by(group_->index(), n) : Rows{0, n};
+  if (split) {
+    bring_outputs_of_my_tokens(n);
+  } else if (group_) {
+    bring_every_output(n);
+  }
   for (int32_t t = mine.begin; t < mine.end; ++t) {
     float* o = out + static_cast<size_t>(t) * E;
     const float* first = per_rank_.data() + static_cast<size_t>(t) * k * E;
@@ -167,7 +215,7 @@ void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, f
   }
   if (cfg_.n_ff_shexp > 0) add_shared_expert(L, xn + static_cast<size_t>(mine.begin) * E, mine.end - mine.begin,
                                               out + static_cast<size_t>(mine.begin) * E, matmul);
-  if (group_) share_finished_rows(n, out);
+  if (split) share_finished_rows(n, out);
 }
 
 // out[n x n_embd] += the shared expert of xn[n x n_embd] (gated by sigmoid where the layer has a gate).

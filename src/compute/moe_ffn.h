@@ -1,10 +1,11 @@
 // The mixture-of-experts feed-forward block of a layer: router softmax (or sigmoid) over all experts, top-k per
 // token, each expert run on the tokens routed to it, weighted sum in top-k order, plus the optional
 // shared expert. Routing is per token, so a token's result does not depend on the rest of the batch.
-// Under expert parallelism each member of an expert group runs only its own experts for every token; an
-// all-to-all brings each token's weighted outputs to the member that finishes it (the ordered sum and the
-// shared expert, for its share of the tokens), and an all-gather of the finished rows gives every member
-// the block's output: bitwise the result of one rank.
+// Under expert parallelism each member of an expert group runs only its own experts for every token. In
+// a micro-batch large enough, an all-to-all brings each token's weighted outputs to the member that
+// finishes it (the ordered sum and the shared expert, for its share of the tokens), and an all-gather of
+// the finished rows gives every member the block's output; in a small one (one round of messages instead
+// of two) every member gathers every output and finishes every token. Either is bitwise one rank's.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,8 +31,12 @@ class MoeFfn {
     int32_t begin, end;
   };
   void route(const float* router_logits, const std::vector<float>& selection_bias, int32_t t);
-  // The tokens of a micro-batch of n that `member` finishes (all of them without a group).
+  // Whether the group splits the finishing of a micro-batch of n tokens (else every member finishes all).
+  bool splits_tokens(int32_t n) const;
+  // The tokens of a micro-batch of n that `member` finishes when they are split.
   Rows finished_by(int32_t member, int32_t n) const;
+  // Fills the (token, top-k rank) slots that other members computed, every token's.
+  void bring_every_output(int32_t n);
   // Fills the (token, top-k rank) slots of this member's tokens that other members computed, and sends
   // them the slots of theirs it computed.
   void bring_outputs_of_my_tokens(int32_t n);

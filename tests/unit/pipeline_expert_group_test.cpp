@@ -1,6 +1,7 @@
 // Expert parallelism without MPI: a stage's experts split over 2 and 4 threads joined by in-process
 // channels (pipeline/expert_group_channel.h) give the logits of one stage holding every expert bit for
-// bit, over a prefill and the decode step after it (where one of 4 members finishes no token); each
+// bit, over a prefill, the decode step after it and a longer prefill (where every model's members but
+// Mixtral's split the finishing of the tokens, MoeFfn::splits_tokens; the shorter ones split for some); each
 // member maps only its share of the experts; the group's all-to-all and all-gather place every part.
 #include <gtest/gtest.h>
 
@@ -33,6 +34,21 @@ compute::MicroBatch decode_batch() {
     mb.chunks.push_back(c);
     mb.tokens.push_back(static_cast<int32_t>(30 + 7 * i));
   }
+  mb.targets.assign(mb.tokens.size(), -1);
+  return mb;
+}
+
+// A 40-token prompt in the slot kPrompts leave free: a micro-batch large enough that the members split the
+// finishing of its tokens (MoeFfn::splits_tokens) for every model here whose experts a token allow it.
+compute::MicroBatch long_prompt_batch() {
+  compute::MicroBatch mb;
+  compute::Chunk c;
+  c.seq = c.slot = static_cast<int32_t>(kPrompts.size());
+  c.start_pos = 0;
+  c.n_tokens = 40;
+  c.token_offset = 0;
+  mb.chunks.push_back(c);
+  for (int32_t i = 0; i < c.n_tokens; ++i) mb.tokens.push_back(i == 0 ? 1 : 3 + (i * 37) % 250);
   mb.targets.assign(mb.tokens.size(), -1);
   return mb;
 }
@@ -109,7 +125,7 @@ std::vector<std::vector<float>> group_logits(const std::string& path, int member
 }
 
 void expect_group_equals_one_stage(const std::string& path, int members) {
-  const std::vector<compute::MicroBatch> batches = {testing::prompts_batch(kPrompts), decode_batch()};
+  const std::vector<compute::MicroBatch> batches = {testing::prompts_batch(kPrompts), decode_batch(), long_prompt_batch()};
   testing::StageHarness one(path, {}, kUbatch, kSlots, kCtx);
   std::vector<std::vector<float>> expected;
   for (const compute::MicroBatch& mb : batches) expected.push_back(one.logits(mb));
