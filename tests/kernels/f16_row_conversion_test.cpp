@@ -7,7 +7,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -37,53 +36,38 @@ std::vector<float> conversion_inputs() {
   return v;
 }
 
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint16_t bits(uint16_t h) { return h; }
+
+// conv(x, y, n) writes y[i] = want(x[i]) bit for bit (NaN included) over every input of
+// conversion_inputs(), and, for every tail length up to 40, nothing past its n elements.
+template <class Out, class Want>
+void expect_bitwise_row_conversion(void (*conv)(const float*, Out*, int64_t), Want want) {
+  ASSERT_NE(conv, nullptr);
+  const std::vector<float> in = conversion_inputs();
+  std::vector<Out> out(in.size());
+  conv(in.data(), out.data(), static_cast<int64_t>(in.size()));
+  for (size_t i = 0; i < in.size(); ++i)
+    ASSERT_EQ(bits(out[i]), bits(want(in[i]))) << "float bits 0x" << std::hex << bits(in[i]);
+  const Out guard = want(-1234.5f);
+  for (int64_t n = 0; n <= 40; ++n) {
+    std::vector<Out> row(static_cast<size_t>(n) + 8, guard);
+    conv(in.data() + 1000, row.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bits(row[size_t(i)]), bits(want(in[size_t(1000 + i)]))) << "n " << n;
+    for (size_t i = size_t(n); i < row.size(); ++i) ASSERT_EQ(bits(row[i]), bits(guard)) << "written past n = " << n;
+  }
+}
+
 class F16RowConversion : public ::testing::TestWithParam<Isa> {};
 
-TEST_P(F16RowConversion, EveryElementIsBitwiseThePortableConversion) {
-  const DotKernels& k = kernels_for(GetParam());
-  ASSERT_NE(k.f32_to_f16_row, nullptr);
-  const std::vector<float> in = conversion_inputs();
-  std::vector<uint16_t> out(in.size());
-  k.f32_to_f16_row(in.data(), out.data(), static_cast<int64_t>(in.size()));
-  for (size_t i = 0; i < in.size(); ++i) {
-    uint32_t u;
-    std::memcpy(&u, &in[i], 4);
-    ASSERT_EQ(out[i], f32_to_fp16(in[i])) << "float bits 0x" << std::hex << u;
-  }
+TEST_P(F16RowConversion, F16RowsAreBitwiseThePortableConversion) {
+  expect_bitwise_row_conversion(kernels_for(GetParam()).f32_to_f16_row, [](float x) { return f32_to_fp16(x); });
 }
 
-TEST_P(F16RowConversion, EveryTailLengthWritesOnlyItsRow) {
-  const DotKernels& k = kernels_for(GetParam());
-  const std::vector<float> in = conversion_inputs();
-  constexpr uint16_t kGuard = 0xabcd;
-  for (int64_t n = 0; n <= 40; ++n) {
-    std::vector<uint16_t> out(static_cast<size_t>(n) + 8, kGuard);
-    k.f32_to_f16_row(in.data() + 1000, out.data(), n);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[size_t(i)], f32_to_fp16(in[size_t(1000 + i)])) << "n " << n;
-    for (size_t i = size_t(n); i < out.size(); ++i) ASSERT_EQ(out[i], kGuard) << "written past n = " << n;
-  }
-}
-
-// The packed F16 GEMM's activations: each element rounded to f16 and widened back, bit for bit the
-// portable pair (NaN included: the comparison is of the bits), and nothing written past the row.
+// The packed F16 GEMM's activations: each element rounded to f16 and widened back.
 TEST_P(F16RowConversion, RoundingThroughF16IsBitwiseThePortablePair) {
-  const DotKernels& k = kernels_for(GetParam());
-  ASSERT_NE(k.round_to_f16_row, nullptr);
-  const std::vector<float> in = conversion_inputs();
-  std::vector<float> out(in.size());
-  k.round_to_f16_row(in.data(), out.data(), static_cast<int64_t>(in.size()));
-  for (size_t i = 0; i < in.size(); ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(fp16_to_f32(f32_to_fp16(in[i]))))
-        << "float bits 0x" << std::hex << std::bit_cast<uint32_t>(in[i]);
-  constexpr float kGuard = -1234.5f;
-  for (int64_t n = 0; n <= 40; ++n) {
-    std::vector<float> row(static_cast<size_t>(n) + 8, kGuard);
-    k.round_to_f16_row(in.data() + 1000, row.data(), n);
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(row[size_t(i)]), std::bit_cast<uint32_t>(fp16_to_f32(f32_to_fp16(in[size_t(1000 + i)]))))
-          << "n " << n;
-    for (size_t i = size_t(n); i < row.size(); ++i) ASSERT_EQ(row[i], kGuard) << "written past n = " << n;
-  }
+  expect_bitwise_row_conversion(kernels_for(GetParam()).round_to_f16_row,
+                                [](float x) { return fp16_to_f32(f32_to_fp16(x)); });
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, F16RowConversion, ::testing::ValuesIn(supported_isas()),
