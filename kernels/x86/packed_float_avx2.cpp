@@ -1,8 +1,8 @@
 // AVX2 + F16C + FMA GEMM of packed F16/BF16 weights (packed_float.h): a group's 16 outputs are two ymm
 // of one column, each activation element is broadcast against them. Batches run up to 6 activation rows
 // x 16 outputs a register tile (12 accumulators) over spans of k, the activations prepared tile by tile
-// (packed_float.h) so the broadcasts read one stream; a single row streams four groups at once (8 FMA chains). Each output is one
-// fma chain over k from zero, so every path equals the scalar twin bit for bit.
+// (packed_float.h) so the broadcasts read one stream; a single row streams four groups at once (8 FMA
+// chains). Each output is one fma chain over k from zero, so every path equals the scalar twin bit for bit.
 #include <immintrin.h>
 
 #include <algorithm>
