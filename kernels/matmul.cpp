@@ -218,7 +218,7 @@ PreparedActivations prepare_activations(const Matrix& w, const float* x, int64_t
 int64_t output_granule(const Matrix& w) { return w.packed ? kPackRows : 1; }
 
 int64_t prepared_row_granule(const Matrix& w) {
-  return w.packed && packable_float(w.type) ? kFloatPreparedRowGranule : 1;
+  return w.packed && packable_float(w.type) ? kFloatRowBlock : 1;
 }
 
 namespace {

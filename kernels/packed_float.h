@@ -34,7 +34,8 @@ void pack_float_groups(const Matrix& m, uint8_t* dst, int64_t g_begin, int64_t g
 // - within a block of R rows, spans of kFloatSpan columns, the span of column k0 at k0 * R;
 // - within a span of len columns, the block's register tiles (FloatRowTiles), tile t at first(t) * len,
 //   holding element (r, k) of its rows at k * rows(t) + r.
-// One row is therefore a plain row, and the rows of whole blocks can be prepared apart.
+// One row is therefore a plain row, and the rows of whole blocks can be prepared apart (a piece of a larger
+// batch starts on a multiple of kFloatRowBlock: matmul.h's prepared_row_granule).
 constexpr int64_t kFloatRowBlock = 96;  // rows a block: 192 KB of a span's tiles, in L2
 constexpr int64_t kFloatSpan = 512;     // k a span: a group's span (16 KB of f16) stays in L1 over the tiles
 constexpr int kFloatTileRows = 6;       // rows a register tile at most (AVX2: 12 of the 16 ymm accumulate)
@@ -55,8 +56,6 @@ int64_t float_packed_activation_index(int64_t n_rows, int64_t cols, int64_t r, i
 size_t float_packed_activation_row_bytes(int64_t cols);
 // x: n_rows rows of cols floats, ldx apart; dst: n_rows x cols floats in the layout above.
 void prepare_float_packed_rows(WeightType t, const float* x, int64_t n_rows, int64_t cols, int64_t ldx, float* dst);
-// Rows of a prepare call start on a multiple of this in a larger batch (StageMatmul splits at them).
-constexpr int64_t kFloatPreparedRowGranule = kFloatRowBlock;
 
 // The packed GEMM of a variant (PackedGemmFn over those prepared activations; x_row_bytes is cols floats).
 PackedGemmFn packed_float_gemm(Isa isa, WeightType t);

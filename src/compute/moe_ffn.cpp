@@ -110,25 +110,34 @@ void MoeFfn::bring_every_output(int32_t n) {
     packed += E;
   }
   group_->all_gather(mine_.data(), counts_from_, gathered_.data());
+  take_received_slots({0, n});
+}
+
+// The slots of tokens `rows` that other members computed, from gathered_: each member's part in member
+// order (counts_from_ floats each), its slots in (token, rank) order. Copies only: the values summed are
+// the bits their owner computed.
+void MoeFfn::take_received_slots(Rows rows) {
+  const int32_t k = cfg_.n_expert_used, G = group_->size(), me = group_->index();
+  const size_t E = static_cast<size_t>(cfg_.n_embd);
   std::vector<size_t>& next = counts_from_;  // reused: where each member's next slot starts in gathered_
   counts_to_starts(next);
-  for (size_t s = 0; s < slots; ++s) {
+  for (size_t s = static_cast<size_t>(rows.begin) * k; s < static_cast<size_t>(rows.end) * k; ++s) {
     const auto computed_by = static_cast<size_t>(chosen_[s] % G);
-    if (static_cast<int32_t>(computed_by) != me)
-      std::memcpy(per_rank_.data() + s * E, gathered_.data() + next[computed_by], E * sizeof(float));
+    if (static_cast<int32_t>(computed_by) == me) continue;
+    std::memcpy(per_rank_.data() + s * E, gathered_.data() + next[computed_by], E * sizeof(float));
     next[computed_by] += E;
   }
 }
 
 // Member j finishes tokens [j n / G, (j + 1) n / G): contiguous, so the finished rows lie in member order.
 MoeFfn::Rows MoeFfn::finished_by(int32_t member, int32_t n) const {
-  const int64_t G = group_ ? group_->size() : 1;
+  const int64_t G = group_->size();
   return {static_cast<int32_t>(member * int64_t{n} / G), static_cast<int32_t>((member + 1) * int64_t{n} / G)};
 }
 
 // Every member knows every token's routing (the router is replicated), so each can tell which member
 // computed a slot: member i sends member j the slots of j's tokens it computed, in (token, rank) order,
-// and j reads them back in the same order. Copies only: the values summed are the bits the owner computed.
+// and j reads them back in the same order.
 void MoeFfn::bring_outputs_of_my_tokens(int32_t n) {
   const int32_t k = cfg_.n_expert_used, G = group_->size(), me = group_->index();
   const size_t E = static_cast<size_t>(cfg_.n_embd);
@@ -147,15 +156,7 @@ void MoeFfn::bring_outputs_of_my_tokens(int32_t n) {
     }
   }
   group_->all_to_all(mine_.data(), counts_to_, gathered_.data(), counts_from_);
-  std::vector<size_t>& next = counts_from_;  // reused: where each member's next slot starts in gathered_
-  counts_to_starts(next);
-  const Rows mine = finished_by(me, n);
-  for (size_t s = static_cast<size_t>(mine.begin) * k; s < static_cast<size_t>(mine.end) * k; ++s) {
-    const auto computed_by = static_cast<size_t>(chosen_[s] % G);
-    if (static_cast<int32_t>(computed_by) == me) continue;
-    std::memcpy(per_rank_.data() + s * E, gathered_.data() + next[computed_by], E * sizeof(float));
-    next[computed_by] += E;
-  }
+  take_received_slots(finished_by(me, n));
 }
 
 void MoeFfn::share_finished_rows(int32_t n, float* out) {

@@ -40,6 +40,8 @@ class MoeFfn {
   // Fills the (token, top-k rank) slots of this member's tokens that other members computed, and sends
   // them the slots of theirs it computed.
   void bring_outputs_of_my_tokens(int32_t n);
+  // Both: the slots of tokens `rows` that other members computed, from what the collective received.
+  void take_received_slots(Rows rows);
   // Every member's finished rows of out[n x n_embd] to every other member.
   void share_finished_rows(int32_t n, float* out);
   void add_shared_expert(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul);

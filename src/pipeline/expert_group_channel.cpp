@@ -90,7 +90,7 @@ void ChannelExpertGroup::exchange(int tag, SendPart send_part, const std::vector
     size_t got = 0;
     group_.wait(requests_[i], &got);
     // Every member routes the same tokens alike, so the sizes agree unless the members diverged (a bug).
-    GLACIER_ASSERT(i >= expected_.size() || got == expected_[i], "expert outputs of the size the routing implies");
+    GLACIER_ASSERT(i >= expected_.size() || got == expected_[i], "parts of the size the routing implies");
   }
 }
 
