@@ -1,6 +1,7 @@
 // The ranks of one stage that share its MoE layers' experts (--expert-parallel): each computes only the
 // experts it holds; an all-to-all brings each token's expert outputs to the member that finishes the token,
-// and an all-gather of the finished rows gives every member the whole MoE block.
+// and an all-gather of the finished rows gives every member the whole MoE block (or, when the stage splits
+// a micro-batch's sequences over the members, an all-gather of each member's keys, values and MoE inputs).
 // Compute sees only this interface; pipeline/expert_group_channel.h implements it over a comm channel.
 #pragma once
 #include <cstddef>
@@ -26,7 +27,8 @@ class ExpertGroup {
 
   // Collective over the group, an all-to-all: this member sends counts_to[j] floats to each other member j
   // (the parts lie in member order in `send`, counts_to[index()] being 0) and receives counts_from[j]
-  // floats from each other member j into `recv`, in member order at the offsets the counts give.
+  // floats from each other member j into `recv`, in member order at the offsets the counts give
+  // (counts_from[index()] floats at this member's own place are left alone: a gather keeps its part there).
   virtual void all_to_all(const float* send, const std::vector<size_t>& counts_to, float* recv,
                           const std::vector<size_t>& counts_from) = 0;
   // Collective over the group, an all-gather: member j contributes counts[j] floats (`mine` for this

@@ -129,23 +129,17 @@ void MoeFfn::take_received_slots(Rows rows) {
   }
 }
 
-// Member j finishes tokens [j n / G, (j + 1) n / G): contiguous, so the finished rows lie in member order.
-MoeFfn::Rows MoeFfn::finished_by(int32_t member, int32_t n) const {
-  const int64_t G = group_->size();
-  return {static_cast<int32_t>(member * int64_t{n} / G), static_cast<int32_t>((member + 1) * int64_t{n} / G)};
-}
-
 // Every member knows every token's routing (the router is replicated), so each can tell which member
 // computed a slot: member i sends member j the slots of j's tokens it computed, in (token, rank) order,
 // and j reads them back in the same order.
-void MoeFfn::bring_outputs_of_my_tokens(int32_t n) {
+void MoeFfn::bring_outputs_of_my_tokens() {
   const int32_t k = cfg_.n_expert_used, G = group_->size(), me = group_->index();
   const size_t E = static_cast<size_t>(cfg_.n_embd);
   counts_to_.assign(static_cast<size_t>(G), 0);
   counts_from_.assign(static_cast<size_t>(G), 0);
   size_t packed = 0;
   for (int32_t j = 0; j < G; ++j) {
-    const Rows rows = finished_by(j, n);
+    const Rows rows = finished_by(j);
     for (size_t s = static_cast<size_t>(rows.begin) * k; s < static_cast<size_t>(rows.end) * k; ++s) {
       const int32_t computed_by = chosen_[s] % G;
       if (j == me && computed_by != me) counts_from_[static_cast<size_t>(computed_by)] += E;
@@ -156,21 +150,47 @@ void MoeFfn::bring_outputs_of_my_tokens(int32_t n) {
     }
   }
   group_->all_to_all(mine_.data(), counts_to_, gathered_.data(), counts_from_);
-  take_received_slots(finished_by(me, n));
+  take_received_slots(finished_by(me));
 }
 
-void MoeFfn::share_finished_rows(int32_t n, float* out) {
+void MoeFfn::share_finished_rows(float* out) {
   const int32_t G = group_->size();
   counts_from_.assign(static_cast<size_t>(G), 0);
   for (int32_t j = 0; j < G; ++j) {
-    const Rows rows = finished_by(j, n);
+    const Rows rows = finished_by(j);
     counts_from_[static_cast<size_t>(j)] = static_cast<size_t>(rows.end - rows.begin) * static_cast<size_t>(cfg_.n_embd);
   }
-  const Rows mine = finished_by(group_->index(), n);
+  const Rows mine = finished_by(group_->index());
   group_->all_gather(out + static_cast<size_t>(mine.begin) * cfg_.n_embd, counts_from_, out);
 }
 
 void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul) {
+  run_my_experts(L, xn, n, matmul);
+  if (!splits_tokens(n)) {
+    if (group_) bring_every_output(n);
+    finish(L, xn, {0, n}, out, matmul);
+    return;
+  }
+  // Member j finishes tokens [j n / G, (j + 1) n / G): contiguous, so the finished rows lie in member order.
+  const int64_t G = group_->size();
+  starts_.resize(static_cast<size_t>(G) + 1);
+  for (int64_t j = 0; j <= G; ++j) starts_[static_cast<size_t>(j)] = static_cast<int32_t>(j * n / G);
+  bring_outputs_of_my_tokens();
+  finish(L, xn, finished_by(group_->index()), out, matmul);
+  share_finished_rows(out);
+}
+
+void MoeFfn::forward_own_rows(const model::LayerWeights& L, const float* xn, const std::vector<int32_t>& starts,
+                              float* out, StageMatmul& matmul) {
+  GLACIER_ASSERT(group_ && starts.size() == static_cast<size_t>(group_->size()) + 1 && starts.front() == 0,
+                 "one share of the tokens a member of the group");
+  run_my_experts(L, xn, starts.back(), matmul);
+  starts_ = starts;
+  bring_outputs_of_my_tokens();
+  finish(L, xn, finished_by(group_->index()), out, matmul);
+}
+
+void MoeFfn::run_my_experts(const model::LayerWeights& L, const float* xn, int32_t n, StageMatmul& matmul) {
   const int32_t E = cfg_.n_embd, F = cfg_.n_ff_expert, X = cfg_.n_expert, k = cfg_.n_expert_used;
   matmul(L.router, xn, n, E, logits_.data());
   for (int32_t t = 0; t < n; ++t) route(logits_.data() + static_cast<size_t>(t) * X, L.exp_probs_b, t);
@@ -200,23 +220,19 @@ void MoeFfn::forward(const model::LayerWeights& L, const float* xn, int32_t n, f
       for (int32_t d = 0; d < E; ++d) dst[d] = y[d] * weight_[slot];
     }
   }
-  // With the tokens split, each member finishes its own share of them: the routed sum and the shared expert.
-  const bool split = splits_tokens(n);
-  const Rows mine = split ? finished_by(group_->index(), n) : Rows{0, n};
-  if (split) {
-    bring_outputs_of_my_tokens(n);
-  } else if (group_) {
-    bring_every_output(n);
-  }
-  for (int32_t t = mine.begin; t < mine.end; ++t) {
+}
+
+void MoeFfn::finish(const model::LayerWeights& L, const float* xn, Rows rows, float* out, StageMatmul& matmul) {
+  const int32_t E = cfg_.n_embd, k = cfg_.n_expert_used;
+  for (int32_t t = rows.begin; t < rows.end; ++t) {
     float* o = out + static_cast<size_t>(t) * E;
     const float* first = per_rank_.data() + static_cast<size_t>(t) * k * E;
     std::memcpy(o, first, E * sizeof(float));
     for (int32_t r = 1; r < k; ++r) kernels::add(o, first + static_cast<size_t>(r) * E, E, o);
   }
-  if (cfg_.n_ff_shexp > 0) add_shared_expert(L, xn + static_cast<size_t>(mine.begin) * E, mine.end - mine.begin,
-                                              out + static_cast<size_t>(mine.begin) * E, matmul);
-  if (split) share_finished_rows(n, out);
+  if (cfg_.n_ff_shexp > 0)
+    add_shared_expert(L, xn + static_cast<size_t>(rows.begin) * E, rows.end - rows.begin,
+                      out + static_cast<size_t>(rows.begin) * E, matmul);
 }
 
 // out[n x n_embd] += the shared expert of xn[n x n_embd] (gated by sigmoid where the layer has a gate).

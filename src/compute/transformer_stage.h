@@ -36,7 +36,11 @@ class TransformerStage {
   // Expert parallelism: the group sharing this stage's experts (weights loaded with the matching
   // model::ExpertShare). Its leader hands every micro-batch it runs to the other members first, so they
   // run the same layers in step. Not owned; nullptr (the default): this stage holds every expert.
+  // A micro-batch of enough sequences is split between the members by sequence (splits_layers): each runs
+  // attention and the dense blocks for its own share, and every member still keeps every key and value.
   void set_expert_group(ExpertGroup* group);
+  // How many micro-batches this stage's expert group has split by sequence (splits_layers).
+  int64_t split_micro_batches() const { return split_micro_batches_; }
   // Called after each layer: the pipeline drives MPI progress there, so transfers advance while computing.
   void set_layer_hook(std::function<void()> hook) { layer_hook_ = std::move(hook); }
   // Final norm and output head (last stage only) on the rows listed in `rows`:
@@ -44,12 +48,31 @@ class TransformerStage {
   void head(const float* x, const std::vector<int32_t>& rows, float* logits);
 
  private:
-  void project_qkv(const model::LayerWeights& L, int32_t n, int32_t layer_local);
-  void attention(const MicroBatch& mb, int32_t layer_local);
-  // Multi-head latent attention (deepseek2) from xn_ into attn_out_: see transformer_stage.cpp.
-  void latent_attention(const model::LayerWeights& L, int32_t n, int32_t layer_local);
-  void dense_ffn(const model::LayerWeights& L, int32_t n);
-  void add_to_residual(const std::vector<float>& post_norm, int32_t n, float* x);
+  // The tokens a step of a layer computes, rows 0..n of q_, k_, v_ and attn_out_: positions and KV slots.
+  struct TokenRows {
+    const int32_t* pos;
+    const int32_t* slot;
+    int32_t n;
+  };
+  // q, k and v of the tokens from xn (their normed rows), keys and values stored in the cache.
+  void project_qkv(const model::LayerWeights& L, const float* xn, TokenRows t, int32_t layer_local);
+  void attention(TokenRows t, int32_t layer_local);
+  // Multi-head latent attention (deepseek2) from xn into attn_out_: see transformer_stage.cpp.
+  void latent_attention(const model::LayerWeights& L, const float* xn, TokenRows t, int32_t layer_local);
+  // out[n x n_embd] = the dense FFN of xn[n x n_embd].
+  void dense_ffn(const model::LayerWeights& L, const float* xn, int32_t n, float* out);
+  // x[n x n_embd] += block[n x n_embd] (normed and scaled first where the arch says so; block is overwritten).
+  void add_to_residual(const std::vector<float>& post_norm, float* block, int32_t n, float* x);
+
+  // Expert group: whether the members split this micro-batch's tokens by sequence; if so member j runs
+  // tokens [member_start_[j], member_start_[j + 1]) of member order, whose micro-batch rows member_order_
+  // lists and whose positions and slots token_pos_ and token_slot_ then hold.
+  bool splits_layers(const MicroBatch& mb);
+  // After a layer's attention under a split: every member's keys and values (and, before a MoE block,
+  // its ffn-normed rows, xn_ in member order) to every other member.
+  void share_layer_rows(int32_t layer_local, bool with_moe_inputs);
+  // After the layers under a split: every member's rows of x_split_ to the leader, back in micro-batch order in x.
+  void gather_rows_to_leader(int32_t n, float* x);
 
   model::ModelConfig cfg_;
   model::ShardWeights w_;
@@ -74,6 +97,12 @@ class TransformerStage {
     return kernels::attention_scratch_floats(cfg_.n_head / cfg_.n_head_kv, kv_.n_ctx());
   }
   std::vector<int32_t> token_pos_, token_slot_;
+  std::vector<int32_t> member_start_, member_order_;  // a split micro-batch (splits_layers)
+  int64_t split_micro_batches_ = 0;
+  std::vector<int32_t> chunk_member_, chunk_rank_, member_tokens_;  // its planning scratch, a chunk or member each
+  std::vector<float> x_split_;      // [max_tokens x n_embd] the residual rows in member order
+  std::vector<float> shared_rows_;  // [max_tokens x (n_embd + a token's cache row)] share_layer_rows' exchange
+  std::vector<size_t> counts_to_, counts_from_;  // floats to and from each member in an exchange
   std::vector<float> rope_cs_;             // one token's RoPE cosines then sines
   kernels::RopeParams rope_;               // points into w_.rope_freqs
 };

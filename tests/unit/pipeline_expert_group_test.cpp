@@ -1,8 +1,10 @@
 // Expert parallelism without MPI: a stage's experts split over 2 and 4 threads joined by in-process
 // channels (pipeline/expert_group_channel.h) give the logits of one stage holding every expert bit for
-// bit, over a prefill, the decode step after it and a longer prefill (where every model's members but
-// Mixtral's split the finishing of the tokens, MoeFfn::splits_tokens; the shorter ones split for some); each
-// member maps only its share of the experts; the group's all-to-all and all-gather place every part.
+// bit, over a prefill, the decode step after it, a longer prefill (where every model's members but
+// Mixtral's split the finishing of the tokens, MoeFfn::splits_tokens; the shorter ones split for some) and
+// micro-batches of every sequence that the members split by sequence (TransformerStage::splits_layers),
+// each sequence's next chunk on another member than its last; each member maps only its share of the
+// experts; the group's all-to-all and all-gather place every part.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -53,6 +55,31 @@ compute::MicroBatch long_prompt_batch() {
   return mb;
 }
 
+// One chunk a slot, slot s's `lengths[s]` tokens from position `starts[s]`.
+compute::MicroBatch every_slot_batch(const std::vector<int32_t>& starts, const std::vector<int32_t>& lengths) {
+  compute::MicroBatch mb;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    compute::Chunk c;
+    c.seq = c.slot = static_cast<int32_t>(s);
+    c.start_pos = starts[s];
+    c.n_tokens = lengths[s];
+    c.token_offset = mb.n_tokens();
+    mb.chunks.push_back(c);
+    for (int32_t i = 0; i < c.n_tokens; ++i) mb.tokens.push_back(5 + (c.start_pos * 13 + i * 29 + static_cast<int32_t>(s)) % 240);
+  }
+  mb.targets.assign(mb.tokens.size(), -1);
+  return mb;
+}
+
+// After kPrompts, decode_batch() and long_prompt_batch(): every slot continues by a chunk (the members split
+// these by sequence at 2 and 4 members, a slot going to another member in the second than in the first),
+// and each continuation is followed by a decode step of every slot (too small to split: every member
+// attends for every sequence, from keys and values other members computed).
+std::vector<compute::MicroBatch> every_slot_batches() {
+  return {every_slot_batch({7, 5, 6, 40}, {5, 6, 4, 7}), every_slot_batch({12, 11, 10, 47}, {1, 1, 1, 1}),
+          every_slot_batch({13, 12, 11, 48}, {7, 4, 6, 5}), every_slot_batch({20, 16, 17, 53}, {1, 1, 1, 1})};
+}
+
 std::vector<float> head_rows(compute::TransformerStage& stage, const std::vector<float>& x, int32_t n) {
   std::vector<int32_t> rows;
   for (int32_t r = 0; r < n; ++r) rows.push_back(r);
@@ -62,16 +89,19 @@ std::vector<float> head_rows(compute::TransformerStage& stage, const std::vector
 }
 
 // Logits of `batches` run in turn by an expert group of `members` threads; the leader embeds and evaluates
-// the head. Each member's held and total expert bytes go to held[j] and all[j].
+// the head. Each member's held and total expert bytes go to held[j] and all[j], the micro-batches its stage
+// split by sequence to splits[j].
 std::vector<std::vector<float>> group_logits(const std::string& path, int members,
                                              const std::vector<compute::MicroBatch>& batches,
-                                             std::vector<uint64_t>& held, std::vector<uint64_t>& all) {
+                                             std::vector<uint64_t>& held, std::vector<uint64_t>& all,
+                                             std::vector<int64_t>& splits) {
   auto file = gguf::File::open(path);
   const model::ModelConfig cfg = model::read_model_config(*file);
   auto channels = comm::make_inprocess_channels(members);
   std::vector<std::vector<float>> out;
   held.assign(static_cast<size_t>(members), 0);
   all.assign(static_cast<size_t>(members), 0);
+  splits.assign(static_cast<size_t>(members), -1);
   std::vector<int64_t> followed(static_cast<size_t>(members), -1);
   std::vector<std::thread> threads;
   for (int j = 0; j < members; ++j) {
@@ -93,6 +123,7 @@ std::vector<std::vector<float>> group_logits(const std::string& path, int member
       if (j != 0) {
         pipeline::TraceLog trace;
         followed[static_cast<size_t>(j)] = group.follow_leader(stage, &trace);
+        splits[static_cast<size_t>(j)] = stage.split_micro_batches();
         // A member's trace: each shared micro-batch's wait for the leader, then its compute interval.
         const auto& events = trace.events();
         EXPECT_EQ(events.size(), 2 * batches.size()) << "member " << j;
@@ -116,6 +147,7 @@ std::vector<std::vector<float>> group_logits(const std::string& path, int member
         out.push_back(head_rows(stage, x, mb.n_tokens()));
       }
       group.release_members();
+      splits[0] = stage.split_micro_batches();
     });
   }
   for (std::thread& t : threads) t.join();
@@ -125,18 +157,24 @@ std::vector<std::vector<float>> group_logits(const std::string& path, int member
 }
 
 void expect_group_equals_one_stage(const std::string& path, int members) {
-  const std::vector<compute::MicroBatch> batches = {testing::prompts_batch(kPrompts), decode_batch(), long_prompt_batch()};
+  std::vector<compute::MicroBatch> batches = {testing::prompts_batch(kPrompts), decode_batch(), long_prompt_batch()};
+  for (compute::MicroBatch& mb : every_slot_batches()) batches.push_back(std::move(mb));
   testing::StageHarness one(path, {}, kUbatch, kSlots, kCtx);
   std::vector<std::vector<float>> expected;
   for (const compute::MicroBatch& mb : batches) expected.push_back(one.logits(mb));
   std::vector<uint64_t> held, all;
-  const std::vector<std::vector<float>> got = group_logits(path, members, batches, held, all);
+  std::vector<int64_t> splits;
+  const std::vector<std::vector<float>> got = group_logits(path, members, batches, held, all, splits);
   ASSERT_EQ(got.size(), expected.size());
   for (size_t b = 0; b < got.size(); ++b) {
     ASSERT_EQ(got[b].size(), expected[b].size());
     EXPECT_EQ(0, std::memcmp(got[b].data(), expected[b].data(), got[b].size() * sizeof(float)))
         << path << ", " << members << " members: micro-batch " << b << "'s logits differ";
   }
+  // Split by sequence: the two continuations, and at 2 members kPrompts' prefill too (3 sequences of 6, 4
+  // and 5 tokens: 6 and 9 a member); the rest has too few sequences or tokens (kMinTokensAMemberToSplitLayers).
+  for (int j = 0; j < members; ++j)
+    EXPECT_EQ(splits[static_cast<size_t>(j)], members == 2 ? 3 : 2) << path << ", member " << j << " of " << members;
   // The experts are split evenly: each member holds exactly its share of every expert tensor.
   uint64_t sum = 0;
   for (int j = 0; j < members; ++j) {
