@@ -206,8 +206,7 @@ void MoeFfn::run_my_experts(const model::LayerWeights& L, const float* xn, int32
           ++m;
         }
     if (m == 0) continue;
-    matmul(L.gate_exps[e], x_.data(), m, E, gate_.data());
-    matmul(L.up_exps[e], x_.data(), m, E, up_.data());
+    matmul.several({{&L.gate_exps[e], gate_.data()}, {&L.up_exps[e], up_.data()}}, x_.data(), m, E);
     for (int32_t i = 0; i < m; ++i) {
       float* g = gate_.data() + static_cast<size_t>(i) * F;
       gated_activation(cfg_.spec.ffn_act, g, up_.data() + static_cast<size_t>(i) * F, F, g);
@@ -242,8 +241,7 @@ void MoeFfn::add_shared_expert(const model::LayerWeights& L, const float* xn, in
   const int32_t E = cfg_.n_embd, S = cfg_.n_ff_shexp;
   const bool gated = L.shexp_gate.data != nullptr;  // qwen2moe's gate; deepseek2's shared experts have none
   if (gated) matmul(L.shexp_gate, xn, n, E, sh_gate_.data());
-  matmul(L.gate_shexp, xn, n, E, sh_ff_gate_.data());
-  matmul(L.up_shexp, xn, n, E, sh_ff_up_.data());
+  matmul.several({{&L.gate_shexp, sh_ff_gate_.data()}, {&L.up_shexp, sh_ff_up_.data()}}, xn, n, E);
   for (int32_t t = 0; t < n; ++t) {
     float* g = sh_ff_gate_.data() + static_cast<size_t>(t) * S;
     gated_activation(cfg_.spec.ffn_act, g, sh_ff_up_.data() + static_cast<size_t>(t) * S, S, g);
