@@ -149,6 +149,7 @@ class MicroBatch:
     tokens: int       # rows through every layer
     logits: int       # rows through the output head (sampled chunks)
     decode_keys: int = 0  # positions the decode rows attend to, summed (each reads its sequence's K and V)
+    chunks: tuple = ()    # tokens of each sequence's chunk (the scheduler's micro-batches; empty: not known)
 
 
 @dataclass
@@ -188,7 +189,7 @@ def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
             last = n == remaining
             a.awaiting = last
             logits += last
-            chunks.append((a, last))
+            chunks.append((a, last, n))
             a.n_fed += n
             keys += a.n_fed if is_decode else 0
             a.in_flight += 1
@@ -196,7 +197,7 @@ def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
             taken += is_decode
         if not chunks:
             return None
-        mb = MicroBatch(next_id, ubatch - budget, logits, keys)
+        mb = MicroBatch(next_id, ubatch - budget, logits, keys, tuple(n for _, _, n in chunks))
         next_id += 1
         return mb, chunks
 
@@ -220,7 +221,7 @@ def replay_scheduler(prompts, n_slots, ubatch, max_in_flight, decode_groups):
         mb, chunks = ring.popleft()  # poll(): the oldest result
         actions.append(("poll", mb.id))
         in_flight -= 1
-        for a, sampled in chunks:  # apply()
+        for a, sampled, _ in chunks:  # apply()
             a.in_flight -= 1
             if a.finished or not sampled:
                 continue
@@ -1631,10 +1632,30 @@ def ep_splits_tokens(moe, E, n):
     return n >= E and n * (E - 1) / E * (k - k / E - 1) >= EP_MIN_ROWS_SAVED_TO_SPLIT
 
 
-def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
+# src/compute/transformer_stage.cpp's rule (TransformerStage::splits_layers): an expert group splits a
+# micro-batch by sequence when every member gets at least this many tokens.
+EP_MIN_TOKENS_A_MEMBER_TO_SPLIT_LAYERS = 4
+
+
+def ep_member_tokens(E, chunks):
+    """The tokens each member of an expert group of E runs when it splits a micro-batch of these chunks (one
+    a sequence) by sequence, largest chunk first to the member with the fewest so far; None when it does not
+    split it (fewer sequences than members, or a member below EP_MIN_TOKENS_A_MEMBER_TO_SPLIT_LAYERS)."""
+    if E < 2 or len(chunks) < E or sum(chunks) < E * EP_MIN_TOKENS_A_MEMBER_TO_SPLIT_LAYERS:
+        return None
+    loads = [0] * E
+    for c in sorted(chunks, reverse=True):
+        loads[loads.index(min(loads))] += c
+    return loads if min(loads) >= EP_MIN_TOKENS_A_MEMBER_TO_SPLIT_LAYERS else None
+
+
+def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag, split_layers=False, dense_layers=0):
     """(seconds of routed-expert compute, seconds of waiting) one micro-batch of n tokens adds to a stage's
     replicated compute, means over the routing samples. moe_layers: the stage's MoE layers (0 = the first
-    MoE layer). The busiest member's experts are compute (all members' cores work); the rest is waiting:
+    MoE layer); dense_layers: how many it has besides. split_layers: the group splits the micro-batch by
+    sequence (ep_member_tokens), so the replicated compute is each member's share of it, each MoE layer's
+    second exchange carries a member's keys and values (and its MoE inputs) instead of its finished rows,
+    each dense layer adds an exchange of the keys and values, and the leader gathers the rows at the end. The busiest member's experts are compute (all members' cores work); the rest is waiting:
     the leader's hand-off (E - 1 forward messages sent one after another, then it starts), the members
     seeing it (input_lag late: they poll), and at each MoE layer two exchanges when the group splits the
     tokens (ep_splits_tokens): the all-to-all (member i sends each other member the outputs of that
@@ -1648,8 +1669,15 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
         return 0.0, 0.0
     fwd = HEADER_BYTES_PER_MB + n * moe.n_embd * 4.0                         # the hand-off is always f32
     per_msg = fwd / link.bandwidth_Bps
+    # Under a split by sequence: each member's keys and values to every other, once a dense layer (the
+    # members' shares roughly even: n / E tokens a member), and at the end the rows to the leader.
+    kv_share = n / E * moe.kv_bytes_per_position()
+    split_extra = 0.0
+    if split_layers:
+        split_extra = (dense_layers * (link.latency_s + (E - 1) * kv_share / link.bandwidth_Bps)
+                       + link.latency_s + (E - 1) * n / E * moe.n_embd * 4.0 / link.bandwidth_Bps)
     if not moe_layers:  # a stage of dense layers only: the members follow, nothing to gather
-        return 0.0, (E - 1) * per_msg
+        return 0.0, (E - 1) * per_msg + split_extra
     X, S = moe.n_expert, routing.samples
     loads = routing.loads(n)[:, moe_layers, :]                               # (S, layers, X)
     table = np.asarray([0.0] + [tau(m) for m in range(1, int(loads.max()) + 1)]) * moe.expert_bytes_each()
@@ -1661,9 +1689,9 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
     # Split (as MoeFfn::splits_tokens decides): member i sends member j the outputs of j's tokens among its
     # slots, 1 / E of them (j finishes n / E of the tokens; f32, n_embd floats a slot), then every member
     # sends its n / E finished rows to each. Not split: every member sends all its slots' outputs to each.
-    split = ep_splits_tokens(moe, E, n)
+    split = split_layers or ep_splits_tokens(moe, E, n)
     part_bytes = slots * moe.n_embd * 4.0 / (E if split else 1)
-    rows_bytes = np.full((S, E), n / E * moe.n_embd * 4.0)
+    rows_bytes = np.full((S, E), n / E * moe.n_embd * 4.0 + (kv_share if split_layers else 0.0))
     start = np.zeros((S, E))
     start[:, 0] = (E - 1) * per_msg                                          # the leader waits for its sends
     for j in range(1, E):
@@ -1686,7 +1714,7 @@ def expert_group_time(moe, routing, tau, moe_layers, E, n, link, input_lag):
         finish = start + per_member[:, li, :]
         summed = exchange(finish, part_bytes[:, li, :], slots[:, li, :] > 0)  # the all-to-all (or all-gather)
         start = exchange(summed, rows_bytes, rows_bytes > 0) if split else summed  # the finished rows
-    total = float(start[:, 0].mean())
+    total = float(start[:, 0].mean()) + split_extra
     return busiest, max(0.0, total - busiest)
 
 
@@ -1713,13 +1741,17 @@ class ExpertLayout:
         members have been idle `idle` seconds (they see the hand-off input_lag late: half a poll gap)."""
         a, b = self.split[s]
         tau = self.node.tau
-        rep = sum(self.rep[a:b]) * tau(mb.tokens) + (b - a) * mb.decode_keys * self.moe.kv_bytes_per_position() * self.node.kv_tau
+        # Split by sequence, the busiest member's share of the tokens and of the keys they read.
+        shares = ep_member_tokens(self.E, mb.chunks)
+        rows = max(shares) if shares else mb.tokens
+        rep = (sum(self.rep[a:b]) * tau(rows)
+               + (b - a) * mb.decode_keys * rows / mb.tokens * self.moe.kv_bytes_per_position() * self.node.kv_tau)
         lag = round(0.5 * poll_gap(idle) * 1e5) / 1e5 if self.E > 1 else 0.0  # to 10 us: a few sizes to cache
-        key = (s, mb.tokens, lag)
+        key = (s, mb.tokens, lag, shares is not None)
         if key not in self.cache:
             moe_layers = [l - self.moe.n_dense_lead for l in range(a, b) if l >= self.moe.n_dense_lead]
             self.cache[key] = expert_group_time(self.moe, self.routing, tau, moe_layers, self.E, mb.tokens,
-                                                self.group_link, lag)
+                                                self.group_link, lag, shares is not None, (b - a) - len(moe_layers))
         experts, wait = self.cache[key]
         head = 0.0
         if s == self.P - 1 and mb.logits > 0:
@@ -2030,6 +2062,14 @@ def expert_self_check(gguf=None):
         report(f"busiest member at one token, {k} of {X} experts over {E}",
                abs(busiest.mean() - exact) <= MC_STANDARD_ERRORS * se,
                f"draws {busiest.mean():.3f} (standard error {se:.3f}), exact {exact:.3f}, k / E {k / E:g}")
+    # The split by sequence as TransformerStage::splits_layers plans it: whole chunks, largest first to the
+    # least loaded member; not split with fewer sequences than members or a member under the minimum.
+    cases = [((1,) * 32, 2, [16, 16]), ((7, 6, 5, 4), 2, [11, 11]), ((7, 6, 5, 4), 4, [7, 6, 5, 4]),
+             ((40,), 2, None), ((1,) * 12, 4, None), ((6, 4, 5), 2, [6, 9]), ((4, 4, 8), 2, [8, 8]), ((9, 2, 1), 2, None)]
+    got = [ep_member_tokens(E, chunks) for chunks, E, _ in cases]
+    report("split by sequence: the members' tokens as the stage plans them",
+           all(g == want for g, (_, _, want) in zip(got, cases)),
+           "; ".join(f"{len(c)} chunks over {E}: {g}" for g, (c, E, _) in zip(got, cases)))
     return ok
 
 
