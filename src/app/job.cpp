@@ -382,6 +382,7 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
     s.group->follow_leader(*s.stage);
   }
   s.decode_groups = groups.groups;
+  const int64_t split_at_start = s.stage->split_micro_batches();  // the decode steps timed above
   if (driver) GLACIER_LOG_INFO("%s%s", s.replicas > 1 ? ("replica " + std::to_string(s.replica) + ": ").c_str() : "",
                                groups.describe().c_str());
 
@@ -453,6 +454,9 @@ int run_job(const JobOptions& o, comm::Channel& ch) {
   } else {
     s.group->follow_leader(*s.stage, &trace);  // until the leader's ring has shut down
   }
+  if (s.group && leader)
+    GLACIER_LOG_INFO("stage %d's expert group split %lld of the job's micro-batches between its %d members by sequence",
+                     s.stage_index, static_cast<long long>(s.stage->split_micro_batches() - split_at_start), s.expert_parallel);
   GLACIER_LOG_INFO("peak RSS %.1f MiB", sys::peak_rss_bytes() / 1048576.0);
   // Every rank learns whether a driver failed; then nobody touches the output file again.
   const std::vector<int64_t> codes = ch.allgather(code);

@@ -1,7 +1,8 @@
 // --expert-parallel as a whole job on the synthetic MoE models: 2 ranks (one stage, E=2), 4 ranks (2 stages
 // x E=2) and 8 ranks (2 stages x E=2 x 2 replicas) give one rank's tokens and log-probs bit for bit, in the
 // JSONL (the same bytes) and the HDF5 results (tokens and log-prob bits); each member holds half the experts
-// and traces its computing; bad combinations are refused by name.
+// and traces its computing; each group splits some of its micro-batches by sequence; bad combinations are
+// refused by name.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -64,6 +65,12 @@ void expect_same_as_one_rank(const std::string& model, const std::string& scratc
     for (const glacier::io::TraceRow& row : o.trace)
       if (row.phase == glacier::io::TracePhase::Compute && row.rank >= 0 && row.rank < np) ++compute_rows[static_cast<size_t>(row.rank)];
     for (int r = 0; r < np; ++r) EXPECT_GT(compute_rows[static_cast<size_t>(r)], 0) << what << ": rank " << r << " has no compute row";
+    // Each group's leader logs the micro-batches its members split by sequence: some, with these prompts in flight.
+    const std::regex split_line(R"(expert group split ([0-9]+) of the job's micro-batches)");
+    int groups = 0;
+    for (std::sregex_iterator it(o.log.begin(), o.log.end(), split_line), end; it != end; ++it, ++groups)
+      EXPECT_GT(std::stoll((*it)[1]), 0) << what << "\n" << o.log;
+    EXPECT_EQ(groups, np / 2) << what << ": one line a group\n" << o.log;
   }
 }
 
