@@ -1632,7 +1632,7 @@ def ep_splits_tokens(moe, E, n):
     return n >= E and n * (E - 1) / E * (k - k / E - 1) >= EP_MIN_ROWS_SAVED_TO_SPLIT
 
 
-# src/compute/transformer_stage.cpp's rule (TransformerStage::splits_layers): an expert group splits a
+# src/compute/transformer_stage.cpp's rule (TransformerStage::plan_sequence_split): an expert group splits a
 # micro-batch by sequence when every member gets at least this many tokens.
 EP_MIN_TOKENS_A_MEMBER_TO_SPLIT_LAYERS = 4
 
@@ -2062,7 +2062,7 @@ def expert_self_check(gguf=None):
         report(f"busiest member at one token, {k} of {X} experts over {E}",
                abs(busiest.mean() - exact) <= MC_STANDARD_ERRORS * se,
                f"draws {busiest.mean():.3f} (standard error {se:.3f}), exact {exact:.3f}, k / E {k / E:g}")
-    # The split by sequence as TransformerStage::splits_layers plans it: whole chunks, largest first to the
+    # The split by sequence as TransformerStage::plan_sequence_split plans it: whole chunks, largest first to the
     # least loaded member; not split with fewer sequences than members or a member under the minimum.
     cases = [((1,) * 32, 2, [16, 16]), ((7, 6, 5, 4), 2, [11, 11]), ((7, 6, 5, 4), 4, [7, 6, 5, 4]),
              ((40,), 2, None), ((1,) * 12, 4, None), ((6, 4, 5), 2, [6, 9]), ((4, 4, 8), 2, [8, 8]), ((9, 2, 1), 2, None)]

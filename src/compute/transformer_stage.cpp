@@ -187,7 +187,7 @@ constexpr int32_t kMinTokensAMemberToSplitLayers = 4;
 // Chunks go to members whole (a chunk attends to its own earlier tokens at the same layer) and a slot's
 // chunks to one member: largest first, each to the member with the fewest tokens so far (the lowest index
 // on ties), so every member plans alike.
-bool TransformerStage::splits_layers(const MicroBatch& mb) {
+bool TransformerStage::plan_sequence_split(const MicroBatch& mb) {
   if (!expert_group_) return false;
   const int32_t G = expert_group_->size(), n_chunks = static_cast<int32_t>(mb.chunks.size());
   if (n_chunks < G || mb.n_tokens() < G * kMinTokensAMemberToSplitLayers) return false;
@@ -237,7 +237,7 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
     GLACIER_ASSERT(c.slot >= 0 && c.slot < kv_.n_slots(), "slot in range");
     GLACIER_ASSERT(c.start_pos >= 0 && c.start_pos + c.n_tokens <= kv_.n_ctx(), "positions within the context");
   }
-  const bool split = splits_layers(mb);
+  const bool split = plan_sequence_split(mb);
   if (!split) {
     for (const Chunk& c : mb.chunks)
       for (int32_t j = 0; j < c.n_tokens; ++j) {

@@ -36,10 +36,10 @@ class TransformerStage {
   // Expert parallelism: the group sharing this stage's experts (weights loaded with the matching
   // model::ExpertShare). Its leader hands every micro-batch it runs to the other members first, so they
   // run the same layers in step. Not owned; nullptr (the default): this stage holds every expert.
-  // A micro-batch of enough sequences is split between the members by sequence (splits_layers): each runs
-  // attention and the dense blocks for its own share, and every member still keeps every key and value.
+  // A micro-batch of enough sequences is split between the members by sequence (plan_sequence_split): each
+  // runs attention and the dense blocks for its own share, and every member still keeps every key and value.
   void set_expert_group(ExpertGroup* group);
-  // How many micro-batches this stage's expert group has split by sequence (splits_layers).
+  // How many micro-batches this stage's expert group has split by sequence (plan_sequence_split).
   int64_t split_micro_batches() const { return split_micro_batches_; }
   // Called after each layer: the pipeline drives MPI progress there, so transfers advance while computing.
   void set_layer_hook(std::function<void()> hook) { layer_hook_ = std::move(hook); }
@@ -64,10 +64,10 @@ class TransformerStage {
   // x[n x n_embd] += block[n x n_embd] (normed and scaled first where the arch says so; block is overwritten).
   void add_to_residual(const std::vector<float>& post_norm, float* block, int32_t n, float* x);
 
-  // Expert group: whether the members split this micro-batch's tokens by sequence; if so member j runs
-  // tokens [member_start_[j], member_start_[j + 1]) of member order, whose micro-batch rows member_order_
-  // lists and whose positions and slots token_pos_ and token_slot_ then hold.
-  bool splits_layers(const MicroBatch& mb);
+  // Expert group: plans whether the members split this micro-batch's tokens by sequence (and counts it);
+  // if so member j runs tokens [member_start_[j], member_start_[j + 1]) of member order, whose micro-batch
+  // rows member_order_ lists and whose positions and slots token_pos_ and token_slot_ then hold.
+  bool plan_sequence_split(const MicroBatch& mb);
   // After a layer's attention under a split: every member's keys and values (and, before a MoE block,
   // its ffn-normed rows, xn_ in member order) to every other member.
   void share_layer_rows(int32_t layer_local, bool with_moe_inputs);
@@ -97,7 +97,7 @@ class TransformerStage {
     return kernels::attention_scratch_floats(cfg_.n_head / cfg_.n_head_kv, kv_.n_ctx());
   }
   std::vector<int32_t> token_pos_, token_slot_;
-  std::vector<int32_t> member_start_, member_order_;  // a split micro-batch (splits_layers)
+  std::vector<int32_t> member_start_, member_order_;  // a split micro-batch (plan_sequence_split)
   int64_t split_micro_batches_ = 0;
   std::vector<int32_t> chunk_member_, chunk_rank_, member_tokens_;  // its planning scratch, a chunk or member each
   std::vector<float> x_split_;      // [max_tokens x n_embd] the residual rows in member order

@@ -2,7 +2,7 @@
 // channels (pipeline/expert_group_channel.h) give the logits of one stage holding every expert bit for
 // bit, over a prefill, the decode step after it, a longer prefill (where every model's members but
 // Mixtral's split the finishing of the tokens, MoeFfn::splits_tokens; the shorter ones split for some) and
-// micro-batches of every sequence that the members split by sequence (TransformerStage::splits_layers),
+// micro-batches of every sequence that the members split by sequence (TransformerStage::plan_sequence_split),
 // each sequence's next chunk on another member than its last; each member maps only its share of the
 // experts; the group's all-to-all and all-gather place every part.
 #include <gtest/gtest.h>
