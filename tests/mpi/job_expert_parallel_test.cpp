@@ -43,6 +43,14 @@ std::vector<std::pair<double, double>> held_expert_mib(const std::string& log) {
   return out;
 }
 
+// Micro-batches each group split by sequence, as its leader logs them: "expert group split N of the job's".
+std::vector<long long> split_counts(const std::string& log) {
+  std::vector<long long> out;
+  const std::regex line(R"(expert group split ([0-9]+) of the job's micro-batches)");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) out.push_back(std::stoll((*it)[1]));
+  return out;
+}
+
 void expect_same_as_one_rank(const std::string& model, const std::string& scratch) {
   const std::string dir = glacier::testing::scratch_dir(scratch);
   const Outputs one = run_job(model, dir, 1, "");
@@ -66,11 +74,9 @@ void expect_same_as_one_rank(const std::string& model, const std::string& scratc
       if (row.phase == glacier::io::TracePhase::Compute && row.rank >= 0 && row.rank < np) ++compute_rows[static_cast<size_t>(row.rank)];
     for (int r = 0; r < np; ++r) EXPECT_GT(compute_rows[static_cast<size_t>(r)], 0) << what << ": rank " << r << " has no compute row";
     // Each group's leader logs the micro-batches its members split by sequence: some, with these prompts in flight.
-    const std::regex split_line(R"(expert group split ([0-9]+) of the job's micro-batches)");
-    int groups = 0;
-    for (std::sregex_iterator it(o.log.begin(), o.log.end(), split_line), end; it != end; ++it, ++groups)
-      EXPECT_GT(std::stoll((*it)[1]), 0) << what << "\n" << o.log;
-    EXPECT_EQ(groups, np / 2) << what << ": one line a group\n" << o.log;
+    const std::vector<long long> splits = split_counts(o.log);
+    EXPECT_EQ(splits.size(), static_cast<size_t>(np / 2)) << what << ": one line a group\n" << o.log;
+    for (long long n : splits) EXPECT_GT(n, 0) << what << "\n" << o.log;
   }
 }
 
@@ -82,6 +88,24 @@ TEST(ExpertParallelJob, MixtralWithExpertsSplitGivesOneRanksResultsBitForBit) {
 TEST(ExpertParallelJob, Qwen2MoeWithSharedExpertSplitGivesOneRanksResultsBitForBit) {
   GLACIER_REQUIRE_SHARED(model, "models/synthetic/synth-qwen2moe-f32.gguf");
   expect_same_as_one_rank(model, "ep-qwen2moe");
+}
+
+// Samples (slot copies before the chunks) and speculative steps (several tokens of a sequence in one chunk)
+// through groups that split their micro-batches by sequence: one rank's JSONL bytes on 2 and 4 ranks.
+TEST(ExpertParallelJob, SamplesAndSpeculativeStepsSplitBySequenceGiveOneRanksBytes) {
+  GLACIER_REQUIRE_SHARED(model, "models/synthetic/synth-qwen2moe-f32.gguf");
+  const std::string dir = glacier::testing::scratch_dir("ep-samples");
+  for (const std::string& extra : {std::string("--n 3 --temperature 0.8 --seed 5"), std::string("--speculate lookup --draft-max 4")}) {
+    const Outputs one = run_job(model, dir, 1, extra);
+    ASSERT_FALSE(one.jsonl.empty()) << extra;
+    for (int np : {2, 4}) {
+      const Outputs o = run_job(model, dir, np, "--expert-parallel 2 " + extra);
+      glacier::testing::expect_same_jsonl(one.jsonl, o.jsonl, "1 rank", std::to_string(np) + " ranks " + extra);
+      const std::vector<long long> splits = split_counts(o.log);
+      EXPECT_EQ(splits.size(), static_cast<size_t>(np / 2)) << o.log;
+      for (long long n : splits) EXPECT_GT(n, 0) << np << " ranks " << extra << "\n" << o.log;
+    }
+  }
 }
 
 // Each refusal names the option, what was expected and what was found, and the job exits non-zero.
