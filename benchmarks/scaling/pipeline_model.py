@@ -1634,7 +1634,7 @@ def ep_splits_tokens(moe, E, n):
 
 # src/compute/transformer_stage.cpp's rule (TransformerStage::plan_sequence_split): an expert group splits a
 # micro-batch by sequence when every member gets at least this many tokens.
-EP_MIN_TOKENS_A_MEMBER_TO_SPLIT_LAYERS = 4
+EP_MIN_TOKENS_A_MEMBER_TO_SPLIT_LAYERS = 2
 
 
 def ep_member_tokens(E, chunks):
@@ -2065,7 +2065,7 @@ def expert_self_check(gguf=None):
     # The split by sequence as TransformerStage::plan_sequence_split plans it: whole chunks, largest first to the
     # least loaded member; not split with fewer sequences than members or a member under the minimum.
     cases = [((1,) * 32, 2, [16, 16]), ((7, 6, 5, 4), 2, [11, 11]), ((7, 6, 5, 4), 4, [7, 6, 5, 4]),
-             ((40,), 2, None), ((1,) * 12, 4, None), ((6, 4, 5), 2, [6, 9]), ((4, 4, 8), 2, [8, 8]), ((9, 2, 1), 2, None)]
+             ((40,), 2, None), ((1,) * 6, 4, None), ((6, 4, 5), 2, [6, 9]), ((4, 4, 8), 2, [8, 8]), ((9, 1), 2, None)]
     got = [ep_member_tokens(E, chunks) for chunks, E, _ in cases]
     report("split by sequence: the members' tokens as the stage plans them",
            all(g == want for g, (_, _, want) in zip(got, cases)),
