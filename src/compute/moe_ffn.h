@@ -5,8 +5,9 @@
 // a micro-batch large enough, an all-to-all brings each token's weighted outputs to the member that
 // finishes it (the ordered sum and the shared expert, for its share of the tokens), and an all-gather of
 // the finished rows gives every member the block's output; in a small one (one round of messages instead
-// of two) every member gathers every output and finishes every token. When the stage splits its layers'
-// tokens over the members (TransformerStage), each finishes its own and keeps them. All are bitwise one rank's.
+// of two) every member gathers every output and finishes every token. When the stage splits a micro-batch
+// by sequence over the members (TransformerStage), each finishes its own tokens and keeps them. All are
+// bitwise one rank's.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,8 +27,8 @@ class MoeFfn {
   void set_expert_group(ExpertGroup* group) { group_ = group; }
   // out[n x n_embd] = the MoE block applied to xn[n x n_embd] (the ffn-normed activations).
   void forward(const model::LayerWeights& L, const float* xn, int32_t n, float* out, StageMatmul& matmul);
-  // The same under a split of the stage's layers: member j holds tokens [starts[j], starts[j + 1]) of xn's
-  // rows and finishes them, so only this member's rows of out are written and no finished rows are shared.
+  // The same under a split by sequence: member j holds tokens [starts[j], starts[j + 1]) of xn's rows and
+  // finishes them, so only this member's rows of out are written and no finished rows are shared.
   void forward_own_rows(const model::LayerWeights& L, const float* xn, const std::vector<int32_t>& starts, float* out,
                         StageMatmul& matmul);
 
