@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Expert parallelism against pipeline stages on one host: the same MoE model on NP ranks split as NP stages
 # and as NP/E stages x --expert-parallel E, one sequence (decode) and 32 sequences, alternating REPS times.
-# Prints each run's generated tok/s and ranks' peak RSS, then the medians; checks both layouts write the
-# same JSONL bytes (NP, E, REPS, THREADS, CTX). LINK_GBIT=G (root, iproute2): the ranks run on NP
-# network-namespace hosts (tests/system/netns_hosts.sh) whose links are shaped to G Gbit/s, a rank a host.
+# Prints each run's generated tok/s, ranks' peak RSS and (expert-parallel runs) the micro-batches each
+# group split by sequence, then the medians; checks both layouts write the same JSONL bytes (NP, E, REPS,
+# THREADS, CTX). LINK_GBIT=G (root, iproute2): the ranks run on NP network-namespace hosts
+# (tests/system/netns_hosts.sh) whose links are shaped to G Gbit/s, a rank a host.
 # Usage: benchmarks/pipeline/bench_expert_parallel.sh [BUILD_DIR] [MOE_MODEL.gguf]
 set -euo pipefail
 BUILD=${1:-build}
@@ -33,27 +34,29 @@ if [ -z "$MODEL" ]; then
 fi
 echo "Once upon a time, there was a little girl named Lily." > "$WORK/one.txt"
 for i in $(seq 1 32); do echo "Story $i: the little cat sat on a warm mat and looked at the sun."; done > "$WORK/many.txt"
-run() {  # layout prompts max_tokens -> "tok/s rss0/rss1..."
+run() {  # layout prompts max_tokens -> "tok/s rss0/rss1... [split a/b...]"
   local layout=$1 prompts=$2 max=$3 extra=""
   [ "$layout" = ep ] && extra="--expert-parallel $E"
   [ -n "$CTX" ] && extra+=" --ctx $CTX"
   [ -n "$LINK_GBIT" ] && extra+=" --bind none"  # the hosts share this machine's cores
   $MPIRUN -np "$NP" "$BUILD/glacier_mpi" --model "$MODEL" --prompts "$WORK/$prompts" --max-tokens "$max" \
     --threads "$THREADS" --jsonl "$WORK/$layout-$prompts.jsonl" $extra > "$WORK/log" 2>&1
-  local rate rss
+  local rate rss split
   rate=$(sed -nE 's/.* ([0-9.]+) generated tok\/s.*/\1/p' "$WORK/log" | tail -1)
   rss=$(sed -nE 's/^rank ([0-9]+): peak RSS ([0-9.]+) MiB/\1 \2/p' "$WORK/log" | sort -n | cut -d' ' -f2 | paste -sd/)
+  # Micro-batches each expert group split by sequence (its leader's log line), stage by stage.
+  split=$(sed -nE "s/.*stage ([0-9]+)'s expert group split ([0-9]+) of.*/\1 \2/p" "$WORK/log" | sort -n | cut -d' ' -f2 | paste -sd/)
   [ -n "$rate" ] || { echo "bench_expert_parallel: no throughput in the $layout run:" >&2; cat "$WORK/log" >&2; exit 1; }
-  echo "$rate $rss"
+  echo "$rate $rss${split:+ $split}"
 }
 declare -A rates
 for rep in $(seq 1 "$REPS"); do
   for layout in pp ep; do
     for shape in "one.txt 128" "many.txt 64"; do
       set -- $shape
-      out=$(run "$layout" "$1" "$2")
-      echo "round $rep, $layout, $1: ${out%% *} tok/s, peak RSS by rank ${out#* } MiB"
-      rates[$layout-$1]+="${out%% *} "
+      read -r rate rss split <<< "$(run "$layout" "$1" "$2")"
+      echo "round $rep, $layout, $1: $rate tok/s, peak RSS by rank $rss MiB${split:+, micro-batches split by sequence (stage by stage): $split}"
+      rates[$layout-$1]+="$rate "
     done
   done
 done
