@@ -172,6 +172,7 @@ void TransformerStage::set_expert_group(ExpertGroup* group) {
   chunk_member_.reserve(t);
   chunk_rank_.reserve(t);
   member_tokens_.reserve(G);
+  slot_member_.assign(static_cast<size_t>(kv_.n_slots()), -1);
   x_split_.resize(t * cfg_.n_embd);
   shared_rows_.resize(t * (cfg_.n_embd + cache_row));
 }
@@ -199,14 +200,12 @@ bool TransformerStage::plan_sequence_split(const MicroBatch& mb) {
   member_tokens_.assign(static_cast<size_t>(G), 0);
   for (const int32_t c : chunk_rank_) {
     const Chunk& chunk = mb.chunks[static_cast<size_t>(c)];
-    int32_t member = -1;
-    for (int32_t d = 0; d < n_chunks && member < 0; ++d)
-      if (chunk_member_[static_cast<size_t>(d)] >= 0 && mb.chunks[static_cast<size_t>(d)].slot == chunk.slot)
-        member = chunk_member_[static_cast<size_t>(d)];
+    int32_t& member = slot_member_[static_cast<size_t>(chunk.slot)];
     if (member < 0) member = static_cast<int32_t>(std::min_element(member_tokens_.begin(), member_tokens_.end()) - member_tokens_.begin());
     chunk_member_[static_cast<size_t>(c)] = member;
     member_tokens_[static_cast<size_t>(member)] += chunk.n_tokens;
   }
+  for (const Chunk& chunk : mb.chunks) slot_member_[static_cast<size_t>(chunk.slot)] = -1;  // ready for the next plan
   if (*std::min_element(member_tokens_.begin(), member_tokens_.end()) < kMinTokensAMemberToSplitLayers) return false;
   ++split_micro_batches_;
   member_start_.assign(1, 0);
@@ -251,8 +250,8 @@ void TransformerStage::run_layers(const MicroBatch& mb, float* x) {
   const int32_t me = split ? expert_group_->index() : 0;
   const int32_t first = split ? member_start_[static_cast<size_t>(me)] : 0;
   const int32_t m = split ? member_start_[static_cast<size_t>(me) + 1] - first : n;
-  if (split)
-    for (int32_t p = 0; p < n; ++p)
+  if (split)  // only this member's rows: the others' come back to the leader in gather_rows_to_leader
+    for (int32_t p = first; p < first + m; ++p)
       std::memcpy(x_split_.data() + static_cast<size_t>(p) * E, x + static_cast<size_t>(member_order_[static_cast<size_t>(p)]) * E,
                   static_cast<size_t>(E) * sizeof(float));
   float* const residual = (split ? x_split_.data() : x) + static_cast<size_t>(first) * E;

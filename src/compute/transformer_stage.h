@@ -100,6 +100,7 @@ class TransformerStage {
   std::vector<int32_t> member_start_, member_order_;  // a split micro-batch (plan_sequence_split)
   int64_t split_micro_batches_ = 0;
   std::vector<int32_t> chunk_member_, chunk_rank_, member_tokens_;  // its planning scratch, a chunk or member each
+  std::vector<int32_t> slot_member_;  // while planning: the member a slot's chunks go to (-1: none yet)
   std::vector<float> x_split_;      // [max_tokens x n_embd] the residual rows in member order
   std::vector<float> shared_rows_;  // [max_tokens x (n_embd + a token's cache row)] share_layer_rows' exchange
   std::vector<size_t> counts_to_, counts_from_;  // floats to and from each member in an exchange
