@@ -2,7 +2,9 @@
 // the definition as two 8-lane halves, masks as blends, exp as exp_approx.h.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attention.h"
 #include "kernels/exp_approx.h"
@@ -45,58 +47,93 @@ __m256 visible(int32_t j, int half, int32_t first, int32_t last) {
   return _mm256_castsi256_ps(_mm256_and_si256(after_first, before_last));
 }
 
-// Lanes i of tree16's first level, c_i + c_{i+8}, for i in [i0, i0 + 4): the chains c_l (the sum over
-// d = l mod 16, ascending, of q[d] * k[d], k at tile + d * 16) of eight positions. Eight chains at a time
-// stay in the 16 ymm registers (an index d % 16 on one array of 16 kept them on the stack).
-template <int i0>
-void first_level(const float* q, const float* k, int32_t hd, __m256 (&sums)[4]) {
-  __m256 lo[4], hi[4];
-  for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
-  int32_t d0 = 0;
-  for (; d0 + kKeyTile <= hd; d0 += kKeyTile) {
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      lo[i] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + i0 + i]), _mm256_loadu_ps(k + (d0 + i0 + i) * kKeyTile), lo[i]);
-      hi[i] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + i0 + 8 + i]), _mm256_loadu_ps(k + (d0 + i0 + 8 + i) * kKeyTile), hi[i]);
-    }
-  }
-  for (int i = 0; i < 4; ++i) {  // a head size off the multiple of 16: the chains that have one more term
-    if (d0 + i0 + i < hd) lo[i] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + i0 + i]), _mm256_loadu_ps(k + (d0 + i0 + i) * kKeyTile), lo[i]);
-    if (d0 + i0 + 8 + i < hd)
-      hi[i] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + i0 + 8 + i]), _mm256_loadu_ps(k + (d0 + i0 + 8 + i) * kKeyTile), hi[i]);
-  }
-  for (int i = 0; i < 4; ++i) sums[i] = _mm256_add_ps(hi[i], lo[i]);
-}
-
-// tree16(c) of one half tile's eight positions: the first level in two quarters, then +4, +2, +1.
-__m256 half_tile_dot(const float* q, const float* k, int32_t hd) {
-  __m256 a[4], b[4];
-  first_level<0>(q, k, hd, a);
-  first_level<4>(q, k, hd, b);
-  for (int i = 0; i < 4; ++i) a[i] = _mm256_add_ps(b[i], a[i]);
-  a[0] = _mm256_add_ps(a[2], a[0]);
-  a[1] = _mm256_add_ps(a[3], a[1]);
-  return _mm256_add_ps(a[1], a[0]);
-}
-
-// Scores s_t of every head (head h's at scores + h * stride, index t - 16 j0), tile by tile: the query
-// heads of a group use each key tile while it is in L1.
-void scores(const AttentionArgs& a, size_t stride) {
-  const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
-  const __m256 scale = _mm256_set1_ps(a.scale), minus_inf = _mm256_set1_ps(-INFINITY);
-  const bool capped = a.softcap > 0.0f;
-  const __m256 cap = _mm256_set1_ps(a.softcap), inv_cap = _mm256_set1_ps(capped ? 1.0f / a.softcap : 0.0f);
-  for (int32_t j = j0; j < j1; ++j) {
-    const float* tile = a.key_tiles + static_cast<size_t>(j) * a.tile_stride;
-    for (int32_t h = 0; h < a.n_q; ++h) {
-      const float* q = a.q + h * a.q_stride;
-      for (int half = 0; half < 2; ++half) {
-        __m256 sv = _mm256_mul_ps(half_tile_dot(q, tile + kHalf * half, a.hd), scale);
-        if (capped) sv = softcap8(sv, cap, inv_cap);
-        sv = _mm256_blendv_ps(minus_inf, sv, visible(j, half, a.first, a.last));
-        _mm256_storeu_ps(a.scores + h * stride + (j - j0) * kKeyTile + kHalf * half, sv);
+// Chain i of the scores of heads [h0, h0 + H) against tiles [j, j + T): lane l of chain[i][h][t][half]
+// is the fma chain over d = i, i + 16, ... < hd of q[d] * k[d] for position 16 (j + t) + 8 half + l.
+// One pass a chain keeps its 2 H T sums in registers: a key row serves the H heads and a broadcast of
+// q[d] serves the T tiles, so a block loads (2 T + H) vectors for 2 H T products where one head and one
+// half tile at a time loaded two for one (the 16 chains of eight positions already filled the 16
+// registers, so nothing else could be shared).
+template <int H, int T>
+void score_chains(const AttentionArgs& a, int32_t h0, int32_t j, __m256 (&chain)[kKeyTile][H][T][2]) {
+  const float* q[H];
+  for (int h = 0; h < H; ++h) q[h] = a.q + (h0 + h) * a.q_stride;
+  const float* tile[T];
+  for (int t = 0; t < T; ++t) tile[t] = a.key_tiles + static_cast<size_t>(j + t) * a.tile_stride;
+  for (int i = 0; i < kKeyTile; ++i) {
+    __m256 acc[H][T][2];
+    for (auto& head : acc)
+      for (auto& halves : head) halves[0] = halves[1] = _mm256_setzero_ps();
+    for (int32_t d = i; d < a.hd; d += kKeyTile) {
+      __m256 k[T][2];
+      for (int t = 0; t < T; ++t)
+        for (int half = 0; half < 2; ++half) k[t][half] = _mm256_loadu_ps(tile[t] + d * kKeyTile + kHalf * half);
+      for (int h = 0; h < H; ++h) {
+        const __m256 qd = _mm256_set1_ps(q[h][d]);
+        for (int t = 0; t < T; ++t)
+          for (int half = 0; half < 2; ++half) acc[h][t][half] = _mm256_fmadd_ps(qd, k[t][half], acc[h][t][half]);
       }
     }
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t)
+        for (int half = 0; half < 2; ++half) chain[i][h][t][half] = acc[h][t][half];
+  }
+}
+
+// tree16 of one score's 16 chains, eight positions a lane: c_i + c_{i+8}, then +4, +2, +1.
+template <class Chain>
+__m256 tree16_of_chains(Chain&& c) {
+  __m256 x[kHalf];
+  for (int i = 0; i < kHalf; ++i) x[i] = _mm256_add_ps(c(i + kHalf), c(i));
+  for (int width = kHalf / 2; width >= 1; width /= 2)
+    for (int i = 0; i < width; ++i) x[i] = _mm256_add_ps(x[i + width], x[i]);
+  return x[0];
+}
+
+// What turns a score's tree16 into the stored s_t: the scale, the soft-cap where there is one, and -inf
+// outside [first, last].
+struct ScoreFinish {
+  __m256 scale, cap, inv_cap;
+  bool capped;
+};
+
+template <int H, int T>
+void score_block(const AttentionArgs& a, size_t stride, int32_t h0, int32_t j, int32_t j0, const ScoreFinish& f) {
+  __m256 chain[kKeyTile][H][T][2];
+  score_chains<H, T>(a, h0, j, chain);
+  for (int h = 0; h < H; ++h)
+    for (int t = 0; t < T; ++t)
+      for (int half = 0; half < 2; ++half) {
+        __m256 sv = _mm256_mul_ps(tree16_of_chains([&](int i) { return chain[i][h][t][half]; }), f.scale);
+        if (f.capped) sv = softcap8(sv, f.cap, f.inv_cap);
+        sv = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, visible(j + t, half, a.first, a.last));
+        _mm256_storeu_ps(a.scores + (h0 + h) * stride + (j + t - j0) * kKeyTile + kHalf * half, sv);
+      }
+}
+
+// Tiles a group of score blocks shares: 64 positions (16 KB of keys at head size 64) stay in L1 while
+// every head of the group reads them.
+constexpr int32_t kScoreGroupTiles = 4;
+
+// Scores s_t of every head (head h's at scores + h * stride, index t - 16 j0): per group of tiles, heads
+// four at a time against one tile, two against two tiles, the last head against four (each block eight
+// vector sums), the tiles past the group's last whole block one at a time.
+void scores(const AttentionArgs& a, size_t stride) {
+  const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
+  const bool capped = a.softcap > 0.0f;
+  const ScoreFinish f{_mm256_set1_ps(a.scale), _mm256_set1_ps(a.softcap), _mm256_set1_ps(capped ? 1.0f / a.softcap : 0.0f),
+                      capped};
+  for (int32_t g = j0; g < j1; g += kScoreGroupTiles) {
+    const int32_t g1 = std::min(j1, g + kScoreGroupTiles);
+    auto heads = [&](auto h_tag, int32_t h0) {
+      constexpr int H = decltype(h_tag)::value, T = kScoreGroupTiles / H;
+      int32_t j = g;
+      for (; j + T <= g1; j += T) score_block<H, T>(a, stride, h0, j, j0, f);
+      for (; j < g1; ++j) score_block<H, 1>(a, stride, h0, j, j0, f);
+    };
+    int32_t h = 0;
+    for (; h + 4 <= a.n_q; h += 4) heads(std::integral_constant<int, 4>{}, h);
+    for (; h + 2 <= a.n_q; h += 2) heads(std::integral_constant<int, 2>{}, h);
+    for (; h < a.n_q; ++h) heads(std::integral_constant<int, 1>{}, h);
   }
 }
 
@@ -138,9 +175,10 @@ void value_block(const AttentionArgs& a, size_t stride, int32_t h0, int32_t d) {
   const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
   for (int32_t j = j0; j < j1; ++j) {
     const float* rows = a.value_tiles + static_cast<size_t>(j) * a.tile_stride + static_cast<size_t>(d) * kKeyTile;
-    __m256 p[H][2];
-    for (int h = 0; h < H; ++h)
-      for (int half = 0; half < 2; ++half) p[h][half] = _mm256_loadu_ps(a.scores + (h0 + h) * stride + (j - j0) * kKeyTile + kHalf * half);
+    // The weights are read where they are multiplied (a memory operand of the fma): loaded ahead into
+    // registers, eight of them with eight sums and a value row outgrew the 16 and went through the stack.
+    const float* p[H];
+    for (int h = 0; h < H; ++h) p[h] = a.scores + (h0 + h) * stride + (j - j0) * kKeyTile;
     const bool whole = j * kKeyTile >= a.first && j * kKeyTile + kKeyTile - 1 <= a.last;
     const __m256 m0 = whole ? all : visible(j, 0, a.first, a.last), m1 = whole ? all : visible(j, 1, a.first, a.last);
 #pragma GCC unroll 8
@@ -148,8 +186,8 @@ void value_block(const AttentionArgs& a, size_t stride, int32_t h0, int32_t d) {
       __m256 v0 = _mm256_loadu_ps(rows + i * kKeyTile), v1 = _mm256_loadu_ps(rows + i * kKeyTile + kHalf);
       if (!whole) v0 = _mm256_and_ps(m0, v0), v1 = _mm256_and_ps(m1, v1);
       for (int h = 0; h < H; ++h) {
-        c[h][i][0] = _mm256_fmadd_ps(p[h][0], v0, c[h][i][0]);
-        c[h][i][1] = _mm256_fmadd_ps(p[h][1], v1, c[h][i][1]);
+        c[h][i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(p[h]), v0, c[h][i][0]);
+        c[h][i][1] = _mm256_fmadd_ps(_mm256_loadu_ps(p[h] + kHalf), v1, c[h][i][1]);
       }
     }
   }

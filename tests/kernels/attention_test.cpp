@@ -68,7 +68,9 @@ struct AttnCase {
 };
 const AttnCase kCases[] = {{64, 4, 0, 0},   {64, 4, 0, 37},  {64, 1, 5, 200}, {128, 8, 0, 130}, {8, 1, 0, 21},
                            {80, 2, 16, 47}, {16, 3, 31, 31}, {256, 2, 0, 17}, {96, 4, 3, 64},
-                           {72, 3, 9, 70},  {36, 2, 0, 50}};
+                           {72, 3, 9, 70},  {36, 2, 0, 50},
+                           // heads past the SIMD blocks of four and two, windows of several tile groups
+                           {64, 7, 21, 300}, {64, 5, 0, 130}, {128, 6, 40, 95}, {8, 4, 3, 70}, {48, 1, 0, 79}};
 // Score soft-caps: off, and one small enough (scores here are ~N(0, 1)) to bend most of them.
 const float kSoftcaps[] = {0.0f, 1.5f};
 
