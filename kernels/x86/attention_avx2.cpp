@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "kernels/attention.h"
 #include "kernels/exp_approx.h"
@@ -114,9 +113,9 @@ void score_block(const AttentionArgs& a, size_t stride, int32_t h0, int32_t j, i
 // every head of the group reads them.
 constexpr int32_t kScoreGroupTiles = 4;
 
-// Scores s_t of every head (head h's at scores + h * stride, index t - 16 j0): per group of tiles, heads
-// four at a time against one tile, two against two tiles, the last head against four (each block eight
-// vector sums), the tiles past the group's last whole block one at a time.
+// Scores s_t of every head (head h's at scores + h * stride, index t - 16 j0): per group of tiles, the
+// head blocks of attention_value_blocks.h, four heads against one tile, two against two tiles, one against
+// four (each block eight vector sums), the tiles past the group's last whole block one at a time.
 void scores(const AttentionArgs& a, size_t stride) {
   const int32_t j0 = a.first / kKeyTile, j1 = a.last / kKeyTile + 1;
   const bool capped = a.softcap > 0.0f;
@@ -124,16 +123,12 @@ void scores(const AttentionArgs& a, size_t stride) {
                       capped};
   for (int32_t g = j0; g < j1; g += kScoreGroupTiles) {
     const int32_t g1 = std::min(j1, g + kScoreGroupTiles);
-    auto heads = [&](auto h_tag, int32_t h0) {
+    x86::for_each_head_block(a.n_q, [&](auto h_tag, int32_t h0) {
       constexpr int H = decltype(h_tag)::value, T = kScoreGroupTiles / H;
       int32_t j = g;
       for (; j + T <= g1; j += T) score_block<H, T>(a, stride, h0, j, j0, f);
       for (; j < g1; ++j) score_block<H, 1>(a, stride, h0, j, j0, f);
-    };
-    int32_t h = 0;
-    for (; h + 4 <= a.n_q; h += 4) heads(std::integral_constant<int, 4>{}, h);
-    for (; h + 2 <= a.n_q; h += 2) heads(std::integral_constant<int, 2>{}, h);
-    for (; h < a.n_q; ++h) heads(std::integral_constant<int, 1>{}, h);
+    });
   }
 }
 
